@@ -1,0 +1,121 @@
+"""Tracing our own MultiHeadAttention on a sentence, so it can be shown exactly like a pretrained layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .attention import DEFAULT_FILL, MultiHeadAttention, seeded_module, seeded_vectors
+from .errors import InputError
+from .models import LoadedModel, _encode, attention_inputs
+from .trace import AttentionTrace
+
+INPUTS = ("embeddings", "hidden", "random")
+WEIGHTS = ("random", "pretrained")
+
+
+@dataclass(frozen=True)
+class ModuleSource:
+    """Our module plus where its input vectors and weights come from.
+
+    inputs:  "embeddings" (what enters the base model's layer 0), "hidden" (what enters `layer`),
+             or "random" (seeded N(0, 1) vectors, one per token).
+    weights: "random" (seeded, the same in every process) or "pretrained" (copied from `layer`).
+    Tokens always come from the base model's tokenizer.
+    """
+
+    base: LoadedModel
+    d_model: int | None = None  # None: the base model's hidden size
+    n_head: int | None = None  # None: the base model's head count
+    bias: bool = True
+    seed: int = 0
+    inputs: str = "embeddings"
+    weights: str = "random"
+    layer: int = 0
+
+    def resolved(self) -> tuple[int, int]:
+        d_model = self.base.d_model if self.d_model is None else int(self.d_model)
+        n_head = self.base.n_head if self.n_head is None else int(self.n_head)
+        return d_model, n_head
+
+    def build(self) -> MultiHeadAttention:
+        """The module this source describes (validated: clear errors for impossible combinations)."""
+        if self.inputs not in INPUTS:
+            raise InputError(f"inputs must be one of {INPUTS}, got {self.inputs!r}")
+        if self.weights not in WEIGHTS:
+            raise InputError(f"weights must be one of {WEIGHTS}, got {self.weights!r}")
+        d_model, n_head = self.resolved()
+        if self.inputs != "random" and d_model != self.base.d_model:
+            raise InputError(
+                f"Vectors from {self.base.label} have {self.base.d_model} dimensions, so d_model must be "
+                f"{self.base.d_model} (or choose random inputs)."
+            )
+        if self.weights == "pretrained":
+            if (d_model, n_head) != (self.base.d_model, self.base.n_head):
+                raise InputError(
+                    f"Copied weights fix d_model={self.base.d_model} and n_head={self.base.n_head}; "
+                    f"got d_model={d_model}, n_head={n_head}."
+                )
+            return MultiHeadAttention.from_pretrained_layer(self.base, self.layer)
+        return seeded_module(d_model, n_head, bias=self.bias, seed=self.seed)
+
+    def describe(self) -> str:
+        d_model, n_head = self.resolved()
+        w = f"weights of layer {self.layer}" if self.weights == "pretrained" else f"random weights (seed {self.seed})"
+        src = {"embeddings": "embeddings", "hidden": f"layer {self.layer} inputs", "random": f"random (seed {self.seed})"}
+        return f"attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head}), {w}, {src[self.inputs]} inputs"
+
+
+def input_vectors(src: ModuleSource, text: str, pair=None, max_tokens=None):
+    """([T, d_model] float tensor, tokens, notes) for a source and text."""
+    d_model, _ = src.resolved()
+    if src.inputs == "random":
+        enc = _encode(src.base, text, pair, max_tokens, None)
+        return seeded_vectors(len(enc.tokens), d_model, src.seed), enc.tokens, enc.notes
+    layer = 0 if src.inputs == "embeddings" else src.layer
+    return attention_inputs(src.base, text, layer, pair=pair, max_tokens=max_tokens)
+
+
+def trace_module(
+    src: ModuleSource,
+    text: str,
+    *,
+    pair=None,
+    causal: bool | None = None,
+    hide=(),
+    scale: float | None = None,
+    fill: float | None = None,
+    max_tokens: int | None = None,
+) -> AttentionTrace:
+    """Run our module as self-attention over the sentence's vectors; a one-layer AttentionTrace."""
+    module = src.build()
+    x, tokens, notes = input_vectors(src, text, pair, max_tokens)
+    T = len(tokens)
+    mask = torch.ones(T, T, dtype=torch.bool)
+    hide = tuple(sorted({int(i) for i in hide}))
+    if any(not 0 <= i < T for i in hide):
+        raise InputError(f"Cannot hide positions outside 0..{T - 1}.")
+    mask[:, list(hide)] = False
+    fill = DEFAULT_FILL if fill is None else float(fill)
+    with torch.inference_mode():
+        _, st = module(x, mask=mask, causal=causal, scale=scale, fill=fill)  # stages [nh, T, T]
+    causal_used = module.causal if causal is None else causal
+    full_mask = mask & torch.ones(T, T, dtype=torch.bool).tril() if causal_used else mask
+    used_scale = 1.0 / np.sqrt(module.d_head) if scale is None else float(scale)
+    options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hide, scale=scale, fill=fill).items()))
+    return AttentionTrace(
+        tokens=tokens,
+        weights=st.weights.numpy()[None],
+        scores=st.scores.numpy()[None],
+        scale=np.array([used_scale]),
+        mask=full_mask.numpy()[None],
+        fill=np.array([fill]),
+        model_name=src.describe(),
+        source="module",
+        d_head=module.d_head,
+        n_dropped=0,
+        options=options,
+        notes=tuple(notes),
+    )
