@@ -14,6 +14,7 @@ from .trace import AttentionTrace
 
 INPUTS = ("embeddings", "hidden", "random")
 WEIGHTS = ("random", "pretrained")
+MODULE_OPTIONS = ("pair", "causal", "hide", "scale", "fill", "max_tokens")  # what trace_module accepts
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,232 @@
+"""The dashboard frame: shared sidebar, URL state, cached models and traces.
+
+The only attnviz module that imports streamlit. Pages call `ui.source()`, `ui.get_trace(...)` and
+the widgets here; they never load models or compute anything themselves.
+
+State lives in widget keys bound to the URL (`bind="query-params"`), so a link reproduces the view
+and survives page switches and reloads. Streamlit ignores and removes a query value a widget cannot
+take (layer=99, a head of -1, garbage), so bad links fall back to defaults instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import streamlit as st
+import torch
+
+from . import models
+from .errors import AttnvizError, InputError
+from .own import INPUTS, MODULE_OPTIONS, WEIGHTS, ModuleSource, trace_module
+from .trace import AttentionTrace
+
+DEFAULT_TEXT = "The cat sat on the mat because it was tired."
+SOURCES = {"bundled": "Bundled model", "hub": "Hugging Face model", "module": "Our module"}
+MAX_TOKENS = int(os.environ.get("ATTNVIZ_MAX_TOKENS", "512"))
+URL = "query-params"
+
+
+def setup() -> None:
+    """Once per process: torch threads. Safe to call on every run."""
+    if not getattr(setup, "done", False):
+        torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+        setup.done = True
+
+
+# --- cached heavy objects (shared by every session; both are immutable once built) ------------------
+
+
+@st.cache_resource(max_entries=3, show_spinner="Loading the model… (the first load takes a few seconds)")
+def get_model(name: str) -> models.LoadedModel:
+    return models.load_model(None if name in ("", models.BUNDLED) else name)
+
+
+@st.cache_resource(max_entries=48, show_spinner="Running the model and capturing every attention stage…")
+def _cached_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
+    loaded = get_model(model_name)
+    opts = dict(options)
+    if module_key is not None:
+        return trace_module(ModuleSource(loaded, **dict(module_key)), text, **opts)
+    return models.trace_pretrained(loaded, text, **opts)
+
+
+# --- the shared sidebar -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the sidebar selected: the loaded base model, our module's settings if that is the source, the layer."""
+
+    model: models.LoadedModel
+    module: tuple | None  # sorted ModuleSource kwargs, or None for the pretrained model itself
+    layer: int  # the base model's layer (for our module: where its inputs / copied weights come from)
+
+    @property
+    def is_module(self) -> bool:
+        return self.module is not None
+
+    @property
+    def trace_layer(self) -> int:
+        """The layer to show from a trace of this source (our module's trace has a single layer)."""
+        return 0 if self.is_module else self.layer
+
+    @property
+    def n_head(self) -> int:
+        return int(dict(self.module)["n_head"]) if self.is_module else self.model.n_head
+
+    @property
+    def label(self) -> str:
+        return self.module_source().describe() if self.is_module else self.model.label
+
+    def module_source(self) -> ModuleSource | None:
+        return None if self.module is None else ModuleSource(self.model, **dict(self.module))
+
+
+def sidebar() -> Source:
+    """The frame every page shares: sentence, optional pair, source, model or module settings, layer."""
+    with st.sidebar:
+        st.text_area(
+            "Sentence",
+            value=DEFAULT_TEXT,
+            key="text",
+            bind=URL,
+            height=90,
+            max_chars=20000,
+            help="Any text. Longer than the model's limit is truncated (the page says so).",
+        )
+        st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, help="For sentence pairs.")
+        kind = st.radio("Source", list(SOURCES), format_func=SOURCES.get, key="source", bind=URL)
+        name = models.BUNDLED
+        if kind == "hub":
+            name = st.text_input(
+                "Model id or local folder",
+                value="",
+                key="model",
+                bind=URL,
+                placeholder="bert-base-uncased, gpt2, ./my-model",
+                help="Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
+                "Remote code is never run.",
+            ).strip() or models.BUNDLED
+        loaded = _load_or_fallback(name)
+        layer = 0
+        if loaded.n_layer > 1:
+            what = "Layer (inputs / weights taken from)" if kind == "module" else "Layer"
+            layer = st.slider(what, 0, loaded.n_layer - 1, 0, key="layer", bind=URL, help="Layer 0 is nearest the input.")
+        module = module_settings(loaded, layer) if kind == "module" else None
+    src = Source(loaded, module, layer)
+    st.session_state["_source"] = src
+    return src
+
+
+def current() -> Source:
+    """The Source the frame built for this run (pages call this)."""
+    src = st.session_state.get("_source")
+    return src if src is not None else sidebar()
+
+
+def _load_or_fallback(name: str) -> models.LoadedModel:
+    """Load `name`; if that fails, say why and stay on the last model that worked (else the bundled one)."""
+    try:
+        loaded = get_model(name)
+        st.session_state["_last_good_model"] = name
+        return loaded
+    except AttnvizError as e:
+        fallback = st.session_state.get("_last_good_model", models.BUNDLED)
+        fallback = models.BUNDLED if fallback == name else fallback
+        shown = "the bundled model" if fallback == models.BUNDLED else fallback
+        st.error(f"{e}\n\nShowing {shown} instead.")
+        return get_model(fallback)
+
+
+def head_picker(src: Source, container=None) -> int:
+    """The head slider; bound to the URL so links open on the same head."""
+    return (container or st).slider("Head", 0, src.n_head - 1, 0, key="head", bind=URL)
+
+
+# --- our module's settings (sidebar, shown when the source is our module) ---------------------------
+
+
+def module_settings(loaded: models.LoadedModel, layer: int) -> tuple:
+    """Widgets for our MultiHeadAttention; returns its settings as a hashable tuple of ModuleSource kwargs."""
+    st.caption("Our module: `attnviz.MultiHeadAttention`, written from scratch.")
+    inputs = st.selectbox(
+        "Input vectors",
+        INPUTS,
+        key="m_inputs",
+        bind=URL,
+        format_func={"embeddings": "model embeddings", "hidden": "hidden states entering the layer", "random": "random (seeded)"}.get,
+    )
+    weights = st.selectbox(
+        "Weights", WEIGHTS, key="m_weights", bind=URL, format_func={"random": "random (seeded)", "pretrained": "copied from the layer"}.get
+    )
+    fixed_width = inputs != "random" or weights == "pretrained"
+    d_model = loaded.d_model
+    if not fixed_width:
+        d_model = st.number_input("d_model", 4, 1024, loaded.d_model, step=4, key="m_dmodel", bind=URL)
+    else:
+        st.caption(f"d_model = {loaded.d_model} (fixed by the model's vectors or weights)")
+    choices = [h for h in range(1, min(d_model, 32) + 1) if d_model % h == 0]
+    n_head = loaded.n_head
+    if weights != "pretrained":
+        default = loaded.n_head if loaded.n_head in choices else choices[-1]
+        n_head = st.select_slider("Heads", choices, value=default, key="m_heads", bind=URL, help="Only divisors of d_model.")
+        bias = st.toggle("Bias", value=True, key="m_bias", bind=URL)
+        seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="m_seed", bind=URL)
+    else:
+        bias, seed = True, 0
+    cfg = dict(d_model=int(d_model), n_head=int(n_head), bias=bool(bias), seed=int(seed), inputs=inputs, weights=weights, layer=layer)
+    return tuple(sorted(cfg.items()))
+
+
+# --- traces -----------------------------------------------------------------------------------------
+
+
+def text_inputs() -> tuple[str, str | None]:
+    text = st.session_state.get("text", DEFAULT_TEXT)
+    pair = (st.session_state.get("pair") or "").strip() or None
+    return text, pair
+
+
+def get_trace(src: Source, **options) -> AttentionTrace | None:
+    """The trace for the sidebar's sentence and `options` (cached); None after showing a clear message."""
+    text, pair = text_inputs()
+    if not text or not text.strip():
+        st.info("Type a sentence in the sidebar to see its attention.")
+        return None
+    options = {"pair": pair, "max_tokens": MAX_TOKENS, **options}
+    if src.is_module:
+        dropped = sorted(k for k in options if k not in MODULE_OPTIONS and options[k] not in (None, True, ()))
+        if dropped:
+            st.info(f"Our module is a single layer with no padding: {', '.join(dropped)} do not apply to it.")
+        options = {k: v for k, v in options.items() if k in MODULE_OPTIONS}
+    try:
+        tr = _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
+    except InputError as e:
+        st.warning(str(e))
+        return None
+    except AttnvizError as e:
+        st.error(str(e))
+        return None
+    for note in tr.notes:
+        st.warning(note)
+    return tr
+
+
+def copy_link() -> None:
+    """A copy-link control: the page URL already carries the state; this shows it ready to copy."""
+    with st.sidebar.popover("Share this view", icon=":material/link:", use_container_width=True):
+        st.caption("The address bar holds the whole view (sentence, model, layer, head and page settings).")
+        st.code(_current_url(), language=None, wrap_lines=True)
+
+
+def _current_url() -> str:
+    from urllib.parse import urlencode
+
+    try:
+        base = st.context.url or ""
+    except Exception:  # noqa: BLE001 - context may be missing in AppTest
+        base = ""
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    query = urlencode([(k, v) for k, vs in params.items() for v in vs])
+    return f"{base.split('?')[0]}?{query}" if query else base
