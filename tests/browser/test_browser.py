@@ -1,0 +1,70 @@
+"""The dashboard in a real Chromium against a real `streamlit run app.py` server."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+PAGES = {"heads": "", "scaling": "scaling", "masks": "masks", "module": "module"}
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_renders_charts_without_errors(tab, name):
+    tab.open(PAGES[name])
+    n_charts = tab.page.locator(".js-plotly-plot").count()
+    tab.shot(f"page-{name}")
+    assert n_charts >= 1, f"{name}: no chart drawn"
+    assert tab.errors_on_page() == [], f"{name}: error element on the page"
+    assert tab.real_console_errors() == [], f"{name}: browser console errors {tab.console_errors}"
+    assert "Traceback" not in tab.page.inner_text("body")
+
+
+def test_hovering_a_heatmap_cell_shows_the_token_pair(tab):
+    tab.open("?text=The+cat+sat+on+the+mat")
+    chart = tab.page.locator(".js-plotly-plot").nth(1)  # the large single-head heatmap follows the grid
+    chart.scroll_into_view_if_needed()
+    box = chart.locator(".nsewdrag").first.bounding_box()
+    assert box is not None
+    # the cell at query "cat" (row 2), key "sat" (column 3) of 8 tokens: [CLS] the cat sat on the mat [SEP]
+    x = box["x"] + box["width"] * (3.5 / 8)
+    y = box["y"] + box["height"] * (2.5 / 8)
+    tab.page.mouse.move(x, y)
+    hover = tab.page.locator(".hoverlayer .hovertext")
+    hover.first.wait_for(state="visible", timeout=10_000)
+    text = hover.first.inner_text()
+    tab.shot("hover")
+    assert "cat" in text and "sat" in text, text
+
+
+def test_url_with_query_parameters_opens_the_same_view(tab):
+    tab.open("?text=Hello+world+again&layer=3&head=5")
+    assert tab.page.locator("textarea").first.input_value() == "Hello world again"
+    sliders = tab.page.locator("[data-testid='stSlider'] [role='slider']")
+    values = {sliders.nth(i).get_attribute("aria-valuenow") for i in range(sliders.count())}
+    assert "3" in values and "5" in values, values
+    assert "hello" in tab.page.inner_text("[data-testid='stMain']").lower()
+
+
+def test_switching_pages_keeps_the_state(tab):
+    tab.open("?text=Switching+pages+keeps+this&layer=2")
+    tab.page.locator("[data-testid='stSidebarNav'] a", has_text="Masks").click()
+    tab.idle()
+    query = parse_qs(urlparse(tab.page.url).query)
+    assert urlparse(tab.page.url).path.endswith("/masks")
+    assert query.get("text") == ["Switching pages keeps this"], tab.page.url
+    assert query.get("layer") == ["2"], tab.page.url
+    assert tab.page.locator("textarea").first.input_value() == "Switching pages keeps this"
+    tab.page.reload()
+    tab.idle()
+    assert tab.page.locator("textarea").first.input_value() == "Switching pages keeps this"
+
+
+def test_typing_a_new_sentence_updates_the_heatmaps(tab):
+    tab.open()
+    area = tab.page.locator("textarea").first
+    area.fill("Dogs bark loudly")
+    area.press("Control+Enter")
+    tab.idle()
+    assert "bark" in tab.page.inner_text("[data-testid='stMain']")
+    assert "Dogs+bark+loudly" in tab.page.url or "Dogs%20bark%20loudly" in tab.page.url
