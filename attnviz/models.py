@@ -17,9 +17,13 @@ import contextvars
 import inspect
 import logging
 import os
+import re
+import socket
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import numpy as np
 import torch
@@ -222,9 +226,16 @@ def load_model(name: str | None = None) -> LoadedModel:
     label = BUNDLED if name is None or str(name).strip() in ("", BUNDLED) else str(name).strip()
     path = bundled_model_path() if label == BUNDLED else os.path.expanduser(label)
     common = dict(trust_remote_code=False)
+    if label != BUNDLED:
+        common["local_files_only"] = _check_before_loading(label, path)
     try:
         config = AutoConfig.from_pretrained(path, **common)
     except Exception as e:  # transformers raises OSError, ValueError, KeyError, HF hub errors...
+        if common.get("local_files_only") and not os.path.isdir(path):
+            raise ModelLoadError(
+                f"Could not load model {label!r}: the Hugging Face hub cannot be reached from here and the model "
+                "is not in the local cache. Use a local folder made with save_pretrained, or the bundled model."
+            ) from None
         raise _explain(label, e) from None
     if getattr(config, "is_encoder_decoder", False):
         raise ModelLoadError(
@@ -250,6 +261,77 @@ def load_model(name: str | None = None) -> LoadedModel:
     loaded = LoadedModel(label, model, tokenizer, 0, 0, 0, _max_tokens(config, tokenizer), captures)
     _probe(loaded)
     return loaded
+
+
+# --- what may be loaded, checked before any download ----------------------------------------------
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+
+
+def hosted() -> bool:
+    """Hosted mode (ATTNVIZ_HOSTED=1): only allow-listed hub ids, no server folders, tighter limits."""
+    return os.environ.get("ATTNVIZ_HOSTED", "").strip().lower() in ("1", "true", "yes")
+
+
+def allowed_models() -> list[str]:
+    """Models a hosted deployment may load besides the bundled one (ATTNVIZ_ALLOWED_MODELS, comma-separated)."""
+    raw = os.environ.get("ATTNVIZ_ALLOWED_MODELS", "")
+    return [m.strip() for m in raw.split(",") if m.strip()]
+
+
+def max_model_bytes() -> int:
+    """Weights larger than this are refused (ATTNVIZ_MAX_MODEL_MB, default 1500 MB: fits a small server)."""
+    return int(float(os.environ.get("ATTNVIZ_MAX_MODEL_MB", "1500")) * 1024 * 1024)
+
+
+def _check_before_loading(label: str, path: str) -> bool:
+    """Refuse what must not be loaded, fast; return True when the hub is unreachable (load from cache only)."""
+    is_folder = os.path.isdir(path)
+    if hosted() and (is_folder or label not in allowed_models()):
+        allowed = ", ".join(allowed_models()) or "none besides the bundled model"
+        raise ModelLoadError(f"This hosted dashboard only loads these models: {allowed}. {label!r} is not one of them.")
+    if is_folder:
+        weights = sum(f.stat().st_size for f in Path(path).glob("*.safetensors"))
+        _check_size(label, weights)
+        return True
+    if not _HUB_ID.match(label):
+        raise ModelLoadError(
+            f"{label!r} is neither an existing folder nor a valid hub id (like 'gpt2' or 'google-bert/bert-base-uncased')."
+        )
+    if os.environ.get("HF_HUB_OFFLINE", "").strip() in ("1", "true", "yes") or not _hub_reachable():
+        return True  # only the local cache can help; fails in well under a second if the model is not there
+    _check_size(label, _hub_weight_bytes(label))
+    return False
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One quick TCP connect instead of transformers' retries (about 25-45 s on a closed network)."""
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _hub_weight_bytes(label: str) -> int | None:
+    """Size of the model's .safetensors files as the hub reports it, or None if it will not say."""
+    try:
+        from huggingface_hub import HfApi
+
+        info = HfApi().model_info(label, files_metadata=True, timeout=10)
+    except Exception:  # noqa: BLE001 - the real load reports a missing model with a clear message
+        return None
+    sizes = [s.size or 0 for s in (info.siblings or []) if s.rfilename.endswith(".safetensors")]
+    return sum(sizes) if sizes else None
+
+
+def _check_size(label: str, n_bytes: int | None) -> None:
+    if n_bytes is not None and n_bytes > max_model_bytes():
+        raise ModelLoadError(
+            f"{label!r} has {n_bytes / 2**20:,.0f} MB of weights, over this dashboard's budget of "
+            f"{max_model_bytes() / 2**20:,.0f} MB (ATTNVIZ_MAX_MODEL_MB). Choose a smaller model."
+        )
 
 
 def _max_tokens(config, tokenizer) -> int:
