@@ -170,8 +170,10 @@ class MultiHeadAttention(nn.Module):
         combined = None
         if mask is not None:
             combined = as_bool_mask(mask).to(device)
+            if combined.dim() == 3:
+                combined = combined.unsqueeze(1)  # [B, Tq, Tk] -> [B, 1, Tq, Tk]: one mask per example, all heads
             while combined.dim() < 4:
-                combined = combined.unsqueeze(0)  # broadcast [Tq, Tk] or [B, Tq, Tk] up to 4 axes
+                combined = combined.unsqueeze(0)  # [Tq, Tk] -> [1, 1, Tq, Tk]
         if valid_lens is not None:
             vl = valid_length_mask(torch.as_tensor(valid_lens, device=device), n_query, n_key)
             combined = vl if combined is None else combined & vl
@@ -193,7 +195,8 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[torch.Tensor, Stages]:
         """q: [B, Tq, d_model] (or [Tq, d_model]); k, v: [B, Tk, d_model], default q (self-attention).
 
-        mask: boolean, True = may attend, broadcastable to [B, nh, Tq, Tk]; 0/1 masks are accepted.
+        mask: boolean, True = may attend: [Tq, Tk], [B, Tq, Tk] (per example) or [B or 1, nh or 1, Tq, Tk];
+        0/1 masks are accepted.
         valid_lens: [B] or [B, Tq] key lengths (padding). causal: query i sees keys <= i.
         scale: default 1/sqrt(d_head). fill: what masked cells become before the softmax.
         """
@@ -276,7 +279,8 @@ def seeded_module(d_model: int, n_head: int, bias: bool = True, seed: int = 0) -
 
     Uses its own torch.Generator so it neither reads nor disturbs the global RNG.
     """
-    m = MultiHeadAttention(d_model, n_head, bias=bias)
+    with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undo that
+        m = MultiHeadAttention(d_model, n_head, bias=bias)
     g = torch.Generator().manual_seed(seed)
     bound = 1.0 / math.sqrt(d_model)  # nn.Linear's default range, drawn from our generator
     with torch.no_grad():

@@ -1,9 +1,70 @@
-"""Placeholder: being written."""
+"""Why 1/sqrt(d_k): the spread of the scores, what the softmax does with it, and the random-vector law."""
+
 import streamlit as st
-from attnviz import ui
+
+from attnviz import analysis, ui
+from attnviz.plots import distributions as dp
+
+EXPORT = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": "attnviz-scaling"}}
+
+
+def show(fig, why: str, key: str) -> None:
+    """A figure with its explanation beside it."""
+    left, right = st.columns([4, 1], vertical_alignment="center")
+    left.plotly_chart(fig, key=key, config=EXPORT)
+    right.markdown(why)
+
 
 src = ui.current()
-st.title("scaling")
+st.title("Why divide the scores by √d_k?")
+st.caption("Attention computes softmax(q·kᵀ / √d_k). This page shows what the division does to one layer of the model.")
 tr = ui.get_trace(src)
-if tr is not None:
-    st.write(tr.summary())
+if tr is not None and tr.weights_only:
+    st.info("This model gives only the final weights, so there are no raw scores to rescale. The law below still holds.")
+elif tr is not None:
+    layer, d = src.trace_layer, tr.d_head
+    own = analysis.model_divisor(tr, layer)
+    c1, c2, c3 = st.columns([1, 2, 3])
+    all_heads = c1.toggle("All heads", key="all_heads", bind=ui.URL, help="Pool the heads of this layer instead of one.")
+    head = ui.head_picker(src, c2)
+    divisor = c3.select_slider(
+        "Divide the scores by", analysis.divisor_stops(d, own), value=round(own, 6), key="divisor", bind=ui.URL,
+        format_func=lambda x: analysis.divisor_label(x, d, own),
+    )
+    cmp = analysis.compare_divisor(tr, layer, divisor, None if all_heads else head)
+    who = f"mean of {tr.n_head} heads" if all_heads else f"head {head}"
+    st.caption(
+        f"Layer {src.layer}, {'all heads' if all_heads else who}, d_k = {d}. The model divides by {own:.3g}. "
+        f"**What-if:** the divisor is applied to this layer's stored scores (`trace.recompute`); no new forward pass, "
+        "so later layers still see the model's own weights."
+    )
+    show(
+        dp.score_histograms(cmp, d),
+        f"**Spread.** Dividing by {divisor:.3g} divides the variance by {divisor:.3g}² = {divisor**2:.3g}: "
+        f"{cmp.hist_scores.var:.1f} → {cmp.hist_scaled.var:.2f}. The dotted curve is the textbook case "
+        f"(q and k entries of variance 1): N(0, d = {d}) before, N(0, 1) after dividing by √{d}. "
+        "Real q and k are not unit-variance, so the solid fit is wider, but the division shrinks it just the same.",
+        "hist",
+    )
+    show(
+        dp.softmax_pair(cmp, tr.tokens, who),
+        "**Softmax.** Each row is one query's attention over the keys (rows sum to 1). "
+        "Without the division the largest score wins almost everything: rows turn into a single bright cell.",
+        "softmax",
+    )
+    show(
+        dp.row_saturation(cmp, tr.tokens),
+        "**Saturation.** A largest weight near 1 and an entropy near 0 mean a one-hot row: the softmax is flat "
+        "there, its gradients vanish and the layer stops learning. Dividing keeps rows spread out.",
+        "rows",
+    )
+
+st.subheader("The law behind it: random vectors")
+show(
+    dp.law_figure(list(analysis.law_rows()), tr.d_head if tr is not None else None),
+    "If q and k have independent entries of mean 0 and variance 1, q·k is a **sum of d products, each of "
+    "variance 1**, so Var(q·k) = d (left, the dotted line y = d). Dividing by √d brings it back to **1** for "
+    "every d. Unscaled, the softmax input spreads like √d: the largest weight climbs to 1 and the entropy "
+    "falls to 0 (saturation, vanishing gradients). 1000 queries × 64 keys per d, seed 0.",
+    "law",
+)
