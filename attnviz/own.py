@@ -65,8 +65,47 @@ class ModuleSource:
     def describe(self) -> str:
         d_model, n_head = self.resolved()
         w = f"weights of layer {self.layer}" if self.weights == "pretrained" else f"random weights (seed {self.seed})"
-        src = {"embeddings": "embeddings", "hidden": f"layer {self.layer} inputs", "random": f"random (seed {self.seed})"}
+        src = {"embeddings": "embedding", "hidden": f"layer {self.layer}", "random": f"random (seed {self.seed})"}
         return f"attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head}), {w}, {src[self.inputs]} inputs"
+
+    @property
+    def mirrors_layer(self) -> bool:
+        """True when the module should reproduce pretrained layer `layer`: its weights on its inputs."""
+        same_inputs = self.inputs == "hidden" or (self.inputs == "embeddings" and self.layer == 0)
+        return self.weights == "pretrained" and same_inputs
+
+    def snippet(self, text: str) -> str:
+        """Python that reproduces this view outside the dashboard."""
+        d_model, n_head = self.resolved()
+        model = "attnviz.load_model()" if self.base.name == "bundled" else f"attnviz.load_model({self.base.name!r})"
+        args = [f"inputs={self.inputs!r}", f"weights={self.weights!r}", f"layer={self.layer}"]
+        if self.weights != "pretrained":
+            args = [f"d_model={d_model}", f"n_head={n_head}", f"bias={self.bias}", f"seed={self.seed}", *args]
+        return (
+            "import attnviz\nimport torch\n\n"
+            f"model = {model}\n"
+            f"src = attnviz.ModuleSource(model, {', '.join(args)})\n"
+            f"trace = attnviz.trace(src, {text!r})\n"
+            "trace.weights.shape  # [layer=1, head, query, key]; also trace.scores, .scaled, .masked\n\n"
+            "# or the bare module on any vectors:\n"
+            f"mha = attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head})\n"
+            f"out, stages = mha(torch.randn(1, 10, {d_model}))  # stages.weights: [batch, head, query, key]\n"
+        )
+
+
+def parity(module_trace: AttentionTrace, pretrained_trace: AttentionTrace, layer: int) -> float:
+    """Largest |difference| between our module's weights and the pretrained model's at `layer`.
+
+    ~1e-7 (float32 rounding) when the module copies that layer's weights and runs on its inputs:
+    the evidence that our from-scratch attention computes what the library does.
+    """
+    ours = module_trace.weights[0]  # [head, query, key]
+    if not 0 <= layer < pretrained_trace.n_layer:
+        raise InputError(f"layer {layer} out of range 0..{pretrained_trace.n_layer - 1}")
+    theirs = pretrained_trace.weights[layer]
+    if ours.shape != theirs.shape or module_trace.tokens != pretrained_trace.tokens:
+        raise InputError(f"cannot compare: our module gave {ours.shape}, the pretrained layer {theirs.shape}")
+    return float(np.abs(ours.astype(np.float64) - theirs.astype(np.float64)).max())
 
 
 def input_vectors(src: ModuleSource, text: str, pair=None, max_tokens=None):

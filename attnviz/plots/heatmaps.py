@@ -1,0 +1,323 @@
+"""Attention heatmaps: every head of a layer, one head up close, and every layer x head at a glance.
+
+Builds plotly Figures from an AttentionTrace; never calls streamlit, so every figure is unit-testable.
+
+Conventions (see plots/__init__.py): rows are queries, columns are keys, axes are positional with
+"%03d token" tick labels, tokens are escaped, colour scales are explicit (weights 0..1 sequential;
+scores, scaled and masked diverging and centred on 0), masked cells are NaN gaps, arrays are float32.
+
+Payload: a float32 heatmap of T x T tokens costs about 5.5 * T^2 bytes of JSON, so a 12-head grid of a
+512-token text is ~17 MB. The grid and the single head therefore show at most MAX_SHOWN tokens: pass
+`token_range=(start, stop)` to choose the window (queries and keys alike); without it the first
+MAX_SHOWN tokens are shown and the title says so. The overview pools long texts into small tiles instead.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..trace import AttentionTrace
+from .common import SCORES_SCALE, WEIGHTS_SCALE, escape, f32, symmetric_range, tick_labels
+
+MAX_SHOWN = 128  # tokens per axis in the grid and the single head (the caller can move the window)
+MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
+GRID_HOVER_TOKENS = 40  # up to this many tokens the grid's hover names the tokens (cheap enough)
+TILE = 24  # the overview pools every head to at most TILE x TILE cells
+
+#: One name per stage, used in titles, colour bars and the page that explains them.
+STAGE_LABELS = {"scores": "raw score q·k", "scaled": "scaled score", "masked": "masked score", "weights": "weight"}
+STAGE_HELP = {
+    "scores": "**scores**: the raw dot product of each query vector with each key vector (q·k). "
+    "Large positive means 'these two tokens match'; the numbers can be any size and sign.",
+    "scaled": "**scaled**: the scores multiplied by the scale the model used (1/√d_head for BERT), so "
+    "their size no longer grows with the vector length and the softmax does not saturate.",
+    "masked": "**masked**: the scaled scores with forbidden pairs removed (padding, future tokens in a causal "
+    "model). Removed cells are drawn as gaps; the model puts a huge negative number there.",
+    "weights": "**weights**: the softmax of each row of the masked scores: how much each query takes from "
+    "each key. Every row sums to 1; masked cells get 0.",
+}
+
+
+# --- small pure helpers -----------------------------------------------------------------------------
+
+
+def window(n_tokens: int, token_range=None, limit: int = MAX_SHOWN) -> tuple[int, int]:
+    """The [start, stop) token window to draw: the caller's range clipped to the text, else the first `limit`."""
+    if token_range is None:
+        return 0, min(n_tokens, limit)
+    start, stop = (int(v) for v in token_range)
+    start = min(max(0, start), max(0, n_tokens - 1))
+    stop = min(max(start + 1, stop), n_tokens)
+    return start, stop
+
+
+def stage_values(trace: AttentionTrace, layer: int, stage: str) -> np.ndarray:
+    """[head, query, key] float32 values of one stage, with masked cells as NaN for the masked stage."""
+    z = np.array(trace.stage(stage)[layer], dtype=np.float32)
+    if stage == "masked":
+        z[:, ~trace.mask[layer]] = np.nan
+    return z
+
+
+def colour(stage: str, values: np.ndarray) -> dict:
+    """Explicit colour scale and range: 0..1 for weights, symmetric around 0 for the score stages."""
+    if stage == "weights":
+        return dict(colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0)
+    r = symmetric_range(values)
+    return dict(colorscale=SCORES_SCALE, zmin=-r, zmax=r, zmid=0.0)
+
+
+def ticks(tokens, start: int, stop: int, max_ticks: int = MAX_TICKS) -> dict:
+    """Positional tick values and '%03d token' labels for tokens[start:stop], thinned to max_ticks."""
+    labels = tick_labels(tokens)
+    step = max(1, math.ceil((stop - start) / max_ticks))
+    vals = list(range(start, stop, step))
+    return dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals])
+
+
+def _token_pairs(tokens, start: int, stop: int) -> np.ndarray:
+    """[T, T, 2] object array of escaped (query label, key label) for hover text."""
+    labels = np.array(tick_labels(tokens)[start:stop], dtype=object)
+    n = stop - start
+    out = np.empty((n, n, 2), dtype=object)
+    out[..., 0] = labels[:, None]
+    out[..., 1] = labels[None, :]
+    return out
+
+
+def _fmt(a: np.ndarray) -> np.ndarray:
+    """Numbers as short strings for hover text (4 significant digits keep the payload small)."""
+    return np.char.mod("%.4g", np.asarray(a, dtype=np.float64)).astype(object)
+
+
+def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
+    if (start, stop) == (0, trace.n_tokens):
+        return ""
+    return f" · tokens {start}–{stop - 1} of {trace.n_tokens}"
+
+
+def chart_config(*parts) -> dict:
+    """Plotly modebar config whose PNG export gets a meaningful file name (e.g. attnviz_layer2_head3_weights)."""
+    name = "_".join(["attnviz", *(str(p) for p in parts if p not in (None, ""))])
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:120]
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2},
+        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+    }
+
+
+# --- figures ----------------------------------------------------------------------------------------
+
+
+def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None) -> go.Figure:
+    """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance."""
+    start, stop = window(trace.n_tokens, token_range)
+    z_all = stage_values(trace, layer, stage)[:, start:stop, start:stop]
+    n_head, n = z_all.shape[0], stop - start
+    cols = max(1, min(cols, n_head))
+    rows = math.ceil(n_head / cols)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=[f"head {h}" for h in range(n_head)],
+        shared_xaxes=True,
+        shared_yaxes=True,
+        horizontal_spacing=0.02 if cols > 1 else 0.0,
+        vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
+    )
+    scale = colour(stage, z_all)
+    pairs = _token_pairs(trace.tokens, start, stop) if n <= GRID_HOVER_TOKENS else None
+    who = "query %{customdata[0]}<br>key %{customdata[1]}" if pairs is not None else "query %{y} · key %{x}"
+    label = STAGE_LABELS[stage]
+    for h in range(n_head):
+        fig.add_trace(
+            go.Heatmap(
+                z=f32(z_all[h]),
+                x0=start,
+                dx=1,
+                y0=start,
+                dy=1,
+                customdata=pairs,
+                hovertemplate=f"head {h}<br>{who}<br>{label} %{{z:.4g}}<extra></extra>",
+                hoverongaps=False,
+                showscale=h == 0,
+                colorbar=dict(title=dict(text=label, side="right"), thickness=14, len=min(1.0, 0.35 + 0.2 * rows)),
+                **scale,
+            ),
+            row=h // cols + 1,
+            col=h % cols + 1,
+        )
+    tick_x, tick_y = ticks(trace.tokens, start, stop, MAX_TICKS // 2), ticks(trace.tokens, start, stop, MAX_TICKS // 2)
+    fig.update_xaxes(**tick_x, tickangle=-60, tickfont_size=9, showgrid=False, range=[start - 0.5, stop - 0.5])
+    fig.update_yaxes(**tick_y, tickfont_size=9, showgrid=False, range=[stop - 0.5, start - 0.5])
+    fig.update_annotations(font_size=12)
+    panel = 250 if n > 8 else 200
+    fig.update_layout(
+        height=rows * panel + 150,
+        margin=dict(l=10, r=10, t=40, b=10),
+        title=dict(text=f"Layer {layer} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"),
+    )
+    return fig
+
+
+def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None) -> go.Figure:
+    """One head large, with every stage in the hover (query, key, weight, raw score, scaled score)."""
+    start, stop = window(trace.n_tokens, token_range)
+    z_layer = stage_values(trace, layer, stage)[:, start:stop, start:stop]
+    z = z_layer[head]
+    sl = (layer, head, slice(start, stop), slice(start, stop))
+    pairs = _token_pairs(trace.tokens, start, stop)
+    hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{customdata[2]}"
+    if trace.weights_only:
+        custom = np.concatenate([pairs, _fmt(trace.weights[sl])[..., None]], axis=-1)
+        note = "Raw and scaled scores are unavailable: this model only gives its final weights."
+    else:
+        numbers = [_fmt(trace.weights[sl]), _fmt(trace.scores[sl]), _fmt(trace.scaled[sl])]
+        custom = np.concatenate([pairs, *(a[..., None] for a in numbers)], axis=-1)
+        hover += "<br>raw score %{customdata[3]}<br>scaled score %{customdata[4]}"
+        note = ""
+    label = STAGE_LABELS[stage]
+    fig = go.Figure(
+        go.Heatmap(
+            z=f32(z),
+            x0=start,
+            dx=1,
+            y0=start,
+            dy=1,
+            customdata=custom,
+            hovertemplate=hover + "<extra></extra>",
+            hoverongaps=False,
+            colorbar=dict(title=dict(text=label, side="right"), thickness=14),
+            **colour(stage, z_layer),  # the layer's range, so colours mean what they mean in the grid
+        )
+    )
+    t = ticks(trace.tokens, start, stop)
+    n = stop - start
+    side = max(420, min(820, 26 * n + 220))
+    fig.update_xaxes(**t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5])
+    fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
+    fig.update_yaxes(scaleanchor="x", constrain="domain")
+    fig.update_xaxes(constrain="domain")
+    title = f"Layer {layer} · head {head} · {label}{_range_note(trace, start, stop)}"
+    fig.update_layout(
+        height=side,
+        margin=dict(l=10, r=10, t=50 if note else 40, b=10),
+        title=dict(text=title + (f"<br><sup>{escape(note)}</sup>" if note else ""), font_size=14, x=0, xanchor="left"),
+    )
+    return fig
+
+
+def _pool(a: np.ndarray, size: int) -> np.ndarray:
+    """Average [..., T, T] into [..., size, size] blocks (NaN cells ignored), so long texts stay small."""
+    n = a.shape[-1]
+    if n <= size:
+        return a
+    starts = np.linspace(0, n, size + 1).round().astype(int)[:-1]
+    finite = np.isfinite(a)
+    total = np.add.reduceat(np.add.reduceat(np.where(finite, a, 0.0), starts, axis=-1), starts, axis=-2)
+    count = np.add.reduceat(np.add.reduceat(finite.astype(np.float32), starts, axis=-1), starts, axis=-2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / count, np.nan)
+
+
+def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile: int = TILE) -> go.Figure:
+    """Every layer x head as one tiled image (fast to draw), plus one invisible clickable marker per tile.
+
+    Texts longer than `tile` tokens are block-averaged to tile x tile cells per head. The markers carry
+    customdata [layer, head]; `selected_tile` reads a click back. `selected` outlines the tile on show.
+    """
+    n_layer, n_head = trace.n_layer, trace.n_head
+    stack = np.stack([stage_values(trace, layer, stage) for layer in range(n_layer)])  # [L, H, T, T]
+    pooled = _pool(stack, tile)
+    s = pooled.shape[-1]
+    step = s + 1  # one empty (NaN) row and column between tiles
+    image = np.full((n_layer * step - 1, n_head * step - 1), np.nan, dtype=np.float32)
+    for layer in range(n_layer):
+        for h in range(n_head):
+            image[layer * step : layer * step + s, h * step : h * step + s] = pooled[layer, h]
+    centre = (s - 1) / 2
+    lay, hd = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
+    fig = go.Figure(
+        go.Heatmap(
+            z=image,
+            hoverinfo="skip",
+            colorbar=dict(title=dict(text=STAGE_LABELS[stage], side="right"), thickness=12),
+            **colour(stage, stack),
+        )
+    )
+    row_px = max(28, min(70, 640 // n_layer))
+    marker = int(max(6, min(row_px, 900 / n_head) * 0.8))
+    fig.add_trace(
+        go.Scatter(
+            x=(hd.ravel() * step + centre).astype(np.float32),
+            y=(lay.ravel() * step + centre).astype(np.float32),
+            customdata=np.stack([lay.ravel(), hd.ravel()], axis=1),
+            mode="markers",
+            marker=dict(symbol="square", size=marker, color="rgba(0,0,0,0)"),
+            hoverinfo="none",
+            showlegend=False,
+            name="tiles",
+        )
+    )
+    if selected is not None and 0 <= selected[0] < n_layer and 0 <= selected[1] < n_head:
+        y0, x0 = selected[0] * step - 0.5, selected[1] * step - 0.5
+        fig.add_shape(type="rect", x0=x0, x1=x0 + s, y0=y0, y1=y0 + s, line=dict(color="#ff4b4b", width=3))
+    hstep = max(1, math.ceil(n_head / 32))
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=[h * step + centre for h in range(0, n_head, hstep)],
+        ticktext=[str(h) for h in range(0, n_head, hstep)],
+        title_text="head",
+        side="top",
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+        range=[-0.5, n_head * step - 1.5],
+    )
+    lstep = max(1, math.ceil(n_layer / 32))
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=[layer * step + centre for layer in range(0, n_layer, lstep)],
+        ticktext=[str(layer) for layer in range(0, n_layer, lstep)],
+        title_text="layer",
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+        range=[n_layer * step - 1.5, -0.5],
+    )
+    pooled_note = f" · each head averaged to {s}×{s}" if s < trace.n_tokens else ""
+    fig.update_layout(
+        height=n_layer * row_px + 110,
+        margin=dict(l=10, r=10, t=70, b=10),
+        hovermode="closest",
+        clickmode="event+select",
+        dragmode=False,
+        title=dict(text=f"All layers × heads · {STAGE_LABELS[stage]}{pooled_note}", font_size=14, x=0, xanchor="left"),
+    )
+    return fig
+
+
+def selected_tile(event) -> tuple[int, int] | None:
+    """(layer, head) from a Streamlit plotly selection event on the overview, or None if nothing usable.
+
+    Expects {"selection": {"points": [{"customdata": [layer, head], ...}], ...}} (dicts or Streamlit's
+    attribute dicts); takes the first point that carries a [layer, head] pair.
+    """
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError, IndexError):
+        return None
+    for point in points or ():
+        data = point.get("customdata") if hasattr(point, "get") else None
+        if isinstance(data, (list, tuple)) and len(data) >= 2:
+            try:
+                return int(data[0]), int(data[1])
+            except (TypeError, ValueError):
+                continue
+    return None
