@@ -1,9 +1,84 @@
-"""Placeholder: being written."""
+"""Masks: what padding, causal and hide masks remove, where the attention goes instead, and fully masked rows."""
+
 import streamlit as st
-from attnviz import ui
+
+from attnviz import analysis, ui
+from attnviz.plots import distributions as dp
+
+EXPORT = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": "attnviz-masks"}}
+FILLS = {"min": "float32 min (the model's own)", "-10000": "−10000", "-1e9": "−1e9", "-inf": "−inf"}
+
+
+def show(fig, why: str, key: str) -> None:
+    """A figure with its explanation beside it."""
+    left, right = st.columns([4, 1], vertical_alignment="center")
+    left.plotly_chart(fig, key=key, config=EXPORT)
+    right.markdown(why)
+
 
 src = ui.current()
-st.title("masks")
-tr = ui.get_trace(src)
-if tr is not None:
-    st.write(tr.summary())
+st.title("Masks: which keys may a query see?")
+st.caption("A mask replaces the scaled scores of forbidden cells with a fill value before the softmax, so they get (almost) no weight.")
+base = ui.get_trace(src)
+if base is None:
+    st.stop()
+n_real, layer = base.n_tokens, src.trace_layer
+c1, c2, c3, c4 = st.columns([2, 3, 2, 2])
+pad_to = c1.number_input(
+    "Pad to N tokens (0 = none)", 0, min(ui.MAX_TOKENS, src.model.max_tokens), 0, key="pad_to", bind=ui.URL,
+    disabled=src.is_module, help=f"The sentence has {n_real} tokens; a larger N appends padding tokens, as in a batch.",
+)
+pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module, help="Off: padding stays visible.")
+causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL)
+hide = c2.multiselect("Hide tokens (no query may attend them)", range(n_real), key="hide", bind=ui.URL,
+                      format_func=lambda i: f"{i:02d} {base.tokens[i]}")
+apply = c3.radio("Apply to", ["layer", "all"], key="apply", bind=ui.URL, disabled=src.is_module,
+                 format_func={"layer": "this layer only", "all": "all layers"}.get)
+fill = c3.radio("Fill value for masked cells", list(FILLS), key="fill", bind=ui.URL, format_func=FILLS.get)
+head = ui.head_picker(src, c4)
+
+layers = None if apply == "all" else (layer,)
+opts = analysis.mask_options(is_module=src.is_module, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide, layers=layers, fill=fill)
+with_mask = ui.get_trace(src, **opts)
+without = ui.get_trace(src, **analysis.unmasked_options(opts))
+if with_mask is None or without is None:
+    st.stop()
+if with_mask.weights_only:
+    st.info("This model gives only its final weights, so masks cannot be applied inside it. Try the bundled model.")
+    st.stop()
+if not src.is_module and 0 < pad_to <= n_real:
+    st.info(f"Padding needs N above the sentence's {n_real} tokens.")
+rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide)
+where = "every layer" if layers is None else f"layer {layer} only"
+later = "" if layers is None or layer == base.n_layer - 1 else f", and layers {layer + 1}..{base.n_layer - 1} change because their input changed"
+st.markdown(
+    f"**Forward-pass experiment.** The model ran again with the mask inside {where}{later}. Layer {src.layer}, head {head} is shown."
+    if not src.is_module else "**Forward-pass experiment.** Our single-layer module ran again with the mask."
+)
+who = f"head {head}"
+show(
+    dp.stage_pair(with_mask.scaled[layer, head], with_mask.mask[layer], with_mask.tokens, who),
+    "**scaled → masked.** Grey cells are removed: they hold the fill value, so the softmax gives them weight 0. "
+    "Causal removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
+    "stages",
+)
+show(
+    dp.weights_comparison(without.weights[layer, head], with_mask.weights[layer, head], with_mask.tokens, who),
+    "**Where the weight went.** Rows still sum to 1, so what the masked keys had is shared out among the keys "
+    "that remain (orange: gained, purple: lost).",
+    "weights",
+)
+show(
+    dp.leak_bars(rep, layers),
+    "**Leaks.** Left: share of a real query's attention on keys it should not see (padding, future or hidden "
+    "tokens): the mask brings it to exactly 0 where it is applied. Right: how much each layer's weights changed.",
+    "leak",
+)
+dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key masked." if rep.dead_rows else ""
+show(
+    dp.fill_demo_figure(rep.fills, with_mask.tokens, fill),
+    f"**Fully masked rows.** Query {rep.demo_query}'s scaled row, softmaxed with each fill. With every key masked, a "
+    "finite fill makes the row uniform (1/n each: the query averages everything); −inf gives zeros (it attends to "
+    f"nothing). With some keys visible, all fills give the same weights.{dead}",
+    "fills",
+)
