@@ -159,8 +159,8 @@ class LoadedModel:
     """A pretrained model ready to trace: model, tokenizer and what the load-time probe found."""
 
     name: str
-    model: Any
-    tokenizer: Any
+    model: Any = field(repr=False)
+    tokenizer: Any = field(repr=False)
     n_layer: int
     n_head: int
     d_head: int
@@ -251,7 +251,7 @@ def load_model(name: str | None = None) -> LoadedModel:
     try:
         try:
             model = AutoModel.from_pretrained(path, attn_implementation=CAPTURE_NAME, **load)
-        except ValueError as e:
+        except (ValueError, KeyError) as e:  # GPT-Neo and friends look the name up in their own table: KeyError
             if "attn" not in str(e).lower() and "attention" not in str(e).lower():
                 raise
             model, captures = AutoModel.from_pretrained(path, attn_implementation="eager", **load), False
@@ -329,8 +329,8 @@ def _hub_weight_bytes(label: str) -> int | None:
 def _check_size(label: str, n_bytes: int | None) -> None:
     if n_bytes is not None and n_bytes > max_model_bytes():
         raise ModelLoadError(
-            f"{label!r} has {n_bytes / 2**20:,.0f} MB of weights, over this dashboard's budget of "
-            f"{max_model_bytes() / 2**20:,.0f} MB (ATTNVIZ_MAX_MODEL_MB). Choose a smaller model."
+            f"{label!r} has {n_bytes / 2**20:,.1f} MB of weights, over this dashboard's budget of "
+            f"{max_model_bytes() / 2**20:,.1f} MB (ATTNVIZ_MAX_MODEL_MB). Choose a smaller model."
         )
 
 

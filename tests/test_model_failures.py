@@ -1,0 +1,123 @@
+"""Models that cannot be loaded fail fast with a message that says what to do; odd families degrade clearly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import attnviz
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "."]
+
+
+def save_tiny(folder, model_cls, config):
+    from transformers import BertTokenizer
+
+    torch.manual_seed(0)
+    model_cls(config).save_pretrained(folder)
+    BertTokenizer(vocab={t: i for i, t in enumerate(VOCAB)}).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(
+        vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=64,
+    )  # fmt: skip
+    return save_tiny(tmp_path_factory.mktemp("bert"), BertModel, cfg)
+
+
+def broken_copy(src, tmp_path, name):
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def expect_load_error(name, *words, within=5.0):
+    t0 = time.perf_counter()
+    with pytest.raises(attnviz.ModelLoadError) as info:
+        attnviz.load_model(str(name))
+    elapsed = time.perf_counter() - t0
+    msg = str(info.value)
+    assert elapsed < within, f"took {elapsed:.1f} s"
+    for w in words:
+        assert w in msg, msg
+    return msg
+
+
+def test_a_folder_without_weights_says_so(tiny_bert, tmp_path):
+    d = broken_copy(tiny_bert, tmp_path, "noweights")
+    (d / "model.safetensors").unlink()
+    expect_load_error(d, "no .safetensors weights")
+
+
+def test_a_corrupted_weight_file_says_so(tiny_bert, tmp_path):
+    d = broken_copy(tiny_bert, tmp_path, "corrupt")
+    (d / "model.safetensors").write_bytes(b"not a safetensors file" * 50)
+    expect_load_error(d, "damaged")
+
+
+def test_a_model_that_needs_remote_code_is_refused(tiny_bert, tmp_path):
+    d = broken_copy(tiny_bert, tmp_path, "remote")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(model_type="evilcustom", auto_map={"AutoConfig": "x.Cfg", "AutoModel": "x.Model"})
+    (d / "config.json").write_text(json.dumps(cfg))
+    (d / "x.py").write_text("raise SystemExit('remote code ran')\n")
+    expect_load_error(d, "trust_remote_code", "never runs")
+
+
+def test_an_unknown_hub_id_fails_within_seconds_offline(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the real path: probe the hub, find it unreachable
+    expect_load_error("nobody-here/no-such-model-xyz", "cannot be reached", within=8.0)
+
+
+def test_garbage_names_are_refused_before_any_network(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for name in ("../../no/such/dir", "<script>alert(1)</script>", "a b c", "x" * 300):
+        expect_load_error(name, "valid hub id", within=1.0)
+
+
+def test_a_model_over_the_size_budget_is_refused(tiny_bert, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_MAX_MODEL_MB", "0.001")
+    expect_load_error(tiny_bert, "budget", "ATTNVIZ_MAX_MODEL_MB")
+
+
+def test_hosted_mode_only_loads_allow_listed_models(tiny_bert, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_HOSTED", "1")
+    monkeypatch.setenv("ATTNVIZ_ALLOWED_MODELS", "gpt2,bert-base-uncased")
+    expect_load_error(tiny_bert, "only loads these models", "gpt2")  # a server folder is never loadable
+    expect_load_error("some-org/some-model", "only loads these models")
+    assert attnviz.load_model().n_layer == 6  # the bundled model is always allowed
+
+
+def test_the_tiny_model_itself_loads(tiny_bert):
+    m = attnviz.load_model(tiny_bert)
+    assert (m.n_layer, m.n_head, m.d_head, m.captures) == (2, 2, 8, True)
+
+
+def test_a_family_that_bypasses_the_seam_gives_a_weights_only_trace(tmp_path):
+    """DeBERTa-v2 accepts our attention name but never calls it: fall back to eager weights and say so."""
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    cfg = DebertaV2Config(
+        vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=64,
+    )  # fmt: skip
+    m = attnviz.load_model(save_tiny(tmp_path / "deberta", DebertaV2Model, cfg))
+    assert m.captures is False
+    tr = attnviz.trace(m, "the cat sat", causal=True)
+    assert tr.weights_only and tr.stages == ("weights",)
+    assert tr.scores is None and tr.scaled is None and tr.masked is None
+    assert np.allclose(tr.weights.sum(-1), 1, atol=1e-5)
+    assert any("only the weights" in n for n in tr.notes)
+    assert any("not applied" in n for n in tr.notes)  # the causal experiment could not be honoured
+    with pytest.raises(attnviz.AttnvizError, match="weights"):
+        tr.stage("scores")
