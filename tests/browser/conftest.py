@@ -6,70 +6,30 @@ No skipping: if chromium is missing the tests fail with a message saying how to 
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "test-output" / "screens"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log: Path, extra_env: dict | None = None) -> subprocess.Popen:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **(extra_env or {}))
-    cmd = [
-        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-        "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited early; see {log}:\n{log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                if r.read().decode().strip() == "ok":
-                    return proc
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"streamlit did not become healthy in 90 s; see {log}")
+from browserkit import CHROMIUM_ARGS, OUT, Tab, free_port, start_server
 
 
 @pytest.fixture(scope="session")
-def server():
+def streamlit_server():
+    """(url, process) of one real `streamlit run app.py` for the whole session."""
     OUT.mkdir(parents=True, exist_ok=True)
     port = free_port()
     proc = start_server(port, OUT.parent / "streamlit-server.log")
-    yield f"http://127.0.0.1:{port}"
+    yield f"http://127.0.0.1:{port}", proc
     proc.terminate()
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture(scope="session")
+def server(streamlit_server):
+    return streamlit_server[0]
 
 
 @pytest.fixture(scope="session")
@@ -85,43 +45,6 @@ def browser():
         b.close()
 
 
-class Tab:
-    """A browser page plus the console errors and dialogs it produced."""
-
-    def __init__(self, page, base: str):
-        self.page, self.base = page, base
-        self.console_errors: list[str] = []
-        self.dialogs: list[str] = []
-        page.on("console", lambda m: self.console_errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.console_errors.append(str(e)))
-        page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
-
-    def open(self, path: str = "", charts: int = 1, timeout: float = 90_000):
-        self.page.goto(f"{self.base}/{path.lstrip('/')}", wait_until="domcontentloaded")
-        return self.idle(charts, timeout)
-
-    def idle(self, charts: int = 1, timeout: float = 90_000):
-        """Wait until the script has finished and at least `charts` Plotly charts are drawn."""
-        self.page.wait_for_timeout(300)  # let a rerun start before we wait for it to end
-        self.page.wait_for_selector(IDLE, timeout=timeout)
-        if charts:
-            self.page.wait_for_function(
-                f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}", timeout=timeout
-            )
-        return self
-
-    def shot(self, name: str) -> Path:
-        path = OUT / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=True)
-        return path
-
-    def real_console_errors(self) -> list[str]:
-        return [m for m in self.console_errors if not any(s in m for s in IGNORED_CONSOLE)]
-
-    def errors_on_page(self) -> list[str]:
-        return self.page.locator("[data-testid='stException'], [data-testid='stError']").all_inner_texts()
-
-
 @pytest.fixture
 def tab(browser, server):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -130,7 +53,3 @@ def tab(browser, server):
     t = Tab(page, server)
     yield t
     context.close()
-
-
-# Benign console noise from the closed network of the test machine, never from our app.
-IGNORED_CONSOLE = ("net::ERR_", "Failed to load resource", "favicon")

@@ -1,0 +1,107 @@
+"""Hostile and strange input in a real browser, and many sessions at once against one server."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+import attnviz
+
+from browserkit import IDLE, OUT, rss_mb
+
+MARKUP = '<img src=x onerror="window.__xss=1"> <script>window.__xss=2</script> <b>bold</b> <br> [a](javascript:alert(1))'
+
+
+def first_heatmap_z(page) -> np.ndarray:
+    """z of the first heatmap trace of the first chart, as Plotly.js holds it after drawing."""
+    z = page.evaluate(
+        """() => {
+            const gd = document.querySelectorAll('.js-plotly-plot')[0];
+            const t = gd._fullData.find(d => d.type === 'heatmap');
+            return Array.from(t.z, row => Array.from(row, v => (v === null || Number.isNaN(v)) ? null : v));
+        }"""
+    )
+    return np.array(z, dtype=float)
+
+
+@pytest.mark.parametrize("page_path", ["", "scaling", "masks", "module"])
+def test_markup_in_the_text_is_shown_as_text_and_never_runs(tab, page_path):
+    tab.open(f"{page_path}?text={quote(MARKUP)}&pair={quote('<script>alert(3)</script>')}")
+    assert tab.page.evaluate("window.__xss") is None, "injected markup ran"
+    assert tab.dialogs == [], tab.dialogs
+    assert tab.real_console_errors() == []
+    assert tab.page.locator("textarea").first.input_value() == MARKUP  # kept verbatim, as text
+    assert tab.page.locator("[data-testid='stMain'] img[src='x']").count() == 0
+    assert tab.page.locator(".js-plotly-plot b, .js-plotly-plot a[href^='javascript']").count() == 0
+    assert tab.errors_on_page() == []
+    tab.shot(f"markup-{page_path or 'heads'}")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "layer=99&head=-1&stage=nonsense",
+        "layer=abc&head=1.5&source=garbage",
+        "text=%20%20%20",
+        "text=" + quote("\u200b\u200d\u0301\u0007\u001b[31m"),
+        "text=" + quote("مرحبا بالعالم שלום עולם 你好世界 🙂👍🏽"),
+        "divisor=-5&fill=7&pad_to=100000&hide=999",
+    ],
+)
+def test_malformed_or_strange_query_parameters_never_break_a_page(tab, query):
+    for path in ("", "scaling", "masks"):
+        tab.open(f"{path}?{query}", charts=0)
+        body = tab.page.inner_text("body")
+        assert "Traceback" not in body, body[:500]
+        assert tab.page.locator("[data-testid='stException']").count() == 0, (path, query)
+        # either charts, or a clear message telling the user what to do (empty text)
+        charts = tab.page.locator(".js-plotly-plot").count()
+        messages = tab.page.locator("[data-testid='stAlert']").count()
+        assert charts > 0 or messages > 0, (path, query)
+
+
+def test_a_model_that_fails_to_load_keeps_the_app_on_the_bundled_model(tab):
+    tab.open("?source=hub&model=" + quote("no-such-org/no-such-model"))
+    alert = tab.page.locator("[data-testid='stAlert']").all_inner_texts()
+    assert any("cannot be reached" in a or "Could not load" in a for a in alert), alert
+    assert tab.page.locator(".js-plotly-plot").count() > 0  # still showing the bundled model
+    assert tab.page.locator("[data-testid='stException']").count() == 0
+
+
+def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, streamlit_server):
+    """Concurrent sessions with different sentences and layers: no mixing of captured attention."""
+    server, proc = streamlit_server
+    model = attnviz.load_model()
+    jobs = [(f"Session {i} says {w} to everyone", i % 6) for i, w in enumerate(
+        ["apples", "rivers", "mountains", "violins", "engines", "gardens", "planets", "lanterns"])]  # fmt: skip
+    contexts, pages = [], []
+    for text, layer in jobs:  # start all eight before waiting for any: the server runs them concurrently
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = ctx.new_page()
+        page.set_default_timeout(180_000)
+        page.goto(f"{server}/?text={quote(text)}&layer={layer}&head=0", wait_until="commit")
+        contexts.append(ctx)
+        pages.append(page)
+    try:
+        for (text, layer), page in zip(jobs, pages):
+            page.wait_for_timeout(200)
+            page.wait_for_selector(IDLE)
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 1")
+            expected = attnviz.trace(model, text).weights[layer, 0]
+            got = first_heatmap_z(page)
+            assert got.shape == expected.shape, (text, got.shape, expected.shape)
+            assert np.allclose(got, expected, atol=1e-5), f"session {text!r} shows someone else's attention"
+            assert page.locator("[data-testid='stException']").count() == 0
+        pages[0].screenshot(path=str(OUT / "concurrent-session-0.png"), full_page=True)
+    finally:
+        for ctx in contexts:
+            ctx.close()
+    log = (OUT.parent / "streamlit-server.log").read_text()
+    assert len(re.findall(r"attnviz: loaded model 'bundled'", log)) == 1, "the bundled model was loaded more than once"
+    rss = rss_mb(proc.pid)
+    (OUT.parent / "concurrency.txt").write_text(f"server RSS after 8 concurrent sessions: {rss:.0f} MB\n")
+    assert rss < 2500, f"server RSS {rss:.0f} MB exceeds the stated 2.5 GB bound"
+
