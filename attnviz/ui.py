@@ -121,8 +121,24 @@ def sidebar() -> Source:
 
 def current() -> Source:
     """The Source the frame built for this run (pages call this)."""
+    _leave_legacy_pages_mode()
     src = st.session_state.get("_source")
     return src if src is not None else sidebar()
+
+
+def _leave_legacy_pages_mode() -> None:
+    """Run the page inside app.py's frame even on the first request after the server starts.
+
+    Until some run calls st.navigation, Streamlit 1.67 treats our `pages/` folder as a legacy multipage app
+    and runs a deep link (/scaling) as a bare script: no frame, no shared sidebar, lower-case legacy
+    navigation, for the whole session. Switching the process-wide flag off and rerunning makes this run
+    (and every later one) start from app.py, which then opens the requested page.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
 
 
 def _load_or_fallback(name: str) -> models.LoadedModel:
