@@ -132,7 +132,7 @@ class ScalingComparison:
         return row_entropy(self.divided.weights)
 
 
-def compare_divisor(trace: AttentionTrace, layer: int, divisor: float, head: int | None = None, bins: int = 60) -> ScalingComparison:
+def compare_divisor(trace: AttentionTrace, layer: int, divisor: float, head: int | None = None, bins: int | None = None) -> ScalingComparison:
     """Cheap what-if: re-derive one layer's stages with scale 1 and 1/divisor, no new forward pass.
 
     head=None takes all heads. Later layers are NOT recomputed: they still saw the model's own weights.
@@ -141,6 +141,7 @@ def compare_divisor(trace: AttentionTrace, layer: int, divisor: float, head: int
     pick = lambda st: Stages(*(np.asarray(s)[list(heads)] for s in st))  # noqa: E731
     raw = pick(trace.recompute(layer, scale=1.0))
     divided = pick(trace.recompute(layer, scale=1.0 / float(divisor)))
+    bins = bins or int(np.clip(2 * math.sqrt(raw.scores.size), 20, 80))  # one head of a short sentence is ~200 cells
     return ScalingComparison(
         divisor=float(divisor),
         model_divisor=model_divisor(trace, layer),
@@ -237,12 +238,16 @@ def fill_demo(scaled_row: np.ndarray, visible: np.ndarray, fills=("-10000", "-1e
     return out
 
 
-def demo_visible(mask_row: np.ndarray) -> np.ndarray:
-    """A partially masked row for the fill demo: the experiment's own mask row if it is partial, else the first half."""
-    mask_row = np.asarray(mask_row, bool)
-    if mask_row.any() and not mask_row.all():
-        return mask_row
-    return np.arange(mask_row.size) < max(1, (mask_row.size + 1) // 2)
+def demo_row(mask: np.ndarray, n_real: int) -> tuple[int, np.ndarray]:
+    """(query, visible keys) for the fill demo: the experiment's own partially masked row that keeps the most keys
+    visible (the most interesting softmax); without one, query 0 with only the first half of the keys visible."""
+    mask = np.asarray(mask, bool)[:n_real]
+    visible = mask.sum(axis=-1)
+    partial = np.flatnonzero((visible > 0) & (visible < mask.shape[-1]))
+    if partial.size:
+        q = int(partial[np.argmax(visible[partial])])
+        return q, mask[q]
+    return 0, np.arange(mask.shape[-1]) < max(1, (mask.shape[-1] + 1) // 2)
 
 
 @dataclass(frozen=True)
@@ -267,7 +272,7 @@ def mask_report(with_mask: AttentionTrace, without: AttentionTrace, layer: int, 
     forbidden = forbidden_cells(T, n_real, causal, hide)
     mask = with_mask.mask[layer]
     dead = tuple(int(q) for q in range(n_real) if not mask[q].any())
-    q = 0
+    q, visible = demo_row(mask, n_real)
     return MaskReport(
         layer=layer,
         head=head,
@@ -277,6 +282,6 @@ def mask_report(with_mask: AttentionTrace, without: AttentionTrace, layer: int, 
         leak_without=leaked(without.weights, forbidden, n_real),
         change=layer_change(with_mask.weights, without.weights),
         dead_rows=dead,
-        fills=fill_demo(with_mask.scaled[layer, head, q], demo_visible(mask[q])),
+        fills=fill_demo(with_mask.scaled[layer, head, q], visible),
         demo_query=q,
     )

@@ -28,7 +28,8 @@ pad_to = c1.number_input(
     "Pad to N tokens (0 = none)", 0, min(ui.MAX_TOKENS, src.model.max_tokens), 0, key="pad_to", bind=ui.URL,
     disabled=src.is_module, help=f"The sentence has {n_real} tokens; a larger N appends padding tokens, as in a batch.",
 )
-pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module, help="Off: padding stays visible.")
+pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module or pad_to <= n_real,
+                     help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL)
 hide = c2.multiselect("Hide tokens (no query may attend them)", range(n_real), key="hide", bind=ui.URL,
                       format_func=lambda i: f"{i:02d} {base.tokens[i]}")
@@ -77,7 +78,7 @@ show(
 dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key masked." if rep.dead_rows else ""
 show(
     dp.fill_demo_figure(rep.fills, with_mask.tokens, fill),
-    f"**Fully masked rows.** Query {rep.demo_query}'s scaled row, softmaxed with each fill. With every key masked, a "
+    f"**Fully masked rows.** The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill. With every key masked, a "
     "finite fill makes the row uniform (1/n each: the query averages everything); −inf gives zeros (it attends to "
     f"nothing). With some keys visible, all fills give the same weights.{dead}",
     "fills",

@@ -43,7 +43,7 @@ elif tr is not None:
         f"**Spread.** Dividing by {divisor:.3g} divides the variance by {divisor:.3g}² = {divisor**2:.3g}: "
         f"{cmp.hist_scores.var:.1f} → {cmp.hist_scaled.var:.2f}. The dotted curve is the textbook case "
         f"(q and k entries of variance 1): N(0, d = {d}) before, N(0, 1) after dividing by √{d}. "
-        "Real q and k are not unit-variance, so the solid fit is wider, but the division shrinks it just the same.",
+        "Real q and k entries do not have variance 1, so the solid curve (the real spread) differs; the division shrinks it by the same factor.",
         "hist",
     )
     show(

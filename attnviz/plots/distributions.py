@@ -26,9 +26,9 @@ def _finish(fig: go.Figure, name: str, height: int, **layout) -> go.Figure:
     fig.update_layout(
         meta={"figure": name},
         height=height,
-        margin=dict(l=10, r=10, t=60, b=10),
+        margin=dict(l=10, r=10, t=80, b=10),
         font=FONT,
-        legend=dict(orientation="h", yanchor="bottom", y=1.08, xanchor="left", x=0),
+        legend=dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=0),
         **layout,
     )
     return fig
@@ -153,8 +153,8 @@ def row_saturation(cmp: ScalingComparison, tokens) -> go.Figure:
                 col=col,
             )
     uniform = math.log(len(labels))
-    fig.add_hline(y=uniform, line=dict(dash="dot", color="grey"), row=1, col=2, annotation_text=f"uniform = log {len(labels)}")
-    fig.add_hline(y=1.0, line=dict(dash="dot", color="grey"), row=1, col=1, annotation_text="one-hot")
+    fig.add_hline(y=uniform, line=dict(dash="dot", color="grey"), row=1, col=2, annotation_text=f"uniform = log {len(labels)}", annotation_position="bottom right")
+    fig.add_hline(y=1.0, line=dict(dash="dot", color="grey"), row=1, col=1, annotation_text="one-hot", annotation_position="bottom right")
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(range=[0, uniform * 1.1], row=1, col=2)
     step = max(1, math.ceil(len(labels) / 40))
@@ -182,12 +182,20 @@ def law_figure(rows: list[LawRow], d_head: int | None = None) -> go.Figure:
                 row=1,
                 col=c,
             )
-    fig.update_xaxes(type="log", title_text="d (dimensions of q and k)", dtick=math.log10(2) * 2, tickformat="d")
+    fig.update_xaxes(type="log", title_text="d (size of q and k)", tickmode="array", tickvals=d, ticktext=[f"{int(v)}" for v in d])
     fig.update_yaxes(type="log", row=1, col=1, tickformat="~g")
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)
-    if d_head:
-        fig.add_vline(x=d_head, line=dict(color="black", width=1, dash="dash"), annotation_text=f"this model: d={d_head}")
-    return _finish(fig, "sqrt_d_law", 360)
+    fig.update_yaxes(rangemode="tozero", row=1, col=3)
+    if d_head:  # a marker line, drawn as a trace: shapes on log axes take log10 coordinates, easy to get wrong
+        tops = (float(d.max()), 1.05, float(max(r.entropy_scaled for r in rows)) * 1.05)
+        lows = (float(min(d.min(), 0.5)), 0.0, 0.0)
+        for c in range(1, 4):
+            fig.add_trace(
+                go.Scatter(x=[d_head, d_head], y=[lows[c - 1], tops[c - 1]], mode="lines", line=dict(color="black", width=1, dash="dash"),
+                           name=f"this model: d = {d_head}", legendgroup="model", showlegend=c == 1, hoverinfo="skip"),
+                row=1, col=c,
+            )
+    return _finish(fig, "sqrt_d_law", 380)
 
 
 # --- Masks page --------------------------------------------------------------------------------------------
@@ -220,13 +228,13 @@ def weights_comparison(without: np.ndarray, with_mask: np.ndarray, tokens, head_
     ):
         fig.add_trace(_heatmap(z, tokens, axis, what, name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
-    diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=dict(title="change", x=1.0, len=0.9, thickness=14))
+    diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=dict(title="change", x=1.09, len=0.9, thickness=14))
     side = 280 + 12 * min(len(tokens), 40)
     return _finish(
         fig,
         "mask_weights",
         side,
-        coloraxis=_weights_axis(x=0.655, title="weight") | dict(colorbar=dict(title="weight", x=0.655, len=0.9, thickness=10)),
+        coloraxis=_weights_axis(x=1.0),
         coloraxis2=diff_axis,
     )
 
@@ -235,14 +243,14 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
     """Per layer: attention that reached positions that should be invisible (without vs with the mask),
     and the largest change in weights: a forward-pass experiment reaches every layer after the first masked one."""
     layers = np.arange(report.leak_with.size)
-    names = [f"layer {i}" for i in layers]
+    names = [f"layer {i}" + (" (mask)" if applied is None or i in applied else "") for i in layers]
     fig = make_subplots(
         rows=1, cols=2, horizontal_spacing=0.1,
         subplot_titles=("attention on positions that should be invisible", "largest change in weights vs without the mask"),
     )
     for vals, name, colour in ((report.leak_without, "without the mask", RAW_COLOUR), (report.leak_with, "with the mask", SCALED_COLOUR)):
         fig.add_trace(
-            go.Bar(x=names, y=f32(vals), name=name, marker_color=colour, texttemplate="%{y:.1%}", textposition="outside",
+            go.Bar(x=names, y=f32(vals), name=name, marker_color=colour, texttemplate="%{y:.0%}", textposition="outside", textfont=dict(size=11),
                    hovertemplate="%{x}: %{y:.2%} of attention<extra>" + name + "</extra>"),
             row=1,
             col=1,
@@ -250,7 +258,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
     colours = ["#555" if applied is None or i in applied else "#aaa" for i in layers]
     fig.add_trace(
         go.Bar(x=names, y=f32(report.change), marker_color=colours, name="max |Δ weight|", showlegend=False,
-               texttemplate="%{y:.2f}", textposition="outside", hovertemplate="%{x}: max change %{y:.3f}<extra></extra>"),
+               texttemplate="%{y:.2f}", textposition="outside", textfont=dict(size=11), hovertemplate="%{x}: max change %{y:.3f}<extra></extra>"),
         row=1,
         col=2,
     )
