@@ -9,11 +9,11 @@ EXPORT = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filen
 FILLS = {"min": "float32 min (the model's own)", "-10000": "−10000", "-1e9": "−1e9", "-inf": "−inf"}
 
 
-def show(fig, why: str, key: str) -> None:
-    """A figure with its explanation beside it."""
-    left, right = st.columns([4, 1], vertical_alignment="center")
-    left.plotly_chart(fig, key=key, config=EXPORT)
-    right.markdown(why)
+def show(fig, title: str, why: str, key: str) -> None:
+    """A heading, what the figure shows and why, then the figure at full width."""
+    st.subheader(title, divider="gray")
+    st.markdown(why)
+    st.plotly_chart(fig, key=key, config=EXPORT)
 
 
 src = ui.current()
@@ -59,27 +59,32 @@ st.markdown(
 who = f"head {head}"
 show(
     dp.stage_pair(with_mask.scaled[layer, head], with_mask.mask[layer], with_mask.tokens, who),
-    "**scaled → masked.** Grey cells are removed: they hold the fill value, so the softmax gives them weight 0. "
-    "Causal removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
+    "1 · The stages before and after the mask",
+    "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
+    "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
     "stages",
 )
 show(
     dp.weights_comparison(without.weights[layer, head], with_mask.weights[layer, head], with_mask.tokens, who),
-    "**Where the weight went.** Rows still sum to 1, so what the masked keys had is shared out among the keys "
-    "that remain (orange: gained, purple: lost).",
+    "2 · Where the weight went",
+    "Rows still sum to 1, so the weight the removed keys had is shared out among the keys that remain "
+    "(difference: orange gained, purple lost).",
     "weights",
 )
 show(
     dp.leak_bars(rep, layers),
-    "**Leaks.** Left: share of a real query's attention on keys it should not see (padding, future or hidden "
-    "tokens): the mask brings it to exactly 0 where it is applied. Right: how much each layer's weights changed.",
+    "3 · Leaks, layer by layer",
+    "Left: the share of a real query's attention that lands on keys it should not see (padding, future or hidden "
+    "tokens). The mask brings it to exactly 0 in the layers it is applied to. Right: the largest change in each "
+    "layer's weights; layers after a masked one change too, because their input changed.",
     "leak",
 )
 dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key masked." if rep.dead_rows else ""
 show(
     dp.fill_demo_figure(rep.fills, with_mask.tokens, fill),
-    f"**Fully masked rows.** The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill. With every key masked, a "
-    "finite fill makes the row uniform (1/n each: the query averages everything); −inf gives zeros (it attends to "
-    f"nothing). With some keys visible, all fills give the same weights.{dead}",
+    "4 · A row with every key masked",
+    f"The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill value. "
+    "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "
+    f"−inf gives zeros (it attends to nothing). With some keys visible, every fill gives the same weights.{dead}",
     "fills",
 )

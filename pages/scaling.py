@@ -8,11 +8,11 @@ from attnviz.plots import distributions as dp
 EXPORT = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": "attnviz-scaling"}}
 
 
-def show(fig, why: str, key: str) -> None:
-    """A figure with its explanation beside it."""
-    left, right = st.columns([4, 1], vertical_alignment="center")
-    left.plotly_chart(fig, key=key, config=EXPORT)
-    right.markdown(why)
+def show(fig, title: str, why: str, key: str) -> None:
+    """A heading, what the figure shows and why, then the figure at full width."""
+    st.subheader(title, divider="gray")
+    st.markdown(why)
+    st.plotly_chart(fig, key=key, config=EXPORT)
 
 
 src = ui.current()
@@ -40,31 +40,35 @@ elif tr is not None:
     )
     show(
         dp.score_histograms(cmp, d),
-        f"**Spread.** Dividing by {divisor:.3g} divides the variance by {divisor:.3g}² = {divisor**2:.3g}: "
-        f"{cmp.hist_scores.var:.1f} → {cmp.hist_scaled.var:.2f}. The dotted curve is the textbook case "
-        f"(q and k entries of variance 1): N(0, d = {d}) before, N(0, 1) after dividing by √{d}. "
-        "Real q and k entries do not have variance 1, so the solid curve (the real spread) differs; the division shrinks it by the same factor.",
+        "1 · The spread of the scores",
+        f"Dividing by {divisor:.3g} divides the variance by {divisor:.3g}² = {divisor**2:.3g}: "
+        f"**{cmp.hist_scores.var:.1f} → {cmp.hist_scaled.var:.2f}**. The solid curve is a normal curve with the "
+        f"measured variance; the dotted one is the textbook case of q and k entries with variance 1: N(0, d = {d}) "
+        f"before, N(0, 1) after dividing by √{d}. Real q and k are not unit-variance, so the spreads differ, "
+        "but the division shrinks either by the same factor.",
         "hist",
     )
     show(
         dp.softmax_pair(cmp, tr.tokens, who),
-        "**Softmax.** Each row is one query's attention over the keys (rows sum to 1). "
-        "Without the division the largest score wins almost everything: rows turn into a single bright cell.",
+        "2 · What the softmax makes of them",
+        "Each row is one query's attention over the keys (rows sum to 1). Without the division the largest score "
+        "takes almost everything: rows turn into a single bright cell.",
         "softmax",
     )
     show(
         dp.row_saturation(cmp, tr.tokens),
-        "**Saturation.** A largest weight near 1 and an entropy near 0 mean a one-hot row: the softmax is flat "
-        "there, its gradients vanish and the layer stops learning. Dividing keeps rows spread out.",
+        "3 · How peaked each row is",
+        "A largest weight near 1 and an entropy near 0 mean a one-hot row: there the softmax is flat, its gradients "
+        "vanish and the layer stops learning. Dividing keeps the rows spread out.",
         "rows",
     )
 
-st.subheader("The law behind it: random vectors")
 show(
     dp.law_figure(list(analysis.law_rows()), tr.d_head if tr is not None else None),
-    "If q and k have independent entries of mean 0 and variance 1, q·k is a **sum of d products, each of "
-    "variance 1**, so Var(q·k) = d (left, the dotted line y = d). Dividing by √d brings it back to **1** for "
-    "every d. Unscaled, the softmax input spreads like √d: the largest weight climbs to 1 and the entropy "
-    "falls to 0 (saturation, vanishing gradients). 1000 queries × 64 keys per d, seed 0.",
+    "The law behind it: random vectors",
+    "If q and k have independent entries of mean 0 and variance 1, q·k is a **sum of d products, each of variance 1**, "
+    "so **Var(q·k) = d** (left: the measured points lie on the grey band y = d). Dividing by √d brings the variance "
+    "back to **1** for every d. Unscaled, the softmax input spreads like √d: the largest weight climbs to 1 and the "
+    "entropy falls to 0, i.e. the softmax saturates and its gradients vanish. 1000 random queries × 64 keys per d, seed 0.",
     "law",
 )

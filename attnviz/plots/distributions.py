@@ -44,6 +44,15 @@ def _token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True)
     fig.update_yaxes(ticks | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y), row=row, col=col)
 
 
+def _square(fig: go.Figure, n_tokens: int, n_cols: int) -> int:
+    """Square cells (each y axis anchored to its x axis) and a height that fits them; returns the height."""
+    for i in range(1, n_cols + 1):
+        fig.update_yaxes(scaleanchor="x" if i == 1 else f"x{i}", constrain="domain", constraintoward="top", row=1, col=i)
+        fig.update_xaxes(constrain="domain", row=1, col=i)
+    cell = {2: 26, 3: 20}.get(n_cols, 20)
+    return int(np.clip(n_tokens * cell, 240, 560 if n_cols == 2 else 340)) + 190
+
+
 def _heatmap(z, tokens, coloraxis: str, what: str, name: str) -> go.Heatmap:
     """One [query, key] heatmap; hover names both tokens when the sentence is short enough to afford it."""
     T = len(tokens)
@@ -125,8 +134,7 @@ def softmax_pair(cmp: ScalingComparison, tokens, head_label: str) -> go.Figure:
     for col, (w, name) in enumerate(((cmp.raw.weights, "softmax raw"), (cmp.divided.weights, "softmax scaled")), start=1):
         fig.add_trace(_heatmap(w.mean(axis=0), tokens, "coloraxis", "weight", name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
-    side = 300 + 14 * min(len(tokens), 40)
-    return _finish(fig, "softmax_pair", side, coloraxis=_weights_axis())
+    return _finish(fig, "softmax_pair", _square(fig, len(tokens), 2), coloraxis=_weights_axis())
 
 
 def row_saturation(cmp: ScalingComparison, tokens) -> go.Figure:
@@ -153,10 +161,10 @@ def row_saturation(cmp: ScalingComparison, tokens) -> go.Figure:
                 col=col,
             )
     uniform = math.log(len(labels))
-    fig.add_hline(y=uniform, line=dict(dash="dot", color="grey"), row=1, col=2, annotation_text=f"uniform = log {len(labels)}", annotation_position="bottom right")
-    fig.add_hline(y=1.0, line=dict(dash="dot", color="grey"), row=1, col=1, annotation_text="one-hot", annotation_position="bottom right")
-    fig.update_yaxes(range=[0, 1.05], row=1, col=1)
-    fig.update_yaxes(range=[0, uniform * 1.1], row=1, col=2)
+    fig.add_hline(y=uniform, line=dict(dash="dot", color="grey"), row=1, col=2, annotation_text=f"uniform = log {len(labels)}", annotation_position="top right")
+    fig.add_hline(y=1.0, line=dict(dash="dot", color="grey"), row=1, col=1, annotation_text="one-hot", annotation_position="top right")
+    fig.update_yaxes(range=[0, 1.12], row=1, col=1)
+    fig.update_yaxes(range=[0, uniform * 1.12], row=1, col=2)
     step = max(1, math.ceil(len(labels) / 40))
     fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=labels[::step], tickangle=-60, title_text="query")
     return _finish(fig, "row_saturation", 380)
@@ -170,7 +178,8 @@ def law_figure(rows: list[LawRow], d_head: int | None = None) -> go.Figure:
     titles = ("variance of q·k", "mean largest softmax weight", "mean row entropy (nats)")
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.07)
     raw, scaled = "q·k (unscaled)", "q·k ÷ √d (scaled)"
-    fig.add_trace(go.Scatter(x=d, y=d, mode="lines", name="y = d", line=dict(color="grey", dash="dot")), row=1, col=1)
+    band = dict(color="rgba(0,0,0,0.18)", width=8)  # drawn first and wide: the measured red line lies on it
+    fig.add_trace(go.Scatter(x=d, y=d, mode="lines", name="y = d", line=band, hoverinfo="skip"), row=1, col=1)
     pairs = (("var_scores", "var_scaled", 1), ("max_weight_scores", "max_weight_scaled", 2), ("entropy_scores", "entropy_scaled", 3))
     for a, b, c in pairs:
         for name, key, colour in ((raw, a, RAW_COLOUR), (scaled, b, SCALED_COLOUR)):
@@ -211,7 +220,7 @@ def stage_pair(scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str) ->
         fig.add_trace(_heatmap(z, tokens, "coloraxis", name, name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
     fig.update_xaxes(showgrid=False)
-    side = 300 + 14 * min(len(tokens), 40)
+    side = _square(fig, len(tokens), 2)
     axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=dict(title="value", len=0.9, thickness=14))
     return _finish(fig, "mask_stages", side, coloraxis=axis, plot_bgcolor=MASKED_BG)
 
@@ -229,7 +238,7 @@ def weights_comparison(without: np.ndarray, with_mask: np.ndarray, tokens, head_
         fig.add_trace(_heatmap(z, tokens, axis, what, name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
     diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=dict(title="change", x=1.09, len=0.9, thickness=14))
-    side = 280 + 12 * min(len(tokens), 40)
+    side = _square(fig, len(tokens), 3)
     return _finish(
         fig,
         "mask_weights",
