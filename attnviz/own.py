@@ -93,6 +93,17 @@ class ModuleSource:
         )
 
 
+def module_code() -> str:
+    """The source of our attention (stages, split/merge, forward), to read next to what it draws."""
+    import inspect
+
+    from .attention import attention, stages_from_scores
+
+    mha = MultiHeadAttention
+    parts = [stages_from_scores, attention, mha.split_heads, mha.merge_heads, mha.forward]
+    return "\n\n".join(inspect.getsource(p).rstrip() for p in parts)
+
+
 def parity(module_trace: AttentionTrace, pretrained_trace: AttentionTrace, layer: int) -> float:
     """Largest |difference| between our module's weights and the pretrained model's at `layer`.
 

@@ -11,12 +11,15 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 from __future__ import annotations
 
 import os
+import sys
+import time
 from dataclasses import dataclass
 
 import streamlit as st
 import torch
 
 from . import models
+from .cache import BytesLRU
 from .errors import AttnvizError, InputError
 from .own import INPUTS, MODULE_OPTIONS, WEIGHTS, ModuleSource, trace_module
 from .trace import AttentionTrace
@@ -39,11 +42,26 @@ def setup() -> None:
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model… (the first load takes a few seconds)")
 def get_model(name: str) -> models.LoadedModel:
-    return models.load_model(None if name in ("", models.BUNDLED) else name)
+    t0 = time.perf_counter()
+    loaded = models.load_model(None if name in ("", models.BUNDLED) else name)
+    # one line per real load in the server log: operators (and the concurrency test) count loads with it
+    print(f"attnviz: loaded model {name!r} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return loaded
 
 
-@st.cache_resource(max_entries=48, show_spinner="Running the model and capturing every attention stage…")
+@st.cache_resource
+def _trace_cache() -> BytesLRU:
+    """One trace cache for all sessions, bounded in bytes (ATTNVIZ_TRACE_CACHE_MB, default 1024)."""
+    return BytesLRU(int(float(os.environ.get("ATTNVIZ_TRACE_CACHE_MB", "1024")) * 2**20), max_entries=64)
+
+
 def _cached_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
+    key = (model_name, module_key, text, options)
+    with st.spinner("Running the model and capturing every attention stage…"):
+        return _trace_cache().get_or_compute(key, lambda: _compute_trace(model_name, module_key, text, options))
+
+
+def _compute_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
     loaded = get_model(model_name)
     opts = dict(options)
     if module_key is not None:
@@ -158,6 +176,29 @@ def _load_or_fallback(name: str) -> models.LoadedModel:
 def head_picker(src: Source, container=None) -> int:
     """The head slider; bound to the URL so links open on the same head."""
     return (container or st).slider("Head", 0, src.n_head - 1, 0, key="head", bind=URL)
+
+
+def stage_picker(trace: AttentionTrace) -> str:
+    """The stage selector shared by the Heads and Our module pages (one URL key, "stage")."""
+    if trace.weights_only:
+        st.caption("Stage: **weights**, the only stage this model exposes (its scores are computed inside its own code).")
+        return "weights"
+    stage = st.segmented_control(
+        "Stage", trace.stages, default="weights", required=True, key="stage", bind=URL,
+        help="scores = q·k → scaled (× scale) → masked (forbidden pairs removed) → weights (softmax).",
+    )
+    return stage or "weights"
+
+
+def token_window(trace: AttentionTrace, limit: int) -> tuple[int, int] | None:
+    """For texts longer than `limit` tokens, a range slider choosing which tokens the heatmaps show."""
+    if trace.n_tokens <= limit:
+        return None
+    return st.slider(
+        f"Tokens shown (at most {limit} at a time, queries and keys alike)",
+        0, trace.n_tokens, (0, limit), key="tokens",
+        help="Long texts are shown through a window so the page stays fast; the overview below covers every token.",
+    )
 
 
 # --- our module's settings (sidebar, shown when the source is our module) ---------------------------

@@ -1,9 +1,85 @@
-"""Placeholder: being written."""
+"""Heads: every head of a layer, one head up close, and every layer x head at a glance. Layout only."""
+
 import streamlit as st
-from attnviz import ui
+
+from attnviz import export, ui
+from attnviz.plots import heatmaps as hm
 
 src = ui.current()
-st.title("heads")
+st.title("Heads")
+st.markdown(
+    "Each attention **head** decides, for every token (a *query*), how much to read from every token "
+    "(a *key*). Compare all heads of one layer, open one up close, or scan every layer at once."
+)
 tr = ui.get_trace(src)
-if tr is not None:
-    st.write(tr.summary())
+if tr is None:
+    st.stop()
+layer = src.trace_layer
+where = "our module (a single layer)" if src.is_module else f"layer {layer}"
+stage = ui.stage_picker(tr)
+span = ui.token_window(tr, hm.MAX_SHOWN)
+
+st.subheader(f"Every head of {where}")
+st.caption(f"{tr.n_head} heads on one colour scale. Pick the layer in the sidebar; hover a cell for its tokens and value.")
+if note := hm.stage_note(tr, layer, stage):
+    st.caption(note)
+st.plotly_chart(hm.head_grid(tr, layer, stage, token_range=span), config=hm.chart_config(f"layer{layer}", stage, "heads"))
+
+st.subheader("One head up close")
+left, right = st.columns([1, 2.4], gap="large")
+with left:
+    head = ui.head_picker(src)
+    st.markdown(
+        "**How to read it.** Each **row** is a query: the token that is looking. Each **column** is a key: "
+        "the token being looked at. A bright cell means the row's token takes a lot from the column's token."
+    )
+    if stage == "weights":
+        st.markdown("Every row of **weights** sums to 1: it is how the query shares its attention among the keys.")
+    else:
+        st.markdown("Score stages are not probabilities: red is above 0, blue below, white is 0.")
+    st.caption("Hover a cell to see the query, the key, the weight and (when the model exposes them) the raw and scaled scores.")
+with right:
+    st.plotly_chart(
+        hm.head_detail(tr, layer, head, stage, token_range=span),
+        config=hm.chart_config(f"layer{layer}", f"head{head}", stage),
+    )
+
+
+def _open_tile():
+    """Overview click: jump the sidebar layer and the head slider to the clicked tile."""
+    tile = hm.selected_tile(st.session_state.get("overview"))
+    if tile is not None:
+        if not src.is_module:
+            st.session_state["layer"] = tile[0]
+        st.session_state["head"] = tile[1]
+
+
+st.subheader("All layers × heads")
+st.caption("Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above.")
+st.plotly_chart(
+    hm.overview(tr, stage, selected=(layer, head)),
+    key="overview",
+    on_select=_open_tile,
+    selection_mode="points",
+    config=hm.chart_config("overview", stage),
+)
+
+with st.expander("What the stages mean"):
+    st.markdown("The model turns each token into a query vector q and a key vector k, then:")
+    for name in hm.STAGE_HELP:
+        st.markdown(f"- {hm.STAGE_HELP[name]}")
+    if tr.weights_only:
+        st.markdown("This model computes attention inside its own code, so only **weights** can be shown.")
+
+st.subheader("Export")
+st.caption(f"Layer {layer}, every head and every stage, as a table (CSV) or numpy arrays (.npz). Use the camera icon on a chart for a PNG.")
+with st.container(horizontal=True):
+    if export.csv_ok(tr):
+        st.download_button(
+            "Download CSV", lambda: export.layer_csv(tr, layer), export.file_name(tr, layer, "csv"),
+            "text/csv", icon=":material/download:", on_click="ignore",
+        )
+    st.download_button(
+        "Download .npz", lambda: export.layer_npz(tr, layer), export.file_name(tr, layer, "npz"),
+        "application/octet-stream", icon=":material/download:", on_click="ignore",
+    )

@@ -1,9 +1,78 @@
-"""Placeholder: being written."""
+"""Our module: the from-scratch MultiHeadAttention, its heads, and its parity with the pretrained layer. Layout only."""
+
+from dataclasses import replace
+
 import streamlit as st
+
 from attnviz import ui
+from attnviz.own import module_code, parity
+from attnviz.plots import heatmaps as hm
 
 src = ui.current()
-st.title("module")
+st.title("Our module")
+st.markdown(
+    "`attnviz.MultiHeadAttention` is multi-head attention written from scratch in `attnviz/attention.py` "
+    "(about 100 lines): no library attention is called, and every stage is kept."
+)
+st.latex(r"\mathrm{head}_i = \mathrm{softmax}\!\Big(\mathrm{mask}\big(\tfrac{(XW_q)_i\,(XW_k)_i^{\top}}{\sqrt{d_\mathrm{head}}}\big)\Big)\,(XW_v)_i"
+         r"\qquad \mathrm{out} = [\mathrm{head}_1;\dots;\mathrm{head}_h]\,W_o")
+st.markdown(
+    "1. **Project**: four separate linear layers make queries, keys and values (W_q, W_k, W_v) and mix the heads' "
+    "outputs at the end (W_o).\n"
+    "2. **Split heads**: each d_model vector is cut into n_head pieces of d_head = d_model / n_head numbers; "
+    "every head attends on its own piece.\n"
+    "3. **Attend**: per head, scores = q·k, scaled by 1/√d_head, masked, softmaxed into weights that mix the values.\n"
+    "4. **Merge heads**: the pieces are put back side by side and W_o projects them to d_model again."
+)
+with st.expander("Read the code (attnviz/attention.py)", icon=":material/code:"):
+    st.code(module_code(), language="python", line_numbers=True)
+
+
+def _use_module():
+    st.session_state["source"] = "module"
+
+
+if not src.is_module:
+    st.info("The sidebar's **Source** is a pretrained model. Switch to our module to see its heads; "
+            "its settings (inputs, weights, heads, seed) then appear in the sidebar.")
+    st.button("Use our module", on_click=_use_module, type="primary", icon=":material/build:")
+    st.stop()
+
+ms = src.module_source()
+st.caption(f"Settings in the sidebar · now: {src.label}")
 tr = ui.get_trace(src)
-if tr is not None:
-    st.write(tr.summary())
+if tr is None:
+    st.stop()
+
+if ms.mirrors_layer:
+    ref = ui.get_trace(replace(src, module=None))
+    if ref is not None:
+        diff = parity(tr, ref, src.layer)
+        c1, c2 = st.columns([1, 3], vertical_alignment="center")
+        c1.metric(f"Largest |difference| vs layer {src.layer}", f"{diff:.1e}", border=True,
+                  help="max over heads, queries and keys of |our weight − pretrained weight|")
+        with c2:
+            if diff < 1e-5:
+                st.badge("Matches the pretrained layer", icon=":material/check:", color="green")
+            else:
+                st.badge("Differs from the pretrained layer", icon=":material/warning:", color="orange")
+            st.caption("Our module, with weights copied from the layer and run on the vectors entering it, "
+                       "reproduces the library's attention weights up to float32 rounding.")
+else:
+    st.caption("To check it against the pretrained model, set **Weights** to *copied from the layer* and "
+               "**Input vectors** to *hidden states entering the layer* in the sidebar.")
+
+stage = ui.stage_picker(tr)
+span = ui.token_window(tr, hm.MAX_SHOWN)
+st.subheader(f"Its {tr.n_head} heads")
+st.plotly_chart(hm.head_grid(tr, 0, stage, token_range=span), config=hm.chart_config("module", stage, "heads"))
+left, right = st.columns([1, 2.4], gap="large")
+with left:
+    head = ui.head_picker(src)
+    st.markdown("Rows are queries, columns are keys; each row of **weights** sums to 1. "
+                "Hover a cell for the weight, the raw score and the scaled score.")
+with right:
+    st.plotly_chart(hm.head_detail(tr, 0, head, stage, token_range=span), config=hm.chart_config("module", f"head{head}", stage))
+
+st.subheader("Use it from Python")
+st.code(ms.snippet(ui.text_inputs()[0]), language="python")

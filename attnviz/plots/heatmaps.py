@@ -47,12 +47,12 @@ STAGE_HELP = {
 
 
 def window(n_tokens: int, token_range=None, limit: int = MAX_SHOWN) -> tuple[int, int]:
-    """The [start, stop) token window to draw: the caller's range clipped to the text, else the first `limit`."""
+    """The [start, stop) token window to draw: the caller's range clipped to the text and to `limit` tokens."""
     if token_range is None:
         return 0, min(n_tokens, limit)
     start, stop = (int(v) for v in token_range)
     start = min(max(0, start), max(0, n_tokens - 1))
-    stop = min(max(start + 1, stop), n_tokens)
+    stop = min(max(start + 1, stop), n_tokens, start + limit)
     return start, stop
 
 
@@ -64,11 +64,19 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str) -> np.ndarray:
     return z
 
 
-def colour(stage: str, values: np.ndarray) -> dict:
-    """Explicit colour scale and range: 0..1 for weights, symmetric around 0 for the score stages."""
+def colour(stage: str, values: np.ndarray, robust: bool = False) -> dict:
+    """Explicit colour scale and range: 0..1 for weights, symmetric around 0 for the score stages.
+
+    robust=True sets the score range at the 99.5th percentile of |value| instead of the maximum, so one
+    extreme head does not wash out all the others (used by the overview, where patterns matter most).
+    """
     if stage == "weights":
         return dict(colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0)
     r = symmetric_range(values)
+    if robust:
+        finite = np.abs(values[np.isfinite(values)])
+        r = float(np.percentile(finite, 99.5)) if finite.size else r
+    r = r if r > 0 else 1.0
     return dict(colorscale=SCORES_SCALE, zmin=-r, zmax=r, zmid=0.0)
 
 
@@ -99,6 +107,20 @@ def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
     if (start, stop) == (0, trace.n_tokens):
         return ""
     return f" · tokens {start}–{stop - 1} of {trace.n_tokens}"
+
+
+def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
+    """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
+    if trace.weights_only or stage not in ("masked", "weights"):
+        return ""
+    blocked = int((~trace.mask[layer]).sum())
+    if blocked == 0:
+        return ("Nothing is masked for this text at this layer (no padding, not causal), so masked equals scaled."
+                if stage == "masked" else "")
+    n = trace.n_tokens**2
+    return f"{blocked} of {n} query-key pairs are masked at this layer" + (
+        ": they are the gaps." if stage == "masked" else ": their weight is exactly 0."
+    )
 
 
 def chart_config(*parts) -> dict:
@@ -199,11 +221,9 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     )
     t = ticks(trace.tokens, start, stop)
     n = stop - start
-    side = max(420, min(820, 26 * n + 220))
+    side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
     fig.update_xaxes(**t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5])
     fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
-    fig.update_yaxes(scaleanchor="x", constrain="domain")
-    fig.update_xaxes(constrain="domain")
     title = f"Layer {layer} · head {head} · {label}{_range_note(trace, start, stop)}"
     fig.update_layout(
         height=side,
@@ -229,7 +249,8 @@ def _pool(a: np.ndarray, size: int) -> np.ndarray:
 def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile: int = TILE) -> go.Figure:
     """Every layer x head as one tiled image (fast to draw), plus one invisible clickable marker per tile.
 
-    Texts longer than `tile` tokens are block-averaged to tile x tile cells per head. The markers carry
+    Texts longer than `tile` tokens are block-averaged to tile x tile cells per head; score stages use a
+    robust colour range (see `colour`). The markers carry
     customdata [layer, head]; `selected_tile` reads a click back. `selected` outlines the tile on show.
     """
     n_layer, n_head = trace.n_layer, trace.n_head
@@ -248,7 +269,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
             z=image,
             hoverinfo="skip",
             colorbar=dict(title=dict(text=STAGE_LABELS[stage], side="right"), thickness=12),
-            **colour(stage, stack),
+            **colour(stage, stack, robust=True),
         )
     )
     row_px = max(28, min(70, 640 // n_layer))
@@ -257,7 +278,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         go.Scatter(
             x=(hd.ravel() * step + centre).astype(np.float32),
             y=(lay.ravel() * step + centre).astype(np.float32),
-            customdata=np.stack([lay.ravel(), hd.ravel()], axis=1),
+            customdata=[[int(a), int(b)] for a, b in zip(lay.ravel(), hd.ravel())],  # plain lists: see selected_tile
             mode="markers",
             marker=dict(symbol="square", size=marker, color="rgba(0,0,0,0)"),
             hoverinfo="none",
@@ -297,7 +318,6 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         margin=dict(l=10, r=10, t=70, b=10),
         hovermode="closest",
         clickmode="event+select",
-        dragmode=False,
         title=dict(text=f"All layers × heads · {STAGE_LABELS[stage]}{pooled_note}", font_size=14, x=0, xanchor="left"),
     )
     return fig
@@ -307,7 +327,8 @@ def selected_tile(event) -> tuple[int, int] | None:
     """(layer, head) from a Streamlit plotly selection event on the overview, or None if nothing usable.
 
     Expects {"selection": {"points": [{"customdata": [layer, head], ...}], ...}} (dicts or Streamlit's
-    attribute dicts); takes the first point that carries a [layer, head] pair.
+    attribute dicts); takes the first point that carries a [layer, head] pair. Customdata sent as a numpy
+    typed array comes back from the browser as {"0": layer, "1": head}, so that form is accepted too.
     """
     try:
         points = event["selection"]["points"]
@@ -315,6 +336,8 @@ def selected_tile(event) -> tuple[int, int] | None:
         return None
     for point in points or ():
         data = point.get("customdata") if hasattr(point, "get") else None
+        if hasattr(data, "get"):
+            data = [data.get("0"), data.get("1")]
         if isinstance(data, (list, tuple)) and len(data) >= 2:
             try:
                 return int(data[0]), int(data[1])
