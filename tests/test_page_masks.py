@@ -1,0 +1,152 @@
+"""The Masks page in AppTest: each mask control has the effect the figures claim."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).parents[1] / "app.py")
+
+
+# --- private helpers: decode the Plotly figures AppTest holds ------------------------------------------------
+
+
+def _array(v) -> np.ndarray:
+    """A Plotly value: base64 typed array ({"dtype", "bdata", "shape"}) or a plain list (None = NaN)."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), np.dtype(v["dtype"]).newbyteorder("<"))
+        if v.get("shape"):
+            a = a.reshape([int(s) for s in str(v["shape"]).split(",")])
+        return a.astype(np.float64)
+    return np.array([np.nan if x is None else x for x in np.ravel(v)], dtype=np.float64).reshape(np.shape(v))
+
+
+def figures(at) -> dict[str, dict]:
+    out = {}
+    for el in at.get("plotly_chart"):
+        fig = json.loads(el.proto.spec)
+        out[fig["layout"]["meta"]["figure"]] = fig
+    return out
+
+
+def z(at, figure: str, name: str | None = None) -> np.ndarray:
+    fig = figures(at)[figure]
+    t = fig["data"][0] if name is None else next(t for t in fig["data"] if t.get("name") == name)
+    return _array(t["z"])
+
+
+def bar(at, name: str) -> np.ndarray:
+    return _array(next(t for t in figures(at)["mask_leak"]["data"] if t.get("name") == name)["y"])
+
+
+@pytest.fixture
+def page():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/masks.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def run(at, **widgets):
+    """Set page widgets by key and rerun once."""
+    kinds = {
+        "causal": at.toggle, "pad_mask": at.toggle, "pad_to": at.number_input, "hide": at.multiselect,
+        "apply": at.radio, "fill": at.radio, "head": at.slider,
+    }  # fmt: skip
+    for key, value in widgets.items():
+        kinds[key](key=key).set_value(value)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+# --- tests ---------------------------------------------------------------------------------------------------
+
+
+def test_default_is_causal_and_the_upper_triangle_is_gone(page):
+    assert set(figures(page)) == {"mask_stages", "mask_weights", "mask_leak", "fill_demo"}
+    masked = z(page, "mask_stages", "masked")
+    upper = np.triu(np.ones_like(masked, bool), k=1)
+    assert np.isnan(masked[upper]).all() and np.isfinite(masked[~upper]).all()  # masked cells are NaN, drawn grey
+    w = z(page, "mask_weights", "with")
+    assert (w[upper] == 0).all()
+    np.testing.assert_allclose(w.sum(-1), 1, atol=1e-5)
+    assert (z(page, "mask_weights", "without")[upper] > 0).all()
+    assert bar(page, "with the mask")[0] == 0 and bar(page, "without the mask")[0] > 0  # no look-ahead in layer 0
+    assert any("Forward-pass experiment" in m.value for m in page.markdown)
+
+
+def test_no_mask_means_no_difference(page):
+    run(page, causal=False)
+    assert np.isfinite(z(page, "mask_stages", "masked")).all()
+    assert (z(page, "mask_weights", "difference") == 0).all()
+
+
+def test_hiding_a_token_zeroes_its_column(page):
+    run(page, causal=False, hide=[3])
+    w = z(page, "mask_weights", "with")
+    assert (w[:, 3] == 0).all() and (np.delete(w, 3, axis=1) > 0).all()
+    assert np.isnan(z(page, "mask_stages", "masked")[:, 3]).all()
+    diff = z(page, "mask_weights", "difference")
+    assert (diff[:, 3] < 0).all() and (np.delete(diff, 3, axis=1) >= 0).all()  # weight moved off the hidden key
+
+
+def test_padding_leaks_without_the_padding_mask_and_not_with_it(page):
+    run(page, causal=False, pad_to=20)
+    tokens = figures(page)["mask_weights"]["layout"]["xaxis"]["ticktext"]
+    assert len(tokens) == 20 and tokens[-1].endswith("[PAD]")
+    assert (bar(page, "with the mask") == 0).all()
+    assert (bar(page, "without the mask")[0] > 0).all()
+    run(page, pad_mask=False)
+    leak = bar(page, "with the mask")
+    assert leak[0] > 0 and (leak[1:] == 0).all()  # only layer 0 lost its padding mask
+    run(page, apply="all")
+    assert (bar(page, "with the mask") > 0).all()
+
+
+def test_fill_minus_inf_gives_a_zero_row_on_a_fully_masked_row(page):
+    run(page, hide=[0])  # causal + hide token 0: query 0 may attend nothing
+    assert any("query rows [0]" in m.value for m in page.markdown)
+    run(page, fill="-10000")
+    w = z(page, "mask_weights", "with")
+    np.testing.assert_allclose(w[0], 1 / w.shape[1], rtol=1e-5)  # a finite fill: uniform over every key
+    run(page, fill="-inf")
+    w = z(page, "mask_weights", "with")
+    assert (w[0] == 0).all() and np.allclose(w[1:].sum(-1), 1, atol=1e-5)
+    demo = z(page, "fill_demo")
+    labels = figures(page)["fill_demo"]["layout"]["yaxis"]["ticktext"]
+    rows = {label.split(":")[0]: demo[i] for i, label in enumerate(labels) if "every key masked" in label}
+    assert (rows["fill -inf"] == 0).all()
+    np.testing.assert_allclose(rows["fill -10000"], 1 / demo.shape[1], rtol=1e-5)
+    assert any("◀ chosen" in label and "-inf" in label for label in labels)
+
+
+def test_this_layer_only_leaves_earlier_layers_untouched(page):
+    page.session_state["layer"] = 2  # a sidebar widget: set its state (AppTest drops sidebar widgets after a rerun)
+    page.run()
+    change = bar(page, "max |Δ weight|")
+    assert (change[:2] == 0).all() and (change[2:] > 0).all()
+    assert any("layer 2 only" in m.value for m in page.markdown)
+    run(page, apply="all")
+    assert (bar(page, "max |Δ weight|") > 0).all()
+
+
+def test_head_changes_the_heatmaps(page):
+    first = z(page, "mask_stages", "scaled")
+    run(page, head=7)
+    assert not np.allclose(first, z(page, "mask_stages", "scaled"))
+
+
+def test_our_module_has_no_padding_but_masks_still_work(page):
+    page.session_state["source"] = "module"
+    page.run()
+    assert not page.exception
+    assert page.number_input(key="pad_to").disabled and page.radio(key="apply").disabled
+    masked = z(page, "mask_stages", "masked")
+    assert np.isnan(masked[np.triu(np.ones_like(masked, bool), k=1)]).all()
