@@ -132,7 +132,9 @@ class ScalingComparison:
         return row_entropy(self.divided.weights)
 
 
-def compare_divisor(trace: AttentionTrace, layer: int, divisor: float, head: int | None = None, bins: int | None = None) -> ScalingComparison:
+def compare_divisor(
+    trace: AttentionTrace, layer: int, divisor: float, head: int | None = None, bins: int | None = None
+) -> ScalingComparison:
     """Cheap what-if: re-derive one layer's stages with scale 1 and 1/divisor, no new forward pass.
 
     head=None takes all heads. Later layers are NOT recomputed: they still saw the model's own weights.
@@ -154,7 +156,9 @@ def compare_divisor(trace: AttentionTrace, layer: int, divisor: float, head: int
 
 
 @lru_cache(maxsize=4)
-def law_rows(dims: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), n_keys: int = 64) -> tuple[LawRow, ...]:
+def law_rows(
+    dims: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), n_keys: int = 64
+) -> tuple[LawRow, ...]:
     """The random-vector experiment (seeds 000/003), cached: it is the same for every sentence."""
     return tuple(sqrt_d_law(dims=dims, n_queries=1000, n_keys=n_keys, seed=0))
 
@@ -176,6 +180,20 @@ def unmasked_options(opts: dict) -> dict:
     if "pad_mask" in out:
         out["pad_mask"] = False
     return out
+
+
+def reach_note(layers: tuple[int, ...] | None, layer: int, n_layer: int, is_module: bool = False) -> str:
+    """Say which layers a forward-pass mask experiment changed, so nobody mistakes it for a one-layer what-if."""
+    if is_module:
+        return "**Forward-pass experiment.** Our single-layer module ran again with the mask."
+    if layers is None:
+        return "**Forward-pass experiment.** The model ran again with the mask inside every layer."
+    later = (
+        f", and layers {layer + 1}..{n_layer - 1} changed too because their input changed"
+        if layer < n_layer - 1
+        else ""
+    )
+    return f"**Forward-pass experiment.** The model ran again with the mask inside layer {layer} only{later}."
 
 
 def forbidden_cells(n_tokens: int, n_real: int, causal: bool = False, hide=()) -> np.ndarray:
@@ -266,7 +284,9 @@ class MaskReport:
     demo_query: int
 
 
-def mask_report(with_mask: AttentionTrace, without: AttentionTrace, layer: int, head: int, n_real: int, causal: bool, hide) -> MaskReport:
+def mask_report(
+    with_mask: AttentionTrace, without: AttentionTrace, layer: int, head: int, n_real: int, causal: bool, hide
+) -> MaskReport:
     """Compare the experiment's trace with the same tokens traced with no mask under study."""
     T = with_mask.n_tokens
     forbidden = forbidden_cells(T, n_real, causal, hide)

@@ -6,6 +6,7 @@ from attnviz import analysis, ui
 from attnviz.plots import distributions as dp
 
 EXPORT = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": "attnviz-masks"}}
+APPLY = {"layer": "this layer only", "all": "all layers"}
 FILLS = {"min": "float32 min (the model's own)", "-10000": "−10000", "-1e9": "−1e9", "-inf": "−inf"}
 
 
@@ -18,28 +19,31 @@ def show(fig, title: str, why: str, key: str) -> None:
 
 src = ui.current()
 st.title("Masks: which keys may a query see?")
-st.caption("A mask replaces the scaled scores of forbidden cells with a fill value before the softmax, so they get (almost) no weight.")
+st.caption(
+    "A mask replaces the scaled scores of forbidden cells with a fill value before the softmax, so they get (almost) no weight."
+)
 base = ui.get_trace(src)
 if base is None:
     st.stop()
 n_real, layer = base.n_tokens, src.trace_layer
 c1, c2, c3, c4 = st.columns([2, 3, 2, 2])
-pad_to = c1.number_input(
-    "Pad to N tokens (0 = none)", 0, min(ui.MAX_TOKENS, src.model.max_tokens), 0, key="pad_to", bind=ui.URL,
-    disabled=src.is_module, help=f"The sentence has {n_real} tokens; a larger N appends padding tokens, as in a batch.",
-)
+# fmt: off
+pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.MAX_TOKENS, src.model.max_tokens), 0, key="pad_to",
+                         bind=ui.URL, disabled=src.is_module, help=f"The sentence has {n_real} tokens; a larger N "
+                         "appends padding tokens, as in a batch.")
 pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module or pad_to <= n_real,
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL)
 hide = c2.multiselect("Hide tokens (no query may attend them)", range(n_real), key="hide", bind=ui.URL,
                       format_func=lambda i: f"{i:02d} {base.tokens[i]}")
-apply = c3.radio("Apply to", ["layer", "all"], key="apply", bind=ui.URL, disabled=src.is_module,
-                 format_func={"layer": "this layer only", "all": "all layers"}.get)
+apply = c3.radio("Apply to", list(APPLY), key="apply", bind=ui.URL, disabled=src.is_module, format_func=APPLY.get)
 fill = c3.radio("Fill value for masked cells", list(FILLS), key="fill", bind=ui.URL, format_func=FILLS.get)
+# fmt: on
 head = ui.head_picker(src, c4)
 
 layers = None if apply == "all" else (layer,)
-opts = analysis.mask_options(is_module=src.is_module, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide, layers=layers, fill=fill)
+opts = analysis.mask_options(is_module=src.is_module, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
+                             layers=layers, fill=fill)  # fmt: skip
 with_mask = ui.get_trace(src, **opts)
 without = ui.get_trace(src, **analysis.unmasked_options(opts))
 if with_mask is None or without is None:
@@ -50,11 +54,8 @@ if with_mask.weights_only:
 if not src.is_module and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
 rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide)
-where = "every layer" if layers is None else f"layer {layer} only"
-later = "" if layers is None or layer == base.n_layer - 1 else f", and layers {layer + 1}..{base.n_layer - 1} change because their input changed"
 st.markdown(
-    f"**Forward-pass experiment.** The model ran again with the mask inside {where}{later}. Layer {src.layer}, head {head} is shown."
-    if not src.is_module else "**Forward-pass experiment.** Our single-layer module ran again with the mask."
+    analysis.reach_note(layers, src.layer, base.n_layer, src.is_module) + f" Shown: layer {src.layer}, head {head}."
 )
 who = f"head {head}"
 show(

@@ -20,15 +20,23 @@ st.title("Why divide the scores by √d_k?")
 st.caption("Attention computes softmax(q·kᵀ / √d_k). This page shows what the division does to one layer of the model.")
 tr = ui.get_trace(src)
 if tr is not None and tr.weights_only:
-    st.info("This model gives only the final weights, so there are no raw scores to rescale. The law below still holds.")
+    st.info(
+        "This model gives only the final weights, so there are no raw scores to rescale. The law below still holds."
+    )
 elif tr is not None:
     layer, d = src.trace_layer, tr.d_head
     own = analysis.model_divisor(tr, layer)
     c1, c2, c3 = st.columns([1, 2, 3])
-    all_heads = c1.toggle("All heads", key="all_heads", bind=ui.URL, help="Pool the heads of this layer instead of one.")
+    all_heads = c1.toggle(
+        "All heads", key="all_heads", bind=ui.URL, help="Pool the heads of this layer instead of one."
+    )
     head = ui.head_picker(src, c2)
     divisor = c3.select_slider(
-        "Divide the scores by", analysis.divisor_stops(d, own), value=round(own, 6), key="divisor", bind=ui.URL,
+        "Divide the scores by",
+        analysis.divisor_stops(d, own),
+        value=round(own, 6),
+        key="divisor",
+        bind=ui.URL,
         format_func=lambda x: analysis.divisor_label(x, d, own),
     )
     cmp = analysis.compare_divisor(tr, layer, divisor, None if all_heads else head)

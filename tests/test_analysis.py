@@ -23,10 +23,19 @@ def synthetic_trace(n_layer=2, n_head=3, T=5, d_head=16, seed=0, mask=None) -> a
     scale = 1 / math.sqrt(d_head)
     mask = np.ones((n_layer, T, T), bool) if mask is None else mask
     weights = np.stack(
-        [stages_from_scores(torch.from_numpy(scores[i]), scale, torch.from_numpy(mask[i]), -1e9).weights.numpy() for i in range(n_layer)]
+        [
+            stages_from_scores(torch.from_numpy(scores[i]), scale, torch.from_numpy(mask[i]), -1e9).weights.numpy()
+            for i in range(n_layer)
+        ]
     )
     return attnviz.AttentionTrace(
-        tokens=[f"t{i}" for i in range(T)], weights=weights, scores=scores, scale=scale, mask=mask, fill=-1e9, d_head=d_head
+        tokens=[f"t{i}" for i in range(T)],
+        weights=weights,
+        scores=scores,
+        scale=scale,
+        mask=mask,
+        fill=-1e9,
+        d_head=d_head,
     )
 
 
@@ -115,13 +124,22 @@ def test_law_rows_reproduce_the_seed_numbers():
 
 
 def test_mask_options_and_their_unmasked_twin():
-    opts = analysis.mask_options(is_module=False, pad_to=20, pad_mask=True, causal=True, hide=[3, 1], layers=(2,), fill="-inf")
+    opts = analysis.mask_options(
+        is_module=False, pad_to=20, pad_mask=True, causal=True, hide=[3, 1], layers=(2,), fill="-inf"
+    )
     assert opts == dict(causal=True, hide=(1, 3), fill=-math.inf, pad_to=20, pad_mask=True, layers=(2,))
     off = analysis.unmasked_options(opts)
     assert off == dict(causal=False, hide=(), fill=None, pad_to=20, pad_mask=False, layers=(2,))
-    module = analysis.mask_options(is_module=True, pad_to=20, pad_mask=False, causal=False, hide=(), layers=(0,), fill="-10000")
+    module = analysis.mask_options(
+        is_module=True, pad_to=20, pad_mask=False, causal=False, hide=(), layers=(0,), fill="-10000"
+    )
     assert module == dict(causal=False, hide=(), fill=-10000.0)
-    assert analysis.mask_options(is_module=False, pad_to=0, pad_mask=True, causal=False, hide=(), layers=None, fill="min")["pad_to"] is None
+    assert (
+        analysis.mask_options(is_module=False, pad_to=0, pad_mask=True, causal=False, hide=(), layers=None, fill="min")[
+            "pad_to"
+        ]
+        is None
+    )
 
 
 def test_forbidden_cells():
@@ -200,10 +218,19 @@ def test_figures_name_themselves_and_use_float32():
         distributions.row_saturation(cmp, tr.tokens),
         distributions.law_figure(list(analysis.law_rows()), 16),
     ]
-    assert [f.layout.meta["figure"] for f in figs] == ["score_histograms", "softmax_pair", "row_saturation", "sqrt_d_law"]
+    assert [f.layout.meta["figure"] for f in figs] == [
+        "score_histograms",
+        "softmax_pair",
+        "row_saturation",
+        "sqrt_d_law",
+    ]
     heat = figs[1].data[1]
     assert heat.z.dtype == np.float32
-    assert figs[1].layout.coloraxis.cmin == 0 and figs[1].layout.coloraxis.cmax == 1 and figs[1].layout.coloraxis.colorscale
+    assert (
+        figs[1].layout.coloraxis.cmin == 0
+        and figs[1].layout.coloraxis.cmax == 1
+        and figs[1].layout.coloraxis.colorscale
+    )
 
 
 def test_token_labels_in_figures_are_escaped():
@@ -213,3 +240,10 @@ def test_token_labels_in_figures_are_escaped():
     fig = distributions.softmax_pair(cmp, tokens, "head 0")
     text = fig.to_json()
     assert "<b>x</b>" not in text and "<a href" not in text and "&lt;b&gt;" in text
+
+
+def test_reach_note_says_which_layers_changed():
+    assert "layer 2 only" in analysis.reach_note((2,), 2, 6) and "layers 3..5" in analysis.reach_note((2,), 2, 6)
+    assert "changed too" not in analysis.reach_note((5,), 5, 6)
+    assert "every layer" in analysis.reach_note(None, 0, 6)
+    assert "module" in analysis.reach_note(None, 0, 1, is_module=True)

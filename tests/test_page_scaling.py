@@ -91,14 +91,18 @@ def test_divisor_changes_histogram_and_softmax(page):
     after = figures(page)
     x_before, _ = bars(before["score_histograms"], 1)
     x_after, _ = bars(after["score_histograms"], 1)
-    assert (x_after.max() - x_after.min()) == pytest.approx((x_before.max() - x_before.min()) * math.sqrt(32) / 32, rel=0.02)
+    assert (x_after.max() - x_after.min()) == pytest.approx(
+        (x_before.max() - x_before.min()) * math.sqrt(32) / 32, rel=0.02
+    )
     w_before = _array(trace_named(before["softmax_pair"], "softmax scaled")["z"])
     w_after = _array(trace_named(after["softmax_pair"], "softmax scaled")["z"])
     assert w_after.max(axis=-1).mean() < w_before.max(axis=-1).mean()  # a bigger divisor flattens the rows
     # divisor 1 is the raw softmax on both sides
     page.select_slider(key="divisor").set_value(1.0).run()
     one = figures(page)["softmax_pair"]
-    np.testing.assert_allclose(_array(trace_named(one, "softmax scaled")["z"]), _array(trace_named(one, "softmax raw")["z"]), atol=1e-7)
+    np.testing.assert_allclose(
+        _array(trace_named(one, "softmax scaled")["z"]), _array(trace_named(one, "softmax raw")["z"]), atol=1e-7
+    )
     assert "What-if" in " ".join(c.value for c in page.caption)
 
 

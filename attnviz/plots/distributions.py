@@ -41,13 +41,19 @@ def _token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True)
     vals = list(range(0, len(labels), step))
     ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], showgrid=False, zeroline=False)
     fig.update_xaxes(ticks | dict(tickangle=-60, title_text="key"), row=row, col=col)
-    fig.update_yaxes(ticks | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y), row=row, col=col)
+    fig.update_yaxes(
+        ticks | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y),
+        row=row,
+        col=col,
+    )
 
 
 def _square(fig: go.Figure, n_tokens: int, n_cols: int) -> int:
     """Square cells (each y axis anchored to its x axis) and a height that fits them; returns the height."""
     for i in range(1, n_cols + 1):
-        fig.update_yaxes(scaleanchor="x" if i == 1 else f"x{i}", constrain="domain", constraintoward="top", row=1, col=i)
+        fig.update_yaxes(
+            scaleanchor="x" if i == 1 else f"x{i}", constrain="domain", constraintoward="top", row=1, col=i
+        )
         fig.update_xaxes(constrain="domain", row=1, col=i)
     cell = {2: 26, 3: 20}.get(n_cols, 20)
     return int(np.clip(n_tokens * cell, 240, 560 if n_cols == 2 else 340)) + 190
@@ -104,20 +110,34 @@ def score_histograms(cmp: ScalingComparison, d_head: int) -> go.Figure:
             row=1,
             col=col,
         )
-        for var, dash, label in ((h.var, "solid", "N(0, observed variance)"), (theory, "dot", "N(0, d ÷ divisor²): unit-variance q, k")):
+        for var, dash, label in (
+            (h.var, "solid", "N(0, observed variance)"),
+            (theory, "dot", "N(0, d ÷ divisor²): unit-variance q, k"),
+        ):
             x, y = normal_curve(h, var)
             fig.add_trace(
                 go.Scatter(
-                    x=f32(x), y=f32(y), mode="lines", line=dict(color="black", dash=dash, width=1.6),
-                    name=label, legendgroup=label, showlegend=col == 1, hoverinfo="skip",
+                    x=f32(x),
+                    y=f32(y),
+                    mode="lines",
+                    line=dict(color="black", dash=dash, width=1.6),
+                    name=label,
+                    legendgroup=label,
+                    showlegend=col == 1,
+                    hoverinfo="skip",
                 ),
                 row=1,
                 col=col,
             )
         fig.add_annotation(
             text=f"mean {h.mean:.2f}<br>variance {h.var:.2f}<br>({h.n:,} cells)",
-            xref="x domain" if col == 1 else "x2 domain", yref="y domain" if col == 1 else "y2 domain",
-            x=0.98, y=0.95, showarrow=False, align="right", bgcolor="rgba(255,255,255,0.8)",
+            xref="x domain" if col == 1 else "x2 domain",
+            yref="y domain" if col == 1 else "y2 domain",
+            x=0.98,
+            y=0.95,
+            showarrow=False,
+            align="right",
+            bgcolor="rgba(255,255,255,0.8)",
         )
     peak = max(int(cmp.hist_scores.counts.max(initial=1)), int(cmp.hist_scaled.counts.max(initial=1)))
     fig.update_yaxes(title_text="cells", row=1, col=1)
@@ -131,7 +151,9 @@ def softmax_pair(cmp: ScalingComparison, tokens, head_label: str) -> go.Figure:
     div = cmp.divisor
     titles = (f"softmax(scores): divisor 1, {head_label}", f"softmax(scores ÷ {div:.3g}), {head_label}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
-    for col, (w, name) in enumerate(((cmp.raw.weights, "softmax raw"), (cmp.divided.weights, "softmax scaled")), start=1):
+    for col, (w, name) in enumerate(
+        ((cmp.raw.weights, "softmax raw"), (cmp.divided.weights, "softmax scaled")), start=1
+    ):
         fig.add_trace(_heatmap(w.mean(axis=0), tokens, "coloraxis", "weight", name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
     return _finish(fig, "softmax_pair", _square(fig, len(tokens), 2), coloraxis=_weights_axis())
@@ -144,7 +166,9 @@ def row_saturation(cmp: ScalingComparison, tokens) -> go.Figure:
     labels = tick_labels(tokens)
     x = np.arange(len(labels))
     div = cmp.divisor
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("largest weight per row", "entropy per row (nats)"), horizontal_spacing=0.08)
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("largest weight per row", "entropy per row (nats)"), horizontal_spacing=0.08
+    )
     series = (
         (cmp.max_raw, cmp.entropy_raw, "divisor 1 (raw scores)", RAW_COLOUR),
         (cmp.max_divided, cmp.entropy_divided, f"divisor {div:.3g}", SCALED_COLOUR),
@@ -153,16 +177,36 @@ def row_saturation(cmp: ScalingComparison, tokens) -> go.Figure:
         for col, vals in ((1, mx), (2, ent)):
             fig.add_trace(
                 go.Scatter(
-                    x=x, y=f32(vals.mean(axis=0)), mode="lines+markers", name=name, legendgroup=name,
-                    showlegend=col == 1, line=dict(color=colour), customdata=labels,
+                    x=x,
+                    y=f32(vals.mean(axis=0)),
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    line=dict(color=colour),
+                    customdata=labels,
                     hovertemplate="%{customdata}: %{y:.3f}<extra>" + name + "</extra>",
                 ),
                 row=1,
                 col=col,
             )
     uniform = math.log(len(labels))
-    fig.add_hline(y=uniform, line=dict(dash="dot", color="grey"), row=1, col=2, annotation_text=f"uniform = log {len(labels)}", annotation_position="top right")
-    fig.add_hline(y=1.0, line=dict(dash="dot", color="grey"), row=1, col=1, annotation_text="one-hot", annotation_position="top right")
+    fig.add_hline(
+        y=uniform,
+        line=dict(dash="dot", color="grey"),
+        row=1,
+        col=2,
+        annotation_text=f"uniform = log {len(labels)}",
+        annotation_position="top right",
+    )
+    fig.add_hline(
+        y=1.0,
+        line=dict(dash="dot", color="grey"),
+        row=1,
+        col=1,
+        annotation_text="one-hot",
+        annotation_position="top right",
+    )
     fig.update_yaxes(range=[0, 1.12], row=1, col=1)
     fig.update_yaxes(range=[0, uniform * 1.12], row=1, col=2)
     step = max(1, math.ceil(len(labels) / 40))
@@ -180,18 +224,30 @@ def law_figure(rows: list[LawRow], d_head: int | None = None) -> go.Figure:
     raw, scaled = "q·k (unscaled)", "q·k ÷ √d (scaled)"
     band = dict(color="rgba(0,0,0,0.18)", width=8)  # drawn first and wide: the measured red line lies on it
     fig.add_trace(go.Scatter(x=d, y=d, mode="lines", name="y = d", line=band, hoverinfo="skip"), row=1, col=1)
-    pairs = (("var_scores", "var_scaled", 1), ("max_weight_scores", "max_weight_scaled", 2), ("entropy_scores", "entropy_scaled", 3))
+    pairs = (
+        ("var_scores", "var_scaled", 1),
+        ("max_weight_scores", "max_weight_scaled", 2),
+        ("entropy_scores", "entropy_scaled", 3),
+    )
     for a, b, c in pairs:
         for name, key, colour in ((raw, a, RAW_COLOUR), (scaled, b, SCALED_COLOUR)):
             fig.add_trace(
                 go.Scatter(
-                    x=d, y=col(key), mode="lines+markers", name=name, legendgroup=name, showlegend=c == 1,
-                    line=dict(color=colour), hovertemplate="d=%{x}: %{y:.3g}<extra>" + name + "</extra>",
+                    x=d,
+                    y=col(key),
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=c == 1,
+                    line=dict(color=colour),
+                    hovertemplate="d=%{x}: %{y:.3g}<extra>" + name + "</extra>",
                 ),
                 row=1,
                 col=c,
             )
-    fig.update_xaxes(type="log", title_text="d (size of q and k)", tickmode="array", tickvals=d, ticktext=[f"{int(v)}" for v in d])
+    fig.update_xaxes(
+        type="log", title_text="d (size of q and k)", tickmode="array", tickvals=d, ticktext=[f"{int(v)}" for v in d]
+    )
     fig.update_yaxes(type="log", row=1, col=1, tickformat="~g")
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)
     fig.update_yaxes(rangemode="tozero", row=1, col=3)
@@ -200,9 +256,18 @@ def law_figure(rows: list[LawRow], d_head: int | None = None) -> go.Figure:
         lows = (float(min(d.min(), 0.5)), 0.0, 0.0)
         for c in range(1, 4):
             fig.add_trace(
-                go.Scatter(x=[d_head, d_head], y=[lows[c - 1], tops[c - 1]], mode="lines", line=dict(color="black", width=1, dash="dash"),
-                           name=f"this model: d = {d_head}", legendgroup="model", showlegend=c == 1, hoverinfo="skip"),
-                row=1, col=c,
+                go.Scatter(
+                    x=[d_head, d_head],
+                    y=[lows[c - 1], tops[c - 1]],
+                    mode="lines",
+                    line=dict(color="black", width=1, dash="dash"),
+                    name=f"this model: d = {d_head}",
+                    legendgroup="model",
+                    showlegend=c == 1,
+                    hoverinfo="skip",
+                ),
+                row=1,
+                col=c,
             )
     return _finish(fig, "sqrt_d_law", 380)
 
@@ -232,12 +297,18 @@ def weights_comparison(without: np.ndarray, with_mask: np.ndarray, tokens, head_
     titles = ("<b>weights</b> without the mask", "<b>weights</b> with the mask", "difference (with − without)")
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
     for col, (z, axis, what, name) in enumerate(
-        ((without, "coloraxis", "weight", "without"), (with_mask, "coloraxis", "weight", "with"), (diff, "coloraxis2", "change", "difference")),
+        (
+            (without, "coloraxis", "weight", "without"),
+            (with_mask, "coloraxis", "weight", "with"),
+            (diff, "coloraxis2", "change", "difference"),
+        ),
         start=1,
     ):
         fig.add_trace(_heatmap(z, tokens, axis, what, name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
-    diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=dict(title="change", x=1.09, len=0.9, thickness=14))
+    diff_axis = dict(
+        colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=dict(title="change", x=1.09, len=0.9, thickness=14)
+    )
     side = _square(fig, len(tokens), 3)
     return _finish(
         fig,
@@ -254,20 +325,45 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
     layers = np.arange(report.leak_with.size)
     names = [f"layer {i}" + (" (mask)" if applied is None or i in applied else "") for i in layers]
     fig = make_subplots(
-        rows=1, cols=2, horizontal_spacing=0.1,
-        subplot_titles=("attention on positions that should be invisible", "largest change in weights vs without the mask"),
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.1,
+        subplot_titles=(
+            "attention on positions that should be invisible",
+            "largest change in weights vs without the mask",
+        ),
     )
-    for vals, name, colour in ((report.leak_without, "without the mask", RAW_COLOUR), (report.leak_with, "with the mask", SCALED_COLOUR)):
+    for vals, name, colour in (
+        (report.leak_without, "without the mask", RAW_COLOUR),
+        (report.leak_with, "with the mask", SCALED_COLOUR),
+    ):
         fig.add_trace(
-            go.Bar(x=names, y=f32(vals), name=name, marker_color=colour, texttemplate="%{y:.0%}", textposition="outside", textfont=dict(size=11),
-                   hovertemplate="%{x}: %{y:.2%} of attention<extra>" + name + "</extra>"),
+            go.Bar(
+                x=names,
+                y=f32(vals),
+                name=name,
+                marker_color=colour,
+                texttemplate="%{y:.0%}",
+                textposition="outside",
+                textfont=dict(size=11),
+                hovertemplate="%{x}: %{y:.2%} of attention<extra>" + name + "</extra>",
+            ),
             row=1,
             col=1,
         )
     colours = ["#555" if applied is None or i in applied else "#aaa" for i in layers]
     fig.add_trace(
-        go.Bar(x=names, y=f32(report.change), marker_color=colours, name="max |Δ weight|", showlegend=False,
-               texttemplate="%{y:.2f}", textposition="outside", textfont=dict(size=11), hovertemplate="%{x}: max change %{y:.3f}<extra></extra>"),
+        go.Bar(
+            x=names,
+            y=f32(report.change),
+            marker_color=colours,
+            name="max |Δ weight|",
+            showlegend=False,
+            texttemplate="%{y:.2f}",
+            textposition="outside",
+            textfont=dict(size=11),
+            hovertemplate="%{x}: max change %{y:.3f}<extra></extra>",
+        ),
         row=1,
         col=2,
     )
@@ -291,13 +387,24 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
     text = np.vectorize(lambda v: "0" if v == 0 else f"{v:.2f}")(z)
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=np.arange(len(labels)), y=np.arange(len(ylabels)), coloraxis="coloraxis", text=text,
-            texttemplate="%{text}" if len(labels) <= 24 else None, hovertemplate="key %{x}: weight %{z:.4f}<extra></extra>",
-            xgap=1, ygap=1,
+            z=z,
+            x=np.arange(len(labels)),
+            y=np.arange(len(ylabels)),
+            coloraxis="coloraxis",
+            text=text,
+            texttemplate="%{text}" if len(labels) <= 24 else None,
+            hovertemplate="key %{x}: weight %{z:.4f}<extra></extra>",
+            xgap=1,
+            ygap=1,
         )
     )
     step = max(1, math.ceil(len(labels) / 40))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(0, len(labels), step)), ticktext=labels[::step], tickangle=-60, title_text="key")
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(0, len(labels), step)),
+        ticktext=labels[::step],
+        tickangle=-60,
+        title_text="key",
+    )
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(ylabels))), ticktext=ylabels, autorange="reversed")
     return _finish(fig, "fill_demo", 120 + 34 * len(ylabels), coloraxis=_weights_axis())
-
