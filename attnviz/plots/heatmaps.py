@@ -181,6 +181,7 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
     fig.update_annotations(font_size=12)
     panel = 250 if n > 8 else 200
     fig.update_layout(
+        meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 150,
         margin=dict(l=10, r=10, t=40, b=10),
         title=dict(text=f"Layer {layer} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"),
@@ -226,6 +227,7 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
     title = f"Layer {layer} · head {head} · {label}{_range_note(trace, start, stop)}"
     fig.update_layout(
+        meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
         height=side,
         margin=dict(l=10, r=10, t=50 if note else 40, b=10),
         title=dict(text=title + (f"<br><sup>{escape(note)}</sup>" if note else ""), font_size=14, x=0, xanchor="left"),
@@ -314,6 +316,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
     )
     pooled_note = f" · each head averaged to {s}×{s}" if s < trace.n_tokens else ""
     fig.update_layout(
+        meta={"figure": "overview", "stage": stage},
         height=n_layer * row_px + 110,
         margin=dict(l=10, r=10, t=70, b=10),
         hovermode="closest",

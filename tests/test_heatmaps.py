@@ -1,0 +1,246 @@
+"""Pure figure tests for attnviz.plots.heatmaps: built from synthetic traces, no model, no Streamlit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+from helpers import make_trace
+
+from attnviz.errors import AttnvizError
+from attnviz.plots import heatmaps as hm
+
+XSS = ["<b>x</b>", "<img src=x onerror=alert(1)>", "the", "the", "&amp;", "<br>"]
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return make_trace(XSS, n_layer=2, n_head=5, causal=True)
+
+
+def heat(fig: go.Figure) -> list[go.Heatmap]:
+    return [t for t in fig.data if isinstance(t, go.Heatmap)]
+
+
+def all_strings(fig: go.Figure) -> list[tuple[str, str]]:
+    """(key, string) for every string anywhere in the figure's JSON (labels, titles, customdata, hover)."""
+    out = []
+
+    def walk(x, key):
+        if isinstance(x, str):
+            out.append((key, x))
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, k)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v, key)
+
+    walk(json.loads(fig.to_json()), "")
+    return out
+
+
+# --- head grid ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["scores", "scaled", "masked", "weights"])
+def test_grid_has_one_heatmap_per_head_and_one_shared_scale(trace, stage):
+    fig = hm.head_grid(trace, 1, stage)
+    traces = heat(fig)
+    assert len(traces) == trace.n_head
+    assert len({(t.zmin, t.zmax) for t in traces}) == 1, "every head must share the colour range"
+    assert len({t.colorscale for t in traces}) == 1
+    assert sum(bool(t.showscale) for t in traces) == 1, "one colour bar for the whole grid"
+    assert [a.text for a in fig.layout.annotations][: trace.n_head] == [f"head {h}" for h in range(trace.n_head)]
+    assert all(t.z.dtype == np.float32 for t in traces)
+
+
+def test_grid_weights_are_0_to_1_and_scores_are_symmetric_around_0(trace):
+    w = heat(hm.head_grid(trace, 0, "weights"))[0]
+    assert (w.zmin, w.zmax) == (0.0, 1.0)
+    s = heat(hm.head_grid(trace, 0, "scores"))
+    top = float(np.abs(trace.scores[0]).max())
+    assert s[0].zmin == pytest.approx(-top) and s[0].zmax == pytest.approx(top)
+    assert s[0].zmid == 0.0
+    assert s[0].colorscale != w.colorscale, "score stages need a diverging scale, weights a sequential one"
+    assert any((t.z < 0).any() for t in s)
+
+
+def test_grid_cols_and_rows(trace):
+    fig = hm.head_grid(trace, 0, cols=2)
+    # 5 heads in 2 columns -> 3 rows; the last heatmap sits in row 3, column 1
+    assert heat(fig)[-1].xaxis == "x5" and len(heat(fig)) == 5
+    assert fig.layout.height > hm.head_grid(trace, 0, cols=5).layout.height
+
+
+def test_tick_labels_keep_repeated_tokens_apart(trace):
+    fig = hm.head_grid(trace, 0)
+    ax = fig.layout.yaxis
+    assert list(ax.tickvals) == list(range(trace.n_tokens)), "positional axis: one tick per position"
+    assert ax.ticktext[2] != ax.ticktext[3] and "the" in ax.ticktext[2] and "the" in ax.ticktext[3]
+    assert len(set(ax.ticktext)) == trace.n_tokens
+    detail = hm.head_detail(trace, 0, 0)
+    assert list(detail.layout.xaxis.ticktext) == list(ax.ticktext)
+
+
+FIGURES = {
+    "grid": lambda t: hm.head_grid(t, 0, "masked"),
+    "detail-scores": lambda t: hm.head_detail(t, 0, 1, "scores"),
+    "detail-weights": lambda t: hm.head_detail(t, 1, 4, "weights"),
+    "overview": lambda t: hm.overview(t, "weights", selected=(1, 2)),
+}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_markup_in_tokens_is_escaped_everywhere(trace, name):
+    strings = all_strings(FIGURES[name](trace))
+    for key, text in strings:
+        assert "<img" not in text and "<b>x" not in text, (key, text)
+        if key not in ("hovertemplate", "text"):  # our own templates and titles may hold <br>, <sup>, <extra>
+            assert "<" not in text and ">" not in text, (key, text)
+    if name != "overview":  # the overview shows no tokens at all
+        assert any(text.endswith("&lt;img src=x onerror=alert(1)&gt;") for _, text in strings)
+        assert any(text.endswith("&lt;br&gt;") for _, text in strings)
+
+
+def test_escaped_tokens_reach_labels_and_hover(trace):
+    fig = hm.head_detail(trace, 0, 0)
+    ticks = list(fig.layout.xaxis.ticktext)
+    assert ticks[0] == "00 &lt;b&gt;x&lt;/b&gt;"
+    assert ticks[1].endswith("&lt;img src=x onerror=alert(1)&gt;")
+    assert ticks[4].endswith("&amp;amp;")
+    custom = np.asarray(heat(fig)[0].customdata, dtype=object)
+    assert custom[1, 0, 0] == ticks[1] and custom[1, 0, 1] == ticks[0]  # [query, key] of row 1, column 0
+
+
+def test_masked_cells_are_nan_in_the_masked_stage(trace):
+    allowed = trace.mask[0]
+    for fig in (hm.head_grid(trace, 0, "masked"), hm.head_detail(trace, 0, 2, "masked")):
+        for t in heat(fig):
+            assert np.isnan(t.z[~allowed]).all()
+            assert np.isfinite(t.z[allowed]).all()
+            assert t.hoverongaps is False
+    # other stages keep every value: scores exist for masked pairs, weights are exactly 0 there
+    w = heat(hm.head_grid(trace, 0, "weights"))[0].z
+    assert np.isfinite(w).all() and (w[~allowed] == 0).all()
+    assert np.isfinite(heat(hm.head_grid(trace, 0, "scaled"))[0].z).all()
+
+
+def test_detail_hover_shows_every_stage(trace):
+    fig = hm.head_detail(trace, 1, 3, "scaled")
+    t = heat(fig)[0]
+    assert t.hovertemplate.endswith("<extra></extra>")
+    for word in ("query", "key", "weight", "raw score", "scaled score"):
+        assert word in t.hovertemplate
+    custom = np.asarray(t.customdata, dtype=object)
+    q, k = 4, 2
+    assert float(custom[q, k, 2]) == pytest.approx(trace.weights[1, 3, q, k], rel=1e-3)
+    assert float(custom[q, k, 3]) == pytest.approx(trace.scores[1, 3, q, k], rel=1e-3)
+    assert float(custom[q, k, 4]) == pytest.approx(trace.scaled[1, 3, q, k], rel=1e-3)
+    np.testing.assert_allclose(t.z, trace.scaled[1, 3])
+    assert "head 3" in fig.layout.title.text and "Layer 1" in fig.layout.title.text
+
+
+def test_detail_of_a_weights_only_trace_says_scores_are_unavailable():
+    tr = make_trace(["a", "b", "c"], weights_only=True)
+    fig = hm.head_detail(tr, 0, 0)
+    t = heat(fig)[0]
+    assert "raw score" not in t.hovertemplate and "weight" in t.hovertemplate
+    assert np.asarray(t.customdata, dtype=object).shape == (3, 3, 3)
+    assert "unavailable" in fig.layout.title.text
+    assert len(heat(hm.head_grid(tr, 1))) == tr.n_head
+    with pytest.raises(AttnvizError):
+        hm.head_grid(tr, 0, "scores")
+
+
+def test_detail_uses_the_layer_colour_range(trace):
+    grid = heat(hm.head_grid(trace, 0, "scores"))[0]
+    one = heat(hm.head_detail(trace, 0, 1, "scores"))[0]
+    assert (one.zmin, one.zmax) == (grid.zmin, grid.zmax)
+
+
+# --- long texts ---------------------------------------------------------------------------------------
+
+
+def test_long_texts_are_windowed_to_keep_payloads_small():
+    tr = make_trace([f"w{i}" for i in range(200)], n_layer=1, n_head=2)
+    fig = hm.head_grid(tr, 0)
+    assert heat(fig)[0].z.shape == (hm.MAX_SHOWN, hm.MAX_SHOWN)
+    assert "of 200" in fig.layout.title.text
+    assert len(fig.layout.xaxis.tickvals) <= hm.MAX_TICKS
+    zoom = hm.head_detail(tr, 0, 1, token_range=(150, 190))
+    t = heat(zoom)[0]
+    assert t.z.shape == (40, 40) and t.x0 == 150 and t.y0 == 150
+    np.testing.assert_allclose(t.z, tr.weights[0, 1, 150:190, 150:190])
+    assert zoom.layout.xaxis.ticktext[0].startswith("150 ")
+    assert hm.window(200, (190, 500)) == (190, 200)
+    assert hm.window(200, (0, 500)) == (0, hm.MAX_SHOWN)
+    assert len(fig.to_json()) < 600_000
+
+
+def test_overview_of_a_long_text_pools_every_head_into_a_small_tile():
+    tr = make_trace([f"w{i}" for i in range(300)], n_layer=2, n_head=2)
+    fig = hm.overview(tr)
+    z = heat(fig)[0].z
+    assert z.dtype == np.float32 and z.shape == (2 * (hm.TILE + 1) - 1, 2 * (hm.TILE + 1) - 1)
+    # a block mean of probabilities stays a probability
+    assert np.nanmin(z) >= 0 and np.nanmax(z) <= 1
+    assert len(fig.to_json()) < 100_000
+
+
+# --- overview and clicks ------------------------------------------------------------------------------
+
+
+def test_overview_has_one_clickable_point_per_layer_and_head(trace):
+    fig = hm.overview(trace, "weights", selected=(1, 3))
+    assert len(heat(fig)) == 1, "one image for every tile draws fast"
+    pts = [t for t in fig.data if isinstance(t, go.Scatter)]
+    assert len(pts) == 1
+    p = pts[0]
+    assert len(p.x) == len(p.y) == trace.n_layer * trace.n_head
+    assert sorted(map(tuple, p.customdata)) == [(lay, h) for lay in range(trace.n_layer) for h in range(trace.n_head)]
+    assert p.hoverinfo == "none" and p.marker.symbol == "square"
+    assert p.marker.color == "rgba(0,0,0,0)"
+    assert len(fig.layout.shapes) == 1, "the open tile is outlined"
+    assert list(fig.layout.xaxis.ticktext) == [str(h) for h in range(trace.n_head)]
+
+
+def test_overview_masked_stage_keeps_masked_cells_as_gaps(trace):
+    z = heat(hm.overview(trace, "masked"))[0].z
+    tile = z[: trace.n_tokens, : trace.n_tokens]  # layer 0, head 0
+    assert np.isnan(tile[~trace.mask[0]]).all() and np.isfinite(tile[trace.mask[0]]).all()
+
+
+def test_selected_tile_reads_streamlit_selection_events():
+    # what st.plotly_chart(on_select=...) stores after a click on a marker, as seen in the browser:
+    # customdata made from a numpy array arrives as {"0": layer, "1": head}; plain lists stay lists
+    event = {"selection": {"points": [{"curve_number": 1, "point_number": 55, "point_index": 55, "x": 104, "y": 62,
+                                       "customdata": {"0": 4, "1": 7}}], "point_indices": [55], "box": [], "lasso": []}}
+    assert hm.selected_tile(event) == (4, 7)
+    event["selection"]["points"][0]["customdata"] = [2, 11]
+    assert hm.selected_tile(event) == (2, 11)
+    # a click on the heatmap underneath carries no customdata; empty and missing selections give None
+    assert hm.selected_tile({"selection": {"points": [{"curve_number": 0, "x": 1, "y": 2}]}}) is None
+    assert hm.selected_tile({"selection": {"points": [], "point_indices": [], "box": [], "lasso": []}}) is None
+    assert hm.selected_tile(None) is None and hm.selected_tile({}) is None
+    assert hm.selected_tile({"selection": {"points": [{"customdata": ["a", "b"]}, {"customdata": [1, 0]}]}}) == (1, 0)
+
+
+# --- small helpers ------------------------------------------------------------------------------------
+
+
+def test_stage_note_explains_what_the_picture_cannot():
+    full = make_trace(["a", "b", "c"])
+    assert "masked equals scaled" in hm.stage_note(full, 0, "masked")
+    causal = make_trace(["a", "b", "c"], causal=True)
+    assert hm.stage_note(causal, 0, "masked").startswith("3 of 9")
+    assert "exactly 0" in hm.stage_note(causal, 0, "weights")
+    assert hm.stage_note(causal, 0, "scores") == ""
+
+
+def test_chart_config_names_the_png():
+    cfg = hm.chart_config("layer2", "head 3", "weights")
+    assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "attnviz_layer2_head-3_weights", "scale": 2}
+    assert "/" not in hm.chart_config("../../etc", "<b>")["toImageButtonOptions"]["filename"]
