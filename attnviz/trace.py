@@ -17,8 +17,18 @@ def _frozen(a, dtype) -> np.ndarray | None:
     if a is None:
         return None
     a = np.ascontiguousarray(a, dtype=dtype)
+    if not a.flags.owndata:  # a view of someone else's memory (a slice, a torch tensor): could change under us
+        a = a.copy()
     a.setflags(write=False)
     return a
+
+
+def _per_layer(name: str, value, n_layer: int) -> np.ndarray:
+    """One number for every layer, or one per layer."""
+    value = np.asarray(value, dtype=np.float64)
+    if value.size not in (1, n_layer) or value.ndim > 1:
+        raise AttnvizError(f"{name} must be one number or one per layer ({n_layer}), got shape {value.shape}")
+    return _frozen(np.broadcast_to(value.reshape(-1), (n_layer,)), np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,9 +79,8 @@ class AttentionTrace:
             if any(x is not None for x in (self.scale, self.mask, self.fill, self.bias)):
                 raise AttnvizError("scale, mask, fill and bias need scores")
             return
-        set_("scale", _frozen(np.broadcast_to(self.scale, (L,)), np.float64))
-        fill = DEFAULT_FILL if self.fill is None else self.fill
-        set_("fill", _frozen(np.broadcast_to(fill, (L,)), np.float64))
+        set_("scale", _per_layer("scale", self.scale, L))
+        set_("fill", _per_layer("fill", DEFAULT_FILL if self.fill is None else self.fill, L))
         if self.mask is None:
             set_("mask", _frozen(np.ones((L, T, T), bool), bool))
         checks = {"scores": (self.scores, (L, H, T, T)), "mask": (self.mask, (L, T, T))}

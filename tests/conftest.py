@@ -1,0 +1,243 @@
+"""Shared fixtures: the bundled model (loaded once per session) and tiny random models built from configs.
+
+Fixtures other test files can use:
+    bundled          attnviz.LoadedModel of the bundled all-MiniLM-L6-v2 (session-scoped, load it once)
+    bundled_eager    a second copy of it with attn_implementation="eager", for reference outputs
+    tiny_bert_dir, tiny_gpt2_dir, tiny_llama_dir   folders written with save_pretrained (safetensors)
+    tiny_bert, tiny_gpt2, tiny_llama               those folders loaded through attnviz.load_model
+    tiny_gptneo_dir, tiny_deberta_dir              families that bypass the attention seam (weights only)
+    eager_copy       eager_copy(folder) -> the same weights loaded with eager attention (cached per folder)
+    eager_reference  eager_reference(eager_model, loaded, text, pad_to=None) -> (attentions, last_hidden_state)
+    tiny_text        a sentence made only of words the tiny tokenizers know
+
+Test modules should take these as fixtures rather than `from conftest import ...`: tests/browser has its
+own conftest.py, and which one `import conftest` finds depends on collection order.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the package is used from the checkout, not installed
+    sys.path.insert(0, str(ROOT))
+
+import attnviz  # noqa: E402
+from attnviz.models import bundled_model_path  # noqa: E402
+
+#: Words the tiny tokenizers know; everything else becomes the unknown token.
+TINY_WORDS = "the cat sat on mat a dog ran away . , hello world it was tired because".split()
+TINY_TEXT = "the cat sat on the mat because it was tired ."
+
+
+# --- tiny model builders (plain functions, < 1 s each) ------------------------------------------------
+
+
+def _wordlevel_tokenizer(specials: list[str], unk: str, eos: str, bos: str):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(specials + TINY_WORDS)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=unk))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=unk, eos_token=eos, bos_token=bos)
+    return tok, len(vocab)
+
+
+def build_tiny_bert(folder: Path) -> Path:
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    torch.manual_seed(0)
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + TINY_WORDS)}
+    tok = BertTokenizer(vocab=vocab)  # transformers 5 silently ignores vocab_file=
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    BertModel(config).save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_gpt2(folder: Path) -> Path:
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(1)
+    tok, n_vocab = _wordlevel_tokenizer(["<unk>", "<|endoftext|>"], "<unk>", "<|endoftext|>", "<|endoftext|>")
+    config = GPT2Config(vocab_size=n_vocab, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    GPT2Model(config).save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_llama(folder: Path) -> Path:
+    """Grouped-query attention: 4 query heads share 2 key/value heads."""
+    from transformers import LlamaConfig, LlamaModel
+
+    torch.manual_seed(2)
+    tok, n_vocab = _wordlevel_tokenizer(["<unk>", "<s>", "</s>"], "<unk>", "</s>", "<s>")
+    config = LlamaConfig(
+        vocab_size=n_vocab,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    LlamaModel(config).save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_gptneo(folder: Path) -> Path:
+    """GPT-Neo picks its attention class from its own table: attnviz must fall back to eager, weights only."""
+    from transformers import GPTNeoConfig, GPTNeoModel
+
+    torch.manual_seed(3)
+    tok, n_vocab = _wordlevel_tokenizer(["<unk>", "<|endoftext|>"], "<unk>", "<|endoftext|>", "<|endoftext|>")
+    config = GPTNeoConfig(
+        vocab_size=n_vocab,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        attention_types=[[["global", "local"], 1]],
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=1,
+    )
+    GPTNeoModel(config).save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def build_tiny_deberta(folder: Path) -> Path:
+    """DeBERTa-v2 accepts the attention implementation name and never calls it: weights only."""
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    torch.manual_seed(4)
+    tok, n_vocab = _wordlevel_tokenizer(["<unk>", "<|endoftext|>"], "<unk>", "<|endoftext|>", "<|endoftext|>")
+    config = DebertaV2Config(
+        vocab_size=n_vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=64,
+    )  # fmt: skip
+    DebertaV2Model(config).save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+    return folder
+
+
+# --- fixtures ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def bundled():
+    """The bundled all-MiniLM-L6-v2 through attnviz.load_model(): loaded once for the whole session."""
+    return attnviz.load_model()
+
+
+@pytest.fixture(scope="session")
+def bundled_eager(eager_copy):
+    return eager_copy(bundled_model_path())
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_dir(tmp_path_factory):
+    return build_tiny_gpt2(tmp_path_factory.mktemp("tiny-gpt2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory):
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def tiny_gptneo_dir(tmp_path_factory):
+    return build_tiny_gptneo(tmp_path_factory.mktemp("tiny-gptneo"))
+
+
+@pytest.fixture(scope="session")
+def tiny_deberta_dir(tmp_path_factory):
+    return build_tiny_deberta(tmp_path_factory.mktemp("tiny-deberta"))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tiny_bert_dir):
+    return attnviz.load_model(str(tiny_bert_dir))
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tiny_gpt2_dir):
+    return attnviz.load_model(str(tiny_gpt2_dir))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tiny_llama_dir):
+    return attnviz.load_model(str(tiny_llama_dir))
+
+
+@pytest.fixture(scope="session")
+def eager_copy():
+    """eager_copy(folder): the model in `folder` loaded independently of attnviz, with eager attention."""
+    from transformers import AutoModel
+
+    cache = {}
+
+    def load(folder) -> torch.nn.Module:
+        key = str(folder)
+        if key not in cache:
+            cache[key] = AutoModel.from_pretrained(
+                key, attn_implementation="eager", dtype=torch.float32, use_safetensors=True, trust_remote_code=False
+            ).eval()
+        return cache[key]
+
+    return load
+
+
+def _eager_reference(eager_model, loaded, text: str, pad_to: int | None = None):
+    """Reference (attentions [L, H, T, T], last_hidden_state [T, d]) from transformers' own eager path.
+
+    Tokenizes like attnviz (split_special_tokens=True); `pad_to` appends pad tokens masked out by attention_mask.
+    """
+    tok = loaded.tokenizer
+    enc = tok(text, split_special_tokens=True, add_special_tokens=True)
+    ids = list(enc["input_ids"])
+    extra = {k: list(v) for k, v in enc.items() if k == "token_type_ids"}
+    attn = [1] * len(ids)
+    if pad_to is not None and pad_to > len(ids):
+        n_pad = pad_to - len(ids)
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        ids += [pad_id] * n_pad
+        attn += [0] * n_pad
+        for v in extra.values():
+            v += [0] * n_pad
+    inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.tensor([attn])}
+    inputs.update({k: torch.tensor([v]) for k, v in extra.items()})
+    with torch.no_grad():
+        out = eager_model(**inputs, output_attentions=True)
+    assert out.attentions, "the eager reference returned no attentions"
+    attentions = np.stack([a[0].float().numpy() for a in out.attentions])
+    return attentions, out.last_hidden_state[0].float().numpy()
+
+
+@pytest.fixture(scope="session")
+def eager_reference():
+    return _eager_reference
+
+
+@pytest.fixture(scope="session")
+def tiny_text() -> str:
+    return TINY_TEXT

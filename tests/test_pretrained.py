@@ -1,0 +1,187 @@
+"""Capture at transformers' attention seam equals transformers' own eager attention, model by model.
+
+Every model is checked against an independent eager copy loaded from the same folder: the bundled
+all-MiniLM-L6-v2 and tiny random BERT, GPT-2 and grouped-query Llama models built by conftest.py.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import attnviz
+from attnviz.models import bundled_model_path
+
+BUNDLED_TEXT = "The cat sat on the mat because it was tired."
+MODELS = ["bundled", "bert", "gpt2", "llama"]
+
+
+@pytest.fixture(params=MODELS)
+def case(request, eager_copy, tiny_text):
+    """(loaded model, its independent eager copy, a text) for each model family."""
+    kind = request.param
+    if kind == "bundled":
+        return request.getfixturevalue("bundled"), eager_copy(bundled_model_path()), BUNDLED_TEXT
+    folder = request.getfixturevalue(f"tiny_{kind}_dir")
+    return request.getfixturevalue(f"tiny_{kind}"), eager_copy(folder), tiny_text
+
+
+def _trace_with_output(loaded, text, **options):
+    """Trace `text` and grab the model's last_hidden_state from that very forward pass."""
+    seen = []
+    handle = loaded.model.register_forward_hook(lambda mod, args, out: seen.append(out.last_hidden_state[0].clone()))
+    try:
+        tr = attnviz.trace(loaded, text, **options)
+    finally:
+        handle.remove()
+    assert len(seen) == 1
+    return tr, seen[0].float().numpy()
+
+
+def test_every_model_captures_all_stages(case):
+    loaded, eager, _ = case
+    assert loaded.captures
+    assert loaded.n_layer == eager.config.num_hidden_layers
+    assert loaded.n_head == eager.config.num_attention_heads
+
+
+def test_weights_equal_eager_output_attentions(case, eager_reference):
+    loaded, eager, text = case
+    tr = attnviz.trace(loaded, text)
+    ref, _ = eager_reference(eager, loaded, text)
+    assert tr.weights.shape == ref.shape == (loaded.n_layer, loaded.n_head, tr.n_tokens, tr.n_tokens)
+    np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=1e-6)
+
+
+def test_tokens_are_what_the_tokenizer_produced(case):
+    loaded, _, text = case
+    tr = attnviz.trace(loaded, text)
+    ids = loaded.tokenizer(text, split_special_tokens=True)["input_ids"]
+    assert list(tr.tokens) == loaded.tokenizer.convert_ids_to_tokens(ids)
+
+
+def test_rows_sum_to_one(case):
+    loaded, _, text = case
+    tr = attnviz.trace(loaded, text)
+    np.testing.assert_allclose(tr.weights.sum(-1), 1.0, rtol=0, atol=1e-5)
+    assert (tr.weights >= 0).all()
+
+
+def test_softmax_of_masked_stage_gives_weights(case):
+    loaded, _, text = case
+    tr = attnviz.trace(loaded, text)
+    again = attnviz.softmax(torch.from_numpy(tr.masked)).numpy()
+    np.testing.assert_allclose(again, tr.weights, rtol=0, atol=1e-6)
+
+
+def test_scaled_is_scores_times_the_recorded_scale(case):
+    loaded, _, text = case
+    tr = attnviz.trace(loaded, text)
+    np.testing.assert_allclose(tr.scale, 1 / math.sqrt(loaded.d_head), rtol=1e-6)  # all four use 1/sqrt(d_head)
+    for layer in range(tr.n_layer):
+        expected = tr.scores[layer] * np.float32(tr.scale[layer])
+        np.testing.assert_array_equal(tr.scaled[layer], expected)
+
+
+def test_capture_leaves_model_outputs_unchanged(case, eager_reference):
+    loaded, eager, text = case
+    _, hidden = _trace_with_output(loaded, text)
+    _, ref_hidden = eager_reference(eager, loaded, text)
+    np.testing.assert_allclose(hidden, ref_hidden, rtol=0, atol=1e-6)
+
+
+def test_padded_trace_equals_eager_with_attention_mask(case, eager_reference):
+    """pad_to appends pad tokens that the model masks out exactly like transformers does."""
+    loaded, eager, text = case
+    n = len(attnviz.trace(loaded, text).tokens)
+    tr, hidden = _trace_with_output(loaded, text, pad_to=n + 3)
+    ref, ref_hidden = eager_reference(eager, loaded, text, pad_to=n + 3)
+    assert tr.n_tokens == n + 3
+    np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(hidden, ref_hidden, rtol=0, atol=1e-6)
+
+
+def test_gpt2_weights_are_exactly_zero_above_the_diagonal(tiny_gpt2, tiny_text):
+    tr = attnviz.trace(tiny_gpt2, tiny_text)
+    upper = np.triu(np.ones((tr.n_tokens, tr.n_tokens), bool), k=1)
+    assert (tr.weights[:, :, upper] == 0).all()
+    assert (tr.weights[:, :, ~upper] > 0).all()
+    assert not tr.mask[:, upper].any() and tr.mask[:, ~upper].all()
+
+
+def test_llama_counts_query_heads_not_key_value_heads(tiny_llama, tiny_text):
+    config = tiny_llama.model.config
+    assert config.num_key_value_heads < config.num_attention_heads
+    assert tiny_llama.n_head == config.num_attention_heads == 4
+    assert tiny_llama.d_head == config.hidden_size // config.num_attention_heads
+    tr = attnviz.trace(tiny_llama, tiny_text)
+    assert tr.weights.shape[1] == tr.scores.shape[1] == 4
+
+
+def test_llama_is_causal(tiny_llama, tiny_text):
+    tr = attnviz.trace(tiny_llama, tiny_text)
+    upper = np.triu(np.ones((tr.n_tokens, tr.n_tokens), bool), k=1)
+    assert (tr.weights[:, :, upper] == 0).all()
+
+
+def test_bundled_model_metadata(bundled):
+    assert (bundled.n_layer, bundled.n_head, bundled.d_head, bundled.d_model) == (6, 12, 32, 384)
+    assert bundled.max_tokens == 512
+    assert len(bundled.attention_modules) == 6
+    assert not bundled.model.training
+
+
+def test_concurrent_traces_do_not_mix_experiments(tiny_bert, tiny_text):
+    """Capture state is per thread (ContextVar): parallel traces with different experiments stay apart."""
+    plain = attnviz.trace(tiny_bert, tiny_text)
+    causal = attnviz.trace(tiny_bert, tiny_text, causal=True)
+    results, errors = {}, []
+
+    def worker(i):
+        try:
+            for _ in range(10):
+                tr = attnviz.trace(tiny_bert, tiny_text, causal=bool(i % 2))
+                results.setdefault(i, []).append(tr.weights)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i, all_weights in results.items():
+        expected = causal.weights if i % 2 else plain.weights
+        for w in all_weights:
+            np.testing.assert_allclose(w, expected, rtol=0, atol=1e-6)
+
+
+# --- families that bypass transformers' attention interface --------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["gptneo", "deberta"])
+def test_bypassing_families_fall_back_to_eager_weights_only(request, kind, eager_copy, eager_reference, tiny_text):
+    """GPT-Neo raises on an unknown implementation name, DeBERTa-v2 ignores it: both still load and trace."""
+    folder = request.getfixturevalue(f"tiny_{kind}_dir")
+    loaded = attnviz.load_model(str(folder))
+    assert not loaded.captures
+    assert (loaded.n_layer, loaded.n_head) == (2, 4)
+    tr = attnviz.trace(loaded, tiny_text)
+    assert tr.weights_only and tr.stages == ("weights",)
+    assert tr.scores is None and tr.scaled is None and tr.masked is None
+    assert any("only the weights" in n for n in tr.notes)
+    ref, _ = eager_reference(eager_copy(folder), loaded, tiny_text)
+    np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=1e-6)
+    with pytest.raises(attnviz.AttnvizError, match="weights"):
+        tr.stage("scores")
+    with pytest.raises(attnviz.AttnvizError, match="no scores"):
+        tr.recompute(0)
+    experiment = attnviz.trace(loaded, tiny_text, causal=True)
+    assert any("not applied" in n for n in experiment.notes)
+    with pytest.raises(attnviz.InputError, match="bypasses"):
+        attnviz.attention_inputs(loaded, tiny_text, 0)
