@@ -1,0 +1,124 @@
+"""The Heads page in AppTest: every control changes the figures the way the page says it does.
+
+Sidebar settings go in through session state before the first run (see helpers.run_page); page
+widgets (stage, head) are set the same way so every test is one fresh, independent run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import figures, heatmaps, run_page, texts, z_arrays
+
+PAGE = "pages/heads.py"
+
+
+def heads(**state):
+    at = run_page(PAGE, **state)
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.fixture(scope="module")
+def default():
+    return heads()
+
+
+def test_default_view_shows_grid_detail_and_overview(default):
+    at = default
+    assert [t.value for t in at.title] == ["Heads"]
+    figs = figures(at)
+    assert set(figs) == {"head_grid", "head_detail", "overview"}
+    grid = figs["head_grid"]
+    assert len(heatmaps(grid)) == 12, "all-MiniLM-L6-v2 has 12 heads per layer"
+    assert {(t["zmin"], t["zmax"]) for t in heatmaps(grid)} == {(0.0, 1.0)}
+    z = z_arrays(grid)[0]
+    assert z.shape == (13, 13)  # [CLS] the cat sat on the mat because it was tired . [SEP]
+    np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-5)
+    ticks = grid["layout"]["yaxis"]["ticktext"]
+    assert ticks[1] == "01 the" and ticks[5] == "05 the"
+    ov = figs["overview"]
+    pts = next(t for t in ov["data"] if t["type"] == "scatter")
+    assert len(pts["customdata"]) == 6 * 12 and pts["hoverinfo"] == "none"
+    assert any(b.label == "Download CSV" for b in at.get("download_button"))
+    assert any(b.label == "Download .npz" for b in at.get("download_button"))
+    assert any("stages" in e.label for e in at.expander)
+    stage_text = " ".join(texts(at, "markdown"))
+    for name in ("**scores**", "**scaled**", "**masked**", "**weights**"):
+        assert name in stage_text
+
+
+def test_changing_the_layer_changes_the_grid(default):
+    at = heads(layer=3)
+    g0, g3 = figures(default)["head_grid"], figures(at)["head_grid"]
+    assert g3["layout"]["meta"]["layer"] == 3
+    assert not np.allclose(z_arrays(g0)[0], z_arrays(g3)[0])
+    assert "Every head of layer 3" in [s.value for s in at.subheader]
+    ov = figures(at)["overview"]
+    assert ov["layout"]["shapes"][0]["y0"] == pytest.approx(3 * 14 - 0.5), "the open tile is outlined"
+
+
+def test_stage_scores_is_signed_on_a_diverging_scale(default):
+    at = heads(stage="scores", layer=2)
+    grid = figures(at)["head_grid"]
+    hm = heatmaps(grid)
+    assert grid["layout"]["meta"]["stage"] == "scores"
+    assert hm[0]["zmin"] == pytest.approx(-hm[0]["zmax"]) and hm[0]["zmax"] > 1
+    weights_scale = heatmaps(figures(default)["head_grid"])[0]["colorscale"]
+    assert hm[0]["colorscale"] != weights_scale and hm[0]["zmid"] == 0
+    assert any((z < 0).any() for z in z_arrays(grid))
+    detail = figures(at)["head_detail"]
+    assert "raw score" in heatmaps(detail)[0]["hovertemplate"]
+
+
+def test_stage_masked_says_nothing_is_masked_here():
+    at = heads(stage="masked")
+    assert any("masked equals scaled" in c for c in texts(at, "caption"))
+    assert figures(at)["head_grid"]["layout"]["meta"]["stage"] == "masked"
+
+
+def test_head_picker_opens_that_head(default):
+    at = heads(head=5, layer=1)
+    detail = figures(at)["head_detail"]
+    assert detail["layout"]["meta"] == {"figure": "head_detail", "layer": 1, "head": 5, "stage": "weights"}
+    np.testing.assert_allclose(z_arrays(detail)[0], z_arrays(figures(at)["head_grid"])[5])
+    assert not np.allclose(z_arrays(detail)[0], z_arrays(figures(default)["head_detail"])[0])
+
+
+def test_changing_the_sentence_changes_the_token_axes():
+    at = heads(text="Hello world")
+    grid = figures(at)["head_grid"]
+    assert z_arrays(grid)[0].shape == (4, 4)
+    assert grid["layout"]["xaxis"]["ticktext"] == ["00 [CLS]", "01 hello", "02 world", "03 [SEP]"]
+
+
+def test_markup_in_the_sentence_never_reaches_plotly_unescaped():
+    at = heads(text='<img src=x onerror=alert(1)> <b>bold</b>')
+    for fig in figures(at).values():
+        assert "<img" not in str(fig) and "<b>bold" not in str(fig)
+
+
+def test_our_module_as_source_shows_its_heads():
+    at = heads(source="module", m_heads=4)
+    figs = figures(at)
+    assert len(heatmaps(figs["head_grid"])) == 4
+    pts = next(t for t in figs["overview"]["data"] if t["type"] == "scatter")
+    assert len(pts["customdata"]) == 4, "one layer x 4 heads"
+    assert "Every head of our module (a single layer)" in [s.value for s in at.subheader]
+
+
+def test_empty_sentence_explains_instead_of_failing():
+    at = heads(text="   ")
+    assert any("Type a sentence" in i for i in texts(at, "info"))
+    assert not figures(at)
+
+
+def test_weights_only_model_shows_only_the_weights_stage(tiny_deberta_dir):
+    at = heads(source="hub", model=str(tiny_deberta_dir), stage="scores")
+    assert any("only stage" in c for c in texts(at, "caption"))
+    assert not at.get("button_group"), "no stage selector when there is one stage"
+    figs = figures(at)
+    assert figs["head_grid"]["layout"]["meta"]["stage"] == "weights"
+    detail = heatmaps(figs["head_detail"])[0]
+    assert "raw score" not in detail["hovertemplate"]
+    assert "unavailable" in figs["head_detail"]["layout"]["title"]["text"]
