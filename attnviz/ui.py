@@ -173,9 +173,12 @@ def _load_or_fallback(name: str) -> models.LoadedModel:
         return get_model(fallback)
 
 
-def head_picker(src: Source, container=None) -> int:
-    """The head slider; bound to the URL so links open on the same head."""
-    return (container or st).slider("Head", 0, src.n_head - 1, 0, key="head", bind=URL)
+def head_picker(src: Source, container=None, disabled: bool = False) -> int:
+    """The head slider; bound to the URL so links open on the same head.
+
+    `disabled` greys it out (e.g. while a page pools all heads) without dropping the chosen head from the URL.
+    """
+    return (container or st).slider("Head", 0, src.n_head - 1, 0, key="head", bind=URL, disabled=disabled)
 
 
 def stage_picker(trace: AttentionTrace) -> str:

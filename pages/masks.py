@@ -7,7 +7,7 @@ from attnviz.plots import distributions as dp
 
 EXPORT = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": "attnviz-masks"}}
 APPLY = {"layer": "this layer only", "all": "all layers"}
-FILLS = {"min": "float32 min (the model's own)", "-10000": "−10000", "-1e9": "−1e9", "-inf": "−inf"}
+FILLS = {"min": "float32 min (the model's own)", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
 
 
 def show(fig, title: str, why: str, key: str) -> None:
@@ -54,6 +54,9 @@ if with_mask.weights_only:
 if not src.is_module and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
 rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide)
+if not rep.change.any():
+    st.info("Nothing is masked with these settings, so both sides below are the same. Turn on the causal mask, hide "
+            "a token, or pad with the padding mask on. Padding with the mask off shows its leak in chart 3.")  # fmt: skip
 st.markdown(
     analysis.reach_note(layers, src.layer, base.n_layer, src.is_module) + f" Shown: layer {src.layer}, head {head}."
 )
@@ -68,8 +71,8 @@ show(
 show(
     dp.weights_comparison(without.weights[layer, head], with_mask.weights[layer, head], with_mask.tokens, who),
     "2 · Where the weight went",
-    "Rows still sum to 1, so the weight the removed keys had is shared out among the keys that remain "
-    "(difference: orange gained, purple lost).",
+    "Left: the same layer with every key visible (no causal, hidden or padding mask). Rows still sum to 1, so the "
+    "weight the removed keys had is shared out among the keys that remain (difference: orange gained, purple lost).",
     "weights",
 )
 show(

@@ -30,7 +30,7 @@ elif tr is not None:
     all_heads = c1.toggle(
         "All heads", key="all_heads", bind=ui.URL, help="Pool the heads of this layer instead of one."
     )
-    head = ui.head_picker(src, c2)
+    head = ui.head_picker(src, c2, disabled=all_heads)
     divisor = c3.select_slider(
         "Divide the scores by",
         analysis.divisor_stops(d, own),
@@ -49,7 +49,7 @@ elif tr is not None:
     show(
         dp.score_histograms(cmp, d),
         "1 · The spread of the scores",
-        f"Dividing by {divisor:.3g} divides the variance by {divisor:.3g}² = {divisor**2:.3g}: "
+        f"Dividing by {divisor:.3g} divides the variance by {divisor:.3g}² = {divisor**2:,.4g}: "
         f"**{cmp.hist_scores.var:.1f} → {cmp.hist_scaled.var:.2f}**. The solid curve is a normal curve with the "
         f"measured variance; the dotted one is the textbook case of q and k entries with variance 1: N(0, d = {d}) "
         f"before, N(0, 1) after dividing by √{d}. Real q and k are not unit-variance, so the spreads differ, "

@@ -78,7 +78,7 @@ def test_default_is_causal_and_the_upper_triangle_is_gone(page):
     assert (w[upper] == 0).all()
     np.testing.assert_allclose(w.sum(-1), 1, atol=1e-5)
     assert (z(page, "mask_weights", "without")[upper] > 0).all()
-    assert bar(page, "with the mask")[0] == 0 and bar(page, "without the mask")[0] > 0  # no look-ahead in layer 0
+    assert bar(page, "with your masks")[0] == 0 and bar(page, "every key visible")[0] > 0  # no look-ahead in layer 0
     assert any("Forward-pass experiment" in m.value for m in page.markdown)
 
 
@@ -86,6 +86,7 @@ def test_no_mask_means_no_difference(page):
     run(page, causal=False)
     assert np.isfinite(z(page, "mask_stages", "masked")).all()
     assert (z(page, "mask_weights", "difference") == 0).all()
+    assert any("Nothing is masked" in i.value for i in page.info)
 
 
 def test_hiding_a_token_zeroes_its_column(page):
@@ -99,15 +100,15 @@ def test_hiding_a_token_zeroes_its_column(page):
 
 def test_padding_leaks_without_the_padding_mask_and_not_with_it(page):
     run(page, causal=False, pad_to=20)
-    tokens = figures(page)["mask_weights"]["layout"]["xaxis"]["ticktext"]
+    tokens = figures(page)["mask_stages"]["layout"]["xaxis"]["ticktext"]
     assert len(tokens) == 20 and tokens[-1].endswith("[PAD]")
-    assert (bar(page, "with the mask") == 0).all()
-    assert (bar(page, "without the mask")[0] > 0).all()
+    assert (bar(page, "with your masks") == 0).all()
+    assert (bar(page, "every key visible")[0] > 0).all()
     run(page, pad_mask=False)
-    leak = bar(page, "with the mask")
+    leak = bar(page, "with your masks")
     assert leak[0] > 0 and (leak[1:] == 0).all()  # only layer 0 lost its padding mask
     run(page, apply="all")
-    assert (bar(page, "with the mask") > 0).all()
+    assert (bar(page, "with your masks") > 0).all()
 
 
 def test_fill_minus_inf_gives_a_zero_row_on_a_fully_masked_row(page):

@@ -22,11 +22,12 @@ MASKED_BG = "#c8c8c8"  # masked cells are NaN and show the plot background: a fl
 FONT = dict(size=13)
 
 
-def _finish(fig: go.Figure, name: str, height: int, **layout) -> go.Figure:
+def _finish(fig: go.Figure, name: str, height: int, top: int = 80, **layout) -> go.Figure:
+    """Name, size and common styling; `top` leaves room for a legend above the subplot titles (less without one)."""
     fig.update_layout(
         meta={"figure": name},
         height=height,
-        margin=dict(l=10, r=10, t=80, b=10),
+        margin=dict(l=10, r=10, t=top, b=10),
         font=FONT,
         legend=dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=0),
         **layout,
@@ -34,13 +35,17 @@ def _finish(fig: go.Figure, name: str, height: int, **layout) -> go.Figure:
     return fig
 
 
-def _token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True) -> None:
-    """Positional axes with '%03d token' labels (repeated tokens stay apart); query 0 at the top."""
+def _token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True, max_labels: int = 32) -> None:
+    """Positional axes with '%03d token' labels (repeated tokens stay apart); query 0 at the top.
+
+    Long sentences label every n-th position so the labels stay legible; hover still names every token.
+    """
     labels = tick_labels(tokens)
-    step = max(1, math.ceil(len(labels) / 40))  # keep labels readable on long sentences
+    step = max(1, math.ceil(len(labels) / max_labels))
     vals = list(range(0, len(labels), step))
-    ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], showgrid=False, zeroline=False)
-    fig.update_xaxes(ticks | dict(tickangle=-60, title_text="key"), row=row, col=col)
+    font = dict(size=11 if max_labels >= 32 else 10)
+    ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font, showgrid=False)
+    fig.update_xaxes(ticks | dict(tickangle=-60, title_text="key", zeroline=False), row=row, col=col)
     fig.update_yaxes(
         ticks | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y),
         row=row,
@@ -48,15 +53,11 @@ def _token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True)
     )
 
 
-def _square(fig: go.Figure, n_tokens: int, n_cols: int) -> int:
-    """Square cells (each y axis anchored to its x axis) and a height that fits them; returns the height."""
-    for i in range(1, n_cols + 1):
-        fig.update_yaxes(
-            scaleanchor="x" if i == 1 else f"x{i}", constrain="domain", constraintoward="top", row=1, col=i
-        )
-        fig.update_xaxes(constrain="domain", row=1, col=i)
-    cell = {2: 26, 3: 20}.get(n_cols, 20)
-    return int(np.clip(n_tokens * cell, 240, 560 if n_cols == 2 else 340)) + 190
+def _grid_height(n_tokens: int, n_cols: int) -> int:
+    """A height that makes cells roughly square at a typical page width, without the blank band that
+    axis-locked squares leave when the page is narrower or wider than expected."""
+    plot = np.clip(n_tokens * (18 if n_cols == 2 else 14), 260 if n_cols == 2 else 220, 420 if n_cols == 2 else 280)
+    return int(plot) + (190 if n_cols == 2 else 160)
 
 
 def _heatmap(z, tokens, coloraxis: str, what: str, name: str) -> go.Heatmap:
@@ -80,8 +81,13 @@ def _heatmap(z, tokens, coloraxis: str, what: str, name: str) -> go.Heatmap:
     )
 
 
+def _colorbar(title: str, x: float = 1.0) -> dict:
+    """A colour bar next to the top-aligned square heatmaps, not stretched over the tick labels below them."""
+    return dict(title=title, x=x, y=1.0, yanchor="top", len=0.75, thickness=14)
+
+
 def _weights_axis(x: float = 1.0, title: str = "weight") -> dict:
-    return dict(colorscale=WEIGHTS_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=title, x=x, len=0.9, thickness=14))
+    return dict(colorscale=WEIGHTS_SCALE, cmin=0.0, cmax=1.0, colorbar=_colorbar(title, x))
 
 
 # --- Scaling page -----------------------------------------------------------------------------------------
@@ -151,12 +157,13 @@ def softmax_pair(cmp: ScalingComparison, tokens, head_label: str) -> go.Figure:
     div = cmp.divisor
     titles = (f"softmax(scores): divisor 1, {head_label}", f"softmax(scores ÷ {div:.3g}), {head_label}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
+    fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (w, name) in enumerate(
         ((cmp.raw.weights, "softmax raw"), (cmp.divided.weights, "softmax scaled")), start=1
     ):
         fig.add_trace(_heatmap(w.mean(axis=0), tokens, "coloraxis", "weight", name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
-    return _finish(fig, "softmax_pair", _square(fig, len(tokens), 2), coloraxis=_weights_axis())
+    return _finish(fig, "softmax_pair", _grid_height(len(tokens), 2), top=50, coloraxis=_weights_axis())
 
 
 def row_saturation(cmp: ScalingComparison, tokens) -> go.Figure:
@@ -281,21 +288,23 @@ def stage_pair(scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str) ->
     r = symmetric_range(scaled)
     titles = (f"<b>scaled</b> (before the mask), {head_label}", f"<b>masked</b> (after; grey = removed), {head_label}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
+    fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (z, name) in enumerate(((scaled, "scaled"), (masked, "masked")), start=1):
         fig.add_trace(_heatmap(z, tokens, "coloraxis", name, name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
     fig.update_xaxes(showgrid=False)
-    side = _square(fig, len(tokens), 2)
-    axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=dict(title="value", len=0.9, thickness=14))
-    return _finish(fig, "mask_stages", side, coloraxis=axis, plot_bgcolor=MASKED_BG)
+    side = _grid_height(len(tokens), 2)
+    axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=_colorbar("value"))
+    return _finish(fig, "mask_stages", side, top=50, coloraxis=axis, plot_bgcolor=MASKED_BG)
 
 
 def weights_comparison(without: np.ndarray, with_mask: np.ndarray, tokens, head_label: str) -> go.Figure:
     """weights without the mask, with it, and their difference (diverging scale centred on 0: where weight moved)."""
     diff = np.asarray(with_mask, np.float32) - np.asarray(without, np.float32)
-    r = max(symmetric_range(diff), 1e-6)
-    titles = ("<b>weights</b> without the mask", "<b>weights</b> with the mask", "difference (with − without)")
+    r = max(symmetric_range(diff), 1e-3)  # all-zero difference: a white map, not a scale in micro-units
+    titles = ("<b>weights</b>, every key visible", "<b>weights</b> with your masks", "difference (masked − visible)")
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
+    fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (z, axis, what, name) in enumerate(
         (
             (without, "coloraxis", "weight", "without"),
@@ -305,22 +314,21 @@ def weights_comparison(without: np.ndarray, with_mask: np.ndarray, tokens, head_
         start=1,
     ):
         fig.add_trace(_heatmap(z, tokens, axis, what, name), row=1, col=col)
-        _token_axes(fig, tokens, 1, col, show_y=col == 1)
-    diff_axis = dict(
-        colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=dict(title="change", x=1.09, len=0.9, thickness=14)
-    )
-    side = _square(fig, len(tokens), 3)
+        _token_axes(fig, tokens, 1, col, show_y=col == 1, max_labels=16)
+    diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=_colorbar("change", 1.09))
+    side = _grid_height(len(tokens), 3)
     return _finish(
         fig,
         "mask_weights",
         side,
+        top=50,
         coloraxis=_weights_axis(x=1.0),
         coloraxis2=diff_axis,
     )
 
 
 def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
-    """Per layer: attention that reached positions that should be invisible (without vs with the mask),
+    """Per layer: attention that reached positions that should be invisible (every key visible vs your masks),
     and the largest change in weights: a forward-pass experiment reaches every layer after the first masked one."""
     layers = np.arange(report.leak_with.size)
     names = [f"layer {i}" + (" (mask)" if applied is None or i in applied else "") for i in layers]
@@ -330,12 +338,12 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
         horizontal_spacing=0.1,
         subplot_titles=(
             "attention on positions that should be invisible",
-            "largest change in weights vs without the mask",
+            "largest change in weights (your masks vs every key visible)",
         ),
     )
     for vals, name, colour in (
-        (report.leak_without, "without the mask", RAW_COLOUR),
-        (report.leak_with, "with the mask", SCALED_COLOUR),
+        (report.leak_without, "every key visible", RAW_COLOUR),
+        (report.leak_with, "with your masks", SCALED_COLOUR),
     ):
         fig.add_trace(
             go.Bar(
@@ -370,7 +378,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
     top = max(float(report.leak_without.max(initial=0)), float(report.leak_with.max(initial=0)), 0.01)
     fig.update_yaxes(tickformat=".0%", range=[0, top * 1.25], row=1, col=1)
     fig.update_yaxes(range=[0, max(float(report.change.max(initial=0)), 0.01) * 1.25], row=1, col=2)
-    return _finish(fig, "mask_leak", 340, barmode="group")
+    return _finish(fig, "mask_leak", 340, barmode="group", bargap=0.25 if layers.size > 2 else 0.7)
 
 
 def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> go.Figure:
@@ -407,4 +415,4 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
         title_text="key",
     )
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(ylabels))), ticktext=ylabels, autorange="reversed")
-    return _finish(fig, "fill_demo", 120 + 34 * len(ylabels), coloraxis=_weights_axis())
+    return _finish(fig, "fill_demo", 150 + 34 * len(ylabels), top=30, coloraxis=_weights_axis())
