@@ -47,17 +47,18 @@ if tr is None:
 if ms.mirrors_layer:
     ref = ui.get_trace(replace(src, module=None))
     if ref is not None:
+        st.subheader(f"Same as the pretrained layer {src.layer}?")
         diff = parity(tr, ref, src.layer)
         c1, c2 = st.columns([1, 3], vertical_alignment="center")
-        c1.metric(f"Largest |difference| vs layer {src.layer}", f"{diff:.1e}", border=True,
+        c1.metric(f"Largest |difference| vs layer {src.layer}", f"{diff:.1e}" if diff else "0", border=True,
                   help="max over heads, queries and keys of |our weight − pretrained weight|")
         with c2:
             if diff < 1e-5:
-                st.badge("Matches the pretrained layer", icon=":material/check:", color="green")
+                st.badge("Identical" if diff == 0 else "Matches the pretrained layer", icon=":material/check:", color="green")
             else:
                 st.badge("Differs from the pretrained layer", icon=":material/warning:", color="orange")
-            st.caption("Our module, with weights copied from the layer and run on the vectors entering it, "
-                       "reproduces the library's attention weights up to float32 rounding.")
+            st.caption("With weights copied from the layer and run on the vectors entering it, our module "
+                       "reproduces the library's attention weights (up to float32 rounding at most).")
 else:
     st.caption("To check it against the pretrained model, set **Weights** to *copied from the layer* and "
                "**Input vectors** to *hidden states entering the layer* in the sidebar.")
@@ -65,7 +66,10 @@ else:
 stage = ui.stage_picker(tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 st.subheader(f"Its {tr.n_head} heads")
+if note := hm.stage_note(tr, 0, stage):
+    st.caption(note)
 st.plotly_chart(hm.head_grid(tr, 0, stage, token_range=span), config=hm.chart_config("module", stage, "heads"))
+st.subheader("One head up close")
 left, right = st.columns([1, 2.4], gap="large")
 with left:
     head = ui.head_picker(src)

@@ -244,3 +244,14 @@ def test_chart_config_names_the_png():
     cfg = hm.chart_config("layer2", "head 3", "weights")
     assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "attnviz_layer2_head-3_weights", "scale": 2}
     assert "/" not in hm.chart_config("../../etc", "<b>")["toImageButtonOptions"]["filename"]
+
+
+def test_uniform_attention_is_called_out_and_module_titles_say_module():
+    from attnviz.trace import AttentionTrace
+
+    T = 5
+    flat = AttentionTrace(tokens=list("abcde"), weights=np.full((1, 2, T, T), 1 / T), source="module")
+    assert "nearly uniform" in hm.stage_note(flat, 0, "weights")
+    assert hm.stage_note(make_trace(["a", "b", "c"]), 0, "weights") == ""
+    assert hm.head_grid(flat, 0).layout.title.text.startswith("Our module")
+    assert hm.head_detail(flat, 0, 1).layout.title.text.startswith("Our module · head 1")

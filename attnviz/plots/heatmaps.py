@@ -103,6 +103,11 @@ def _fmt(a: np.ndarray) -> np.ndarray:
     return np.char.mod("%.4g", np.asarray(a, dtype=np.float64)).astype(object)
 
 
+def _where(trace: AttentionTrace, layer: int) -> str:
+    """'Layer 3', or 'Our module' for our single-layer module (its layer 0 is not the model's layer 0)."""
+    return "Our module" if trace.source == "module" else f"Layer {layer}"
+
+
 def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
     if (start, stop) == (0, trace.n_tokens):
         return ""
@@ -111,6 +116,12 @@ def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
 
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
+    if stage == "weights":
+        w = trace.weights[layer]
+        if trace.n_tokens > 2 and float(w.max()) < 3.0 / trace.n_tokens:
+            return (f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
+                    f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
+                    "(what random weights give). Hover for exact values, or view the scores.")
     if trace.weights_only or stage not in ("masked", "weights"):
         return ""
     blocked = int((~trace.mask[layer]).sum())
@@ -169,7 +180,7 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
                 hovertemplate=f"head {h}<br>{who}<br>{label} %{{z:.4g}}<extra></extra>",
                 hoverongaps=False,
                 showscale=h == 0,
-                colorbar=dict(title=dict(text=label, side="right"), thickness=14, len=min(1.0, 0.35 + 0.2 * rows)),
+                colorbar=dict(title=dict(text=label, side="right"), thickness=14),
                 **scale,
             ),
             row=h // cols + 1,
@@ -184,7 +195,7 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 150,
         margin=dict(l=10, r=10, t=40, b=10),
-        title=dict(text=f"Layer {layer} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"),
+        title=dict(text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"),
     )
     return fig
 
@@ -225,7 +236,7 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
     fig.update_xaxes(**t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5])
     fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
-    title = f"Layer {layer} · head {head} · {label}{_range_note(trace, start, stop)}"
+    title = f"{_where(trace, layer)} · head {head} · {label}{_range_note(trace, start, stop)}"
     fig.update_layout(
         meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
         height=side,
