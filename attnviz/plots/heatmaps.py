@@ -118,7 +118,7 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
     if stage == "weights":
         w = trace.weights[layer]
-        if trace.n_tokens > 2 and float(w.max()) < 3.0 / trace.n_tokens:
+        if trace.n_tokens > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_tokens):
             return (f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
                     f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
                     "(what random weights give). Hover for exact values, or view the scores.")
