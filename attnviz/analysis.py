@@ -231,15 +231,8 @@ class FillRow:
     every_masked: np.ndarray  # [key]
     some_masked: np.ndarray  # [key]
 
-    @property
-    def verdict(self) -> str:
-        s = float(self.every_masked.sum())
-        if s == 0:
-            return "all zeros: the query attends to nothing (its output is 0)"
-        return f"uniform {self.every_masked.max():.3g} on every key: the query averages the masked positions"
 
-
-def fill_demo(scaled_row: np.ndarray, visible: np.ndarray, fills=("-10000", "-1e9", "-inf")) -> list[FillRow]:
+def fill_demo(scaled_row: np.ndarray, visible: np.ndarray, fills=("min", "-10000", "-1e9", "-inf")) -> list[FillRow]:
     """Run the package's own stage math on one real row of scaled values, for each fill.
 
     Every key masked: a finite fill makes every entry equal, so softmax is uniform (1 / n_keys);

@@ -389,7 +389,8 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
     ylabels, z = [], []
     for r in rows:
         mark = " ◀ chosen" if r.fill == chosen else ""
-        ylabels += [f"fill {r.fill}: every key masked{mark}", f"fill {r.fill}: some keys masked"]
+        name = "float32 min" if r.fill == "min" else r.fill
+        ylabels += [f"fill {name}: every key masked{mark}", f"fill {name}: some keys masked"]
         z += [r.every_masked, r.some_masked]
     z = np.asarray(z, np.float32)
     text = np.vectorize(lambda v: "0" if v == 0 else f"{v:.2f}")(z)
