@@ -20,7 +20,8 @@ stage = ui.stage_picker(tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 
 st.subheader(f"Every head of {where}")
-st.caption(f"{tr.n_head} heads on one colour scale. Pick the layer in the sidebar; hover a cell for its tokens and value.")
+pick = "Its settings are in the sidebar" if src.is_module else "Pick the layer in the sidebar"
+st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its tokens and value.")
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
 st.plotly_chart(hm.head_grid(tr, layer, stage, token_range=span), config=hm.chart_config(f"layer{layer}", stage, "heads"))
@@ -73,6 +74,8 @@ with st.expander("What the stages mean"):
 
 st.subheader("Export")
 st.caption(f"Layer {layer}, every head and every stage, as a table (CSV) or numpy arrays (.npz). Use the camera icon on a chart for a PNG.")
+if not export.csv_ok(tr):
+    st.caption(f"CSV is left out for {tr.n_tokens} tokens ({tr.n_head * tr.n_tokens**2:,} rows); the .npz holds the same data.")
 with st.container(horizontal=True):
     if export.csv_ok(tr):
         st.download_button(

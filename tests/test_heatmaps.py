@@ -185,8 +185,12 @@ def test_overview_of_a_long_text_pools_every_head_into_a_small_tile():
     fig = hm.overview(tr)
     z = heat(fig)[0].z
     assert z.dtype == np.float32 and z.shape == (2 * (hm.TILE + 1) - 1, 2 * (hm.TILE + 1) - 1)
-    # a block mean of probabilities stays a probability
+    # pooled weights: each row of a tile is the attention a block of queries gives to each block of keys
+    tile = z[: hm.TILE, : hm.TILE]
+    np.testing.assert_allclose(tile.sum(axis=1), 1.0, atol=1e-5)
     assert np.nanmin(z) >= 0 and np.nanmax(z) <= 1
+    scores = heat(hm.overview(tr, "scores"))[0].z[: hm.TILE, : hm.TILE]
+    assert scores.mean() == pytest.approx(tr.scores[0, 0].mean(), rel=0.05), "scores are averaged, not summed"
     assert len(fig.to_json()) < 100_000
 
 

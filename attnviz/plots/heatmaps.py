@@ -121,7 +121,8 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
         if trace.n_tokens > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_tokens):
             return (f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
                     f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
-                    "(what random weights give). Hover for exact values, or view the scores.")
+                    "(what random weights give). Hover for exact values"
+                    + ("." if trace.weights_only else ", or look at the scores stage."))
     if trace.weights_only or stage not in ("masked", "weights"):
         return ""
     blocked = int((~trace.mask[layer]).sum())
@@ -190,7 +191,7 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
     fig.update_xaxes(**tick_x, tickangle=-60, tickfont_size=9, showgrid=False, range=[start - 0.5, stop - 0.5])
     fig.update_yaxes(**tick_y, tickfont_size=9, showgrid=False, range=[stop - 0.5, start - 0.5])
     fig.update_annotations(font_size=12)
-    panel = 250 if n > 8 else 200
+    panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
     fig.update_layout(
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 150,
@@ -246,14 +247,22 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     return fig
 
 
-def _pool(a: np.ndarray, size: int) -> np.ndarray:
-    """Average [..., T, T] into [..., size, size] blocks (NaN cells ignored), so long texts stay small."""
+def _pool(a: np.ndarray, size: int, sum_keys: bool = False) -> np.ndarray:
+    """Shrink [..., T, T] to [..., size, size] blocks so long texts stay small (NaN cells ignored).
+
+    Scores are averaged over each block. Weights (sum_keys=True) are summed over the keys of a block and
+    averaged over its queries: a pooled row is then still a probability distribution (over key blocks),
+    and a sharp pattern such as the diagonal stays bright instead of fading to 1/T.
+    """
     n = a.shape[-1]
     if n <= size:
         return a
     starts = np.linspace(0, n, size + 1).round().astype(int)[:-1]
     finite = np.isfinite(a)
     total = np.add.reduceat(np.add.reduceat(np.where(finite, a, 0.0), starts, axis=-1), starts, axis=-2)
+    if sum_keys:
+        rows = np.diff(np.append(starts, n)).astype(np.float64)  # queries per block
+        return total / rows[:, None]
     count = np.add.reduceat(np.add.reduceat(finite.astype(np.float32), starts, axis=-1), starts, axis=-2)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / count, np.nan)
@@ -262,13 +271,13 @@ def _pool(a: np.ndarray, size: int) -> np.ndarray:
 def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile: int = TILE) -> go.Figure:
     """Every layer x head as one tiled image (fast to draw), plus one invisible clickable marker per tile.
 
-    Texts longer than `tile` tokens are block-averaged to tile x tile cells per head; score stages use a
+    Texts longer than `tile` tokens are pooled to tile x tile blocks per head (see `_pool`); score stages use a
     robust colour range (see `colour`). The markers carry
     customdata [layer, head]; `selected_tile` reads a click back. `selected` outlines the tile on show.
     """
     n_layer, n_head = trace.n_layer, trace.n_head
     stack = np.stack([stage_values(trace, layer, stage) for layer in range(n_layer)])  # [L, H, T, T]
-    pooled = _pool(stack, tile)
+    pooled = _pool(stack, tile, sum_keys=stage == "weights")
     s = pooled.shape[-1]
     step = s + 1  # one empty (NaN) row and column between tiles
     image = np.full((n_layer * step - 1, n_head * step - 1), np.nan, dtype=np.float32)
@@ -325,14 +334,17 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         fixedrange=True,
         range=[n_layer * step - 1.5, -0.5],
     )
-    pooled_note = f" · each head averaged to {s}×{s}" if s < trace.n_tokens else ""
+    pooled_note = f" · each head pooled to {s}×{s} blocks of tokens" if s < trace.n_tokens else ""
     fig.update_layout(
         meta={"figure": "overview", "stage": stage},
         height=n_layer * row_px + 110,
-        margin=dict(l=10, r=10, t=70, b=10),
+        margin=dict(l=10, r=10, t=100, b=10),
         hovermode="closest",
         clickmode="event+select",
-        title=dict(text=f"All layers × heads · {STAGE_LABELS[stage]}{pooled_note}", font_size=14, x=0, xanchor="left"),
+        title=dict(
+            text=f"All layers × heads · {STAGE_LABELS[stage]}{pooled_note}",
+            font_size=14, x=0, xanchor="left", y=1, yanchor="top", yref="container", pad=dict(t=8),
+        ),
     )
     return fig
 
