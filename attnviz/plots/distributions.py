@@ -44,8 +44,9 @@ def _token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True,
     step = max(1, math.ceil(len(labels) / max_labels))
     vals = list(range(0, len(labels), step))
     font = dict(size=11 if max_labels >= 32 else 10)
-    ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font, showgrid=False)
-    fig.update_xaxes(ticks | dict(tickangle=-60, title_text="key", zeroline=False), row=row, col=col)
+    ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font)
+    ticks |= dict(showgrid=False, zeroline=False)  # a white zero line would cross row 0 of the grey masked cells
+    fig.update_xaxes(ticks | dict(tickangle=-60, title_text="key"), row=row, col=col)
     fig.update_yaxes(
         ticks | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y),
         row=row,
@@ -416,4 +417,6 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
         title_text="key",
     )
     fig.update_yaxes(tickmode="array", tickvals=list(range(len(ylabels))), ticktext=ylabels, autorange="reversed")
+    fig.update_xaxes(showgrid=False, zeroline=False)
+    fig.update_yaxes(showgrid=False, zeroline=False)
     return _finish(fig, "fill_demo", 150 + 34 * len(ylabels), top=30, coloraxis=_weights_axis())
