@@ -67,7 +67,8 @@ elif tr is not None:
         dp.row_saturation(cmp, tr.tokens),
         "3 · How peaked each row is",
         "A largest weight near 1 and an entropy near 0 mean a one-hot row: there the softmax is flat, its gradients "
-        "vanish and the layer stops learning. Dividing keeps the rows spread out.",
+        "vanish and the layer stops learning. Dividing keeps the rows spread out."
+        + (" Each point is the mean over the heads." if all_heads else ""),
         "rows",
     )
 
