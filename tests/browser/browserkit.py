@@ -80,11 +80,20 @@ class Tab:
     def idle(self, charts: int = 1, timeout: float = 90_000):
         """Wait until the script has finished and at least `charts` Plotly charts are drawn."""
         self.page.wait_for_timeout(300)  # let a rerun start before we wait for it to end
+        self.page.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)  # every page has a title
         self.page.wait_for_selector(IDLE, timeout=timeout)
         if charts:
             self.page.wait_for_function(
                 f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}", timeout=timeout
             )
+        return self
+
+    def wait_for_content(self, timeout: float = 90_000):
+        """Wait until the page shows a chart or a message (st.info / st.warning / st.error)."""
+        self.page.wait_for_function(
+            "document.querySelectorAll('.js-plotly-plot .main-svg, [data-testid=\"stAlert\"]').length > 0",
+            timeout=timeout,
+        )
         return self
 
     def shot(self, name: str) -> Path:
@@ -94,6 +103,14 @@ class Tab:
 
     def real_console_errors(self) -> list[str]:
         return [m for m in self.console_errors if not any(s in m for s in IGNORED_CONSOLE)]
+
+    def sliders(self) -> dict[str, str]:
+        """{label: value} of every slider on the page (Streamlit renders them as input[type=range])."""
+        return self.page.evaluate(
+            """() => Object.fromEntries(Array.from(
+                document.querySelectorAll("[data-testid='stSlider'] input[type='range']"),
+                e => [e.getAttribute('aria-label'), e.value]))"""
+        )
 
     def errors_on_page(self) -> list[str]:
         return self.page.locator("[data-testid='stException'], [data-testid='stError']").all_inner_texts()

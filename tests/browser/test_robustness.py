@@ -44,7 +44,7 @@ def test_markup_in_the_text_is_shown_as_text_and_never_runs(tab, page_path):
     "query",
     [
         "layer=99&head=-1&stage=nonsense",
-        "layer=abc&head=1.5&source=garbage",
+        "layer=abc&head=1.5&source=garbage&model=%3Cscript%3E",
         "text=%20%20%20",
         "text=" + quote("\u200b\u200d\u0301\u0007\u001b[31m"),
         "text=" + quote("مرحبا بالعالم שלום עולם 你好世界 🙂👍🏽"),
@@ -53,7 +53,7 @@ def test_markup_in_the_text_is_shown_as_text_and_never_runs(tab, page_path):
 )
 def test_malformed_or_strange_query_parameters_never_break_a_page(tab, query):
     for path in ("", "scaling", "masks"):
-        tab.open(f"{path}?{query}", charts=0)
+        tab.open(f"{path}?{query}", charts=0).wait_for_content()
         body = tab.page.inner_text("body")
         assert "Traceback" not in body, body[:500]
         assert tab.page.locator("[data-testid='stException']").count() == 0, (path, query)
@@ -64,7 +64,7 @@ def test_malformed_or_strange_query_parameters_never_break_a_page(tab, query):
 
 
 def test_a_model_that_fails_to_load_keeps_the_app_on_the_bundled_model(tab):
-    tab.open("?source=hub&model=" + quote("no-such-org/no-such-model"))
+    tab.open("?source=Hugging+Face+model&model=" + quote("no-such-org/no-such-model"))
     alert = tab.page.locator("[data-testid='stAlert']").all_inner_texts()
     assert any("cannot be reached" in a or "Could not load" in a for a in alert), alert
     assert tab.page.locator(".js-plotly-plot").count() > 0  # still showing the bundled model
