@@ -181,6 +181,22 @@ def head_picker(src: Source, container=None, disabled: bool = False) -> int:
     return (container or st).slider("Head", 0, src.n_head - 1, 0, key="head", bind=URL, disabled=disabled)
 
 
+def module_preview(src: Source) -> Source:
+    """Our module as the Our module page shows it while the sidebar's source is a pretrained model.
+
+    It mirrors the sidebar's layer (weights copied, run on the vectors entering the layer), so the page
+    opens on something meaningful: the module reproducing the library. Families whose layers cannot be
+    copied get seeded random weights on random inputs instead.
+    """
+    m = src.model
+    cfg = dict(d_model=m.d_model, n_head=m.n_head, bias=True, seed=0, layer=src.layer, inputs="hidden", weights="pretrained")
+    try:
+        ModuleSource(m, **cfg).build()
+    except AttnvizError:
+        cfg.update(inputs="random", weights="random")
+    return Source(m, tuple(sorted(cfg.items())), src.layer)
+
+
 def stage_picker(trace: AttentionTrace) -> str:
     """The stage selector shared by the Heads and Our module pages (one URL key, "stage")."""
     if trace.weights_only:

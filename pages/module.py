@@ -32,14 +32,15 @@ def _use_module():
     st.session_state["source"] = "module"
 
 
-if not src.is_module:
-    st.info("The sidebar's **Source** is a pretrained model. Switch to our module to see its heads; "
-            "its settings (inputs, weights, heads, seed) then appear in the sidebar.")
+if src.is_module:
+    st.caption(f"Settings in the sidebar · now: {src.label}")
+else:
+    src = ui.module_preview(src)
+    what = f"copying layer {src.layer}" if src.module_source().mirrors_layer else "with random weights"
+    st.info(f"The sidebar's **Source** is a pretrained model, so this is a preview: our module {what}. "
+            "Switch to our module to change its inputs, weights, heads and seed in the sidebar.")
     st.button("Use our module", on_click=_use_module, type="primary", icon=":material/build:")
-    st.stop()
-
 ms = src.module_source()
-st.caption(f"Settings in the sidebar · now: {src.label}")
 tr = ui.get_trace(src)
 if tr is None:
     st.stop()
@@ -59,7 +60,7 @@ if ms.mirrors_layer:
                 st.badge("Differs from the pretrained layer", icon=":material/warning:", color="orange")
             st.caption("With weights copied from the layer and run on the vectors entering it, our module "
                        "reproduces the library's attention weights (up to float32 rounding at most).")
-else:
+elif src.is_module:
     st.caption("To check it against the pretrained model, set **Weights** to *copied from the layer* and "
                "**Input vectors** to *hidden states entering the layer* in the sidebar.")
 

@@ -15,18 +15,20 @@ def module(**state):
     return at
 
 
-def test_with_a_pretrained_source_it_explains_and_offers_the_switch():
-    at = module()
+def test_with_a_pretrained_source_it_previews_the_module_and_offers_the_switch():
+    at = module(layer=2)
     assert [t.value for t in at.title] == ["Our module"]
     assert at.get("latex"), "the formula is shown"
     assert any("attnviz/attention.py" in m for m in texts(at, "markdown"))
-    assert any("Source" in i for i in texts(at, "info"))
-    assert not figures(at)
+    assert any("preview" in i and "layer 2" in i for i in texts(at, "info"))
+    # the preview mirrors the sidebar's layer, so the parity check is on screen from the start
+    assert float(next(m for m in at.metric if "difference" in m.label).value) < 1e-5
+    assert len(heatmaps(figures(at)["head_grid"])) == 12
     button = next(b for b in at.button if b.label == "Use our module")
     button.click().run()
     assert not at.exception
     # the callback switched the sidebar's source (AppTest loses sidebar widgets after a rerun under
-    # st.navigation, so the page itself is checked with a fresh run below)
+    # st.navigation, so the module's own settings are checked with fresh runs below)
     assert at.session_state["source"] == "module"
 
 
@@ -75,3 +77,10 @@ def test_copied_weights_on_the_wrong_inputs_show_no_parity_claim():
     at = module(source="module", m_inputs="embeddings", m_weights="pretrained", layer=3)
     assert not at.metric
     assert not any("Matches" in m for m in texts(at, "markdown"))
+
+
+def test_preview_of_a_model_whose_layers_cannot_be_copied_uses_random_weights(tiny_deberta_dir):
+    at = module(source="hub", model=str(tiny_deberta_dir))
+    assert figures(at)["head_grid"], "still shows the module's heads"
+    assert not at.metric, "no parity claim without copied weights"
+    assert any("preview: our module with random weights" in i for i in texts(at, "info"))
