@@ -55,15 +55,16 @@ def _open_tile():
         st.session_state["head"] = tile[1]
 
 
-st.subheader("All layers × heads")
-st.caption("Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above.")
-st.plotly_chart(
-    hm.overview(tr, stage, selected=(layer, head)),
-    key="overview",
-    on_select=_open_tile,
-    selection_mode="points",
-    config=hm.chart_config("overview", stage),
-)
+if tr.n_layer > 1:  # our module is one layer: its overview would repeat the grid
+    st.subheader("All layers × heads")
+    st.caption("Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above.")
+    st.plotly_chart(
+        hm.overview(tr, stage, selected=(layer, head)),
+        key="overview",
+        on_select=_open_tile,
+        selection_mode="points",
+        config=hm.chart_config("overview", stage),
+    )
 
 with st.expander("What the stages mean"):
     st.markdown("The model turns each token into a query vector q and a key vector k, then:")
@@ -73,7 +74,8 @@ with st.expander("What the stages mean"):
         st.markdown("This model computes attention inside its own code, so only **weights** can be shown.")
 
 st.subheader("Export")
-st.caption(f"Layer {layer}, every head and every stage, as a table (CSV) or numpy arrays (.npz). Use the camera icon on a chart for a PNG.")
+st.caption(f"{where.capitalize()}: every head and every stage, as a table (CSV) or numpy arrays (.npz). "
+           "Use the camera icon on a chart for a PNG.")
 if not export.csv_ok(tr):
     st.caption(f"CSV is left out for {tr.n_tokens} tokens ({tr.n_head * tr.n_tokens**2:,} rows); the .npz holds the same data.")
 with st.container(horizontal=True):

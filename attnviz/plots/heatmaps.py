@@ -294,7 +294,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
             **colour(stage, stack, robust=True),
         )
     )
-    row_px = max(28, min(70, 640 // n_layer))
+    row_px = int(max(28, min(120, 860 / n_head, 900 / n_layer)))  # tiles about square, figure at most ~1000 px
     marker = int(max(6, min(row_px, 900 / n_head) * 0.8))
     fig.add_trace(
         go.Scatter(
