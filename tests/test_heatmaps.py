@@ -132,7 +132,7 @@ def test_detail_hover_shows_every_stage(trace):
     fig = hm.head_detail(trace, 1, 3, "scaled")
     t = heat(fig)[0]
     assert t.hovertemplate.endswith("<extra></extra>")
-    for word in ("query", "key", "weight", "raw score", "scaled score"):
+    for word in ("query %{", "key %{", "weights %{", "scores %{", "scaled %{"):
         assert word in t.hovertemplate
     custom = np.asarray(t.customdata, dtype=object)
     q, k = 4, 2
@@ -147,7 +147,7 @@ def test_detail_of_a_weights_only_trace_says_scores_are_unavailable():
     tr = make_trace(["a", "b", "c"], weights_only=True)
     fig = hm.head_detail(tr, 0, 0)
     t = heat(fig)[0]
-    assert "raw score" not in t.hovertemplate and "weight" in t.hovertemplate
+    assert "scores" not in t.hovertemplate and "weights %{" in t.hovertemplate
     assert np.asarray(t.customdata, dtype=object).shape == (3, 3, 3)
     assert "unavailable" in fig.layout.title.text
     assert len(heat(hm.head_grid(tr, 1))) == tr.n_head

@@ -68,7 +68,7 @@ def test_stage_scores_is_signed_on_a_diverging_scale(default):
     assert hm[0]["colorscale"] != weights_scale and hm[0]["zmid"] == 0
     assert any((z < 0).any() for z in z_arrays(grid))
     detail = figures(at)["head_detail"]
-    assert "raw score" in heatmaps(detail)[0]["hovertemplate"]
+    assert "scores %{" in heatmaps(detail)[0]["hovertemplate"]
 
 
 def test_stage_masked_says_nothing_is_masked_here():
@@ -119,5 +119,5 @@ def test_weights_only_model_shows_only_the_weights_stage(tiny_deberta_dir):
     figs = figures(at)
     assert figs["head_grid"]["layout"]["meta"]["stage"] == "weights"
     detail = heatmaps(figs["head_detail"])[0]
-    assert "raw score" not in detail["hovertemplate"]
+    assert "scores" not in detail["hovertemplate"]
     assert "unavailable" in figs["head_detail"]["layout"]["title"]["text"]

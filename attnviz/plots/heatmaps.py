@@ -30,7 +30,7 @@ GRID_HOVER_TOKENS = 40  # up to this many tokens the grid's hover names the toke
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
-STAGE_LABELS = {"scores": "raw score q·k", "scaled": "scaled score", "masked": "masked score", "weights": "weight"}
+STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights"}
 STAGE_HELP = {
     "scores": "**scores**: the raw dot product of each query vector with each key vector (q·k). "
     "Large positive means 'these two tokens match'; the numbers can be any size and sign.",
@@ -202,20 +202,20 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
 
 
 def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None) -> go.Figure:
-    """One head large, with every stage in the hover (query, key, weight, raw score, scaled score)."""
+    """One head large, with every stage in the hover (query, key, weights, scores, scaled)."""
     start, stop = window(trace.n_tokens, token_range)
     z_layer = stage_values(trace, layer, stage)[:, start:stop, start:stop]
     z = z_layer[head]
     sl = (layer, head, slice(start, stop), slice(start, stop))
     pairs = _token_pairs(trace.tokens, start, stop)
-    hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{customdata[2]}"
+    hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weights %{customdata[2]}"
     if trace.weights_only:
         custom = np.concatenate([pairs, _fmt(trace.weights[sl])[..., None]], axis=-1)
         note = "Raw and scaled scores are unavailable: this model only gives its final weights."
     else:
         numbers = [_fmt(trace.weights[sl]), _fmt(trace.scores[sl]), _fmt(trace.scaled[sl])]
         custom = np.concatenate([pairs, *(a[..., None] for a in numbers)], axis=-1)
-        hover += "<br>raw score %{customdata[3]}<br>scaled score %{customdata[4]}"
+        hover += "<br>scores %{customdata[3]}<br>scaled %{customdata[4]}"
         note = ""
     label = STAGE_LABELS[stage]
     fig = go.Figure(
