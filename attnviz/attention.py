@@ -23,12 +23,23 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .errors import AttnvizError
+from .errors import AttnvizError, InputError
 
 #: Fill values people meet in the wild: seed 000 uses -10000, many codebases -1e9, seed 001 -inf.
 #: Hugging Face models use the dtype's minimum (about -3.4e38 in float32).
 FILLS = {"-10000": -10000.0, "-1e9": -1e9, "-inf": float("-inf"), "min": float(torch.finfo(torch.float32).min)}
 DEFAULT_FILL = FILLS["min"]
+
+
+MAX_SCALE = 1e4  # scores are O(10-100); a larger multiplier only overflows float32 towards inf
+
+
+def check_scale(scale: float) -> float:
+    """A usable scale: finite, non-zero and small enough that scores * scale stays finite in float32."""
+    scale = float(scale)
+    if not math.isfinite(scale) or scale == 0 or abs(scale) > MAX_SCALE:
+        raise InputError(f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}.")
+    return scale
 
 
 class Stages(NamedTuple):

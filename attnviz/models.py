@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 import numpy as np
 import torch
 
-from .attention import DEFAULT_FILL, causal_mask, stages_from_scores
+from .attention import DEFAULT_FILL, causal_mask, check_scale, stages_from_scores
 from .errors import InputError, ModelLoadError
 from .trace import AttentionTrace
 
@@ -484,8 +484,8 @@ def trace_pretrained(
         bad = [i for i in layers if not 0 <= i < loaded.n_layer]
         if bad:
             raise InputError(f"Layers {bad} do not exist: the model has layers 0..{loaded.n_layer - 1}.")
-    if scale is not None and not np.isfinite(scale):
-        raise InputError("The scale must be a finite number.")
+    if scale is not None:
+        scale = check_scale(scale)
     exp = Experiment(causal=bool(causal), hide=hide, scale=scale, fill=fill, pad_mask=bool(pad_mask), layers=layers)
     options = tuple(
         sorted(

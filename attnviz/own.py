@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attention import DEFAULT_FILL, MultiHeadAttention, seeded_module, seeded_vectors
+from .attention import DEFAULT_FILL, MultiHeadAttention, check_scale, seeded_module, seeded_vectors
 from .errors import InputError
 from .models import LoadedModel, _encode, attention_inputs
 from .trace import AttentionTrace
@@ -150,6 +150,7 @@ def trace_module(
         raise InputError(f"Cannot hide positions outside 0..{T - 1}.")
     mask[:, list(hide)] = False
     fill = DEFAULT_FILL if fill is None else float(fill)
+    scale = None if scale is None else check_scale(scale)
     with torch.inference_mode():
         _, st = module(x, mask=mask, causal=causal, scale=scale, fill=fill)  # stages [nh, T, T]
     causal_used = module.causal if causal is None else causal

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .attention import DEFAULT_FILL, Stages, stages_from_scores
+from .attention import DEFAULT_FILL, Stages, check_scale, stages_from_scores
 from .errors import AttnvizError
 
 STAGES = ("scores", "scaled", "masked", "weights")
@@ -151,7 +151,7 @@ class AttentionTrace:
             raise AttnvizError(f"{self.model_name} gave weights only; there are no scores to recompute from.")
         if not -self.n_layer <= layer < self.n_layer:
             raise AttnvizError(f"layer {layer} out of range 0..{self.n_layer - 1}")
-        scale = float(self.scale[layer]) if scale is None else float(scale)
+        scale = float(self.scale[layer]) if scale is None else check_scale(scale)
         mask = self.mask[layer] if mask is None else np.asarray(mask, bool)
         fill = float(self.fill[layer]) if fill is None else float(fill)
         scores = torch.from_numpy(np.array(self.scores[layer]))
