@@ -134,6 +134,7 @@ def sidebar() -> Source:
         module = module_settings(loaded, layer) if kind == "module" else None
     src = Source(loaded, module, layer)
     st.session_state["_source"] = src
+    st.session_state["_notes_shown"] = set()  # notes are shown once per run
     return src
 
 
@@ -284,8 +285,11 @@ def get_trace(src: Source, **options) -> AttentionTrace | None:
     except AttnvizError as e:
         st.error(str(e))
         return None
-    for note in tr.notes:
-        st.warning(note)
+    shown = st.session_state.setdefault("_notes_shown", set())
+    for note in tr.notes:  # a page may fetch several traces of one text: say each thing once
+        if note not in shown:
+            shown.add(note)
+            st.warning(note)
     return tr
 
 

@@ -67,3 +67,26 @@ def test_typing_a_new_sentence_updates_the_heatmaps(tab):
     tab.idle()
     assert "bark" in tab.page.inner_text("[data-testid='stMain']")
     assert "Dogs+bark+loudly" in tab.page.url or "Dogs%20bark%20loudly" in tab.page.url
+
+
+def test_clicking_an_overview_tile_opens_that_layer_and_head(tab):
+    tab.open("?text=The+cat+sat+on+the+mat", charts=3)
+    overview = tab.page.locator(".js-plotly-plot").nth(2)
+    overview.scroll_into_view_if_needed()
+    # the clickable markers sit at tile centres; Plotly.js knows their pixel positions
+    x, y = tab.page.evaluate(
+        """() => {
+            const gd = document.querySelectorAll('.js-plotly-plot')[2];
+            const i = gd._fullData.findIndex(t => t.type === 'scatter' && t.customdata);
+            const t = gd._fullData[i];
+            const k = t.customdata.findIndex(c => c[0] === 3 && c[1] === 7);
+            const xa = gd._fullLayout[t.xaxis === 'x' ? 'xaxis' : 'xaxis' + t.xaxis.slice(1)];
+            const ya = gd._fullLayout[t.yaxis === 'y' ? 'yaxis' : 'yaxis' + t.yaxis.slice(1)];
+            const box = gd.getBoundingClientRect();
+            return [box.left + xa._offset + xa.l2p(t.x[k]), box.top + ya._offset + ya.l2p(t.y[k])];
+        }"""
+    )
+    tab.page.mouse.click(x, y)
+    tab.idle(charts=3)
+    assert tab.sliders().get("Layer") == "3" and tab.sliders().get("Head") == "7", tab.sliders()
+    assert "layer=3" in tab.page.url and "head=7" in tab.page.url

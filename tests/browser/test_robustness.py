@@ -105,3 +105,23 @@ def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, st
     (OUT.parent / "concurrency.txt").write_text(f"server RSS after 8 concurrent sessions: {rss:.0f} MB\n")
     assert rss < 2500, f"server RSS {rss:.0f} MB exceeds the stated 2.5 GB bound"
 
+
+
+LONG = "The quick brown fox jumps over the lazy dog while the cat sleeps. " * 45  # ~630 tokens: truncated
+
+
+@pytest.mark.parametrize("path", ["", "scaling", "masks", "module"])
+def test_long_input_at_the_token_limit_stays_usable_with_a_bounded_payload(tab, path):
+    """512 tokens: the page says it truncated, draws its charts, and sends a bounded amount to the browser."""
+    received: list[int] = []
+    tab.page.on("websocket", lambda ws: ws.on("framereceived", lambda p: received.append(len(p))))
+    tab.open(f"{path}?text={quote(LONG)}", charts=1, timeout=180_000)
+    body = tab.page.inner_text("[data-testid='stMain']")
+    assert "kept the first 512" in body, body[:400]
+    assert tab.page.locator("[data-testid='stException']").count() == 0
+    assert tab.real_console_errors() == []
+    total = sum(received)
+    with (OUT.parent / "payloads.txt").open("a") as f:
+        f.write(f"{path or 'heads'}: {total / 2**20:.2f} MB over {len(received)} websocket messages at 512 tokens\n")
+    tab.shot(f"long-{path or 'heads'}")
+    assert total < 12 * 2**20, f"{path}: {total / 2**20:.1f} MB sent for one page at 512 tokens"
