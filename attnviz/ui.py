@@ -26,7 +26,12 @@ from .trace import AttentionTrace
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 SOURCES = {"bundled": "Bundled model", "hub": "Hugging Face model", "module": "Our module"}
-MAX_TOKENS = int(os.environ.get("ATTNVIZ_MAX_TOKENS", "512"))
+
+
+def max_tokens() -> int:
+    """Longest text traced, in tokens: ATTNVIZ_MAX_TOKENS, else 256 when hosted (shared CPU) and 512 locally."""
+    return int(os.environ.get("ATTNVIZ_MAX_TOKENS", "256" if models.hosted() else "512"))
+
 URL = "query-params"
 
 
@@ -123,8 +128,12 @@ def sidebar() -> Source:
                 key="model",
                 bind=URL,
                 placeholder="bert-base-uncased, gpt2, ./my-model",
-                help="Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
-                "Remote code is never run.",
+                help=(
+                    f"This hosted dashboard loads only: {', '.join(models.allowed_models()) or 'the bundled model'}."
+                    if models.hosted()
+                    else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
+                    "Remote code is never run."
+                ),
             ).strip() or models.BUNDLED
         loaded = _load_or_fallback(name)
         layer = 0
@@ -271,7 +280,7 @@ def get_trace(src: Source, **options) -> AttentionTrace | None:
     if not text or not text.strip():
         st.info("Type a sentence in the sidebar to see its attention.")
         return None
-    options = {"pair": pair, "max_tokens": MAX_TOKENS, **options}
+    options = {"pair": pair, "max_tokens": max_tokens(), **options}
     if src.is_module:
         dropped = sorted(k for k in options if k not in MODULE_OPTIONS and options[k] not in (None, True, ()))
         if dropped:

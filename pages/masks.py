@@ -28,7 +28,7 @@ if base is None:
 n_real, layer = base.n_tokens, src.trace_layer
 c1, c2, c3, c4 = st.columns([2, 3, 2, 2])
 # fmt: off
-pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.MAX_TOKENS, src.model.max_tokens), 0, key="pad_to",
+pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), src.model.max_tokens), 0, key="pad_to",
                          bind=ui.URL, disabled=src.is_module, help=f"The sentence has {n_real} tokens; a larger N "
                          "appends padding tokens, as in a batch.")
 pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module or pad_to <= n_real,
