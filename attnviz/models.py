@@ -75,6 +75,10 @@ class _Recorder:
     pad_keys: torch.Tensor | None = None  # [T] bool, True at padding positions
     records: list = field(default_factory=list)
     modules: list = field(default_factory=list)
+    # Optional float32 arrays [layer, head, query, key] for "scores" and "weights", allocated once per trace:
+    # each layer is copied in while it is still in cache, so no per-layer tensors stay alive and no stacking
+    # copy is needed afterwards (together about 10% of a trace's time at 128 tokens: see docs/benchmarks.md).
+    out: dict | None = None
 
 
 def _capture_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -122,16 +126,33 @@ def _capture_attention(module, query, key, value, attention_mask, scaling=None, 
         full = torch.ones(n_q, n_k, dtype=torch.bool) if allowed is None else torch.broadcast_to(allowed, scores.shape)[0, 0]
         rec.records.append(
             dict(
-                scores=st.scores[0].float().cpu(),
+                scores=_keep(rec, "scores", layer, st.scores[0]),
                 scale=scale,
                 mask=full.cpu(),
                 fill=fill,
-                weights=st.weights[0].float().cpu(),
+                weights=_keep(rec, "weights", layer, st.weights[0]),
                 bias=None if bias is None else bias.expand_as(scores)[0].float().cpu(),
             )
         )
         rec.modules.append(module)
     return attn_output.transpose(1, 2).contiguous(), weights
+
+
+def _keep(rec: _Recorder, name: str, layer: int, value: torch.Tensor) -> torch.Tensor | None:
+    """One layer's [head, query, key] stage: copied into rec.out[name][layer] (returns None) when that array
+    exists and fits, else kept as a float32 CPU tensor."""
+    buf = None if rec.out is None else rec.out.get(name)
+    if buf is not None and layer < buf.shape[0] and buf.shape[1:] == tuple(value.shape):
+        torch.from_numpy(buf[layer]).copy_(value)
+        return None
+    return value.float().cpu()
+
+
+def _layers(records, out: dict, name: str) -> np.ndarray:
+    """[layer, ...] array of one recorded stage, from the preallocated array and/or the per-layer tensors."""
+    if all(x[name] is None for x in records):
+        return out[name]
+    return np.stack([out[name][i] if x[name] is None else x[name].numpy() for i, x in enumerate(records)])
 
 
 def _and(allowed: torch.Tensor | None, extra: torch.Tensor) -> torch.Tensor:
@@ -499,7 +520,9 @@ def trace_pretrained(
         tokens=enc.tokens, model_name=loaded.label, d_head=loaded.d_head, n_dropped=enc.n_dropped, options=options
     )
     if loaded.captures:
-        rec = _Recorder(experiment=exp, pad_keys=enc.pad_keys)
+        shape = (loaded.n_layer, loaded.n_head, T, T)
+        out = {"scores": np.empty(shape, np.float32), "weights": np.empty(shape, np.float32)}
+        rec = _Recorder(experiment=exp, pad_keys=enc.pad_keys, out=out)
         mask_in = None
         if not pad_mask and enc.pad_keys is not None:
             mask_in = torch.ones_like(enc.inputs["attention_mask"])  # the model sees no padding mask...
@@ -507,12 +530,11 @@ def trace_pretrained(
         r = rec.records
         if len(r) != loaded.n_layer:
             raise InputError(f"Captured {len(r)} attention calls, expected {loaded.n_layer}.")
-        stack = lambda k: np.stack([x[k].numpy() for x in r])  # noqa: E731
         return AttentionTrace(
-            weights=stack("weights"),
-            scores=stack("scores"),
+            weights=_layers(r, out, "weights"),
+            scores=_layers(r, out, "scores"),
             scale=np.array([x["scale"] for x in r]),
-            mask=stack("mask"),
+            mask=np.stack([x["mask"].numpy() for x in r]),
             fill=np.array([x["fill"] for x in r]),
             bias=_stack_bias(r),
             notes=tuple(notes),
@@ -534,7 +556,8 @@ def trace_pretrained(
 def _stack_bias(records) -> np.ndarray | None:
     if all(x["bias"] is None for x in records):
         return None
-    return np.stack([np.zeros_like(x["weights"].numpy()) if x["bias"] is None else x["bias"].numpy() for x in records])
+    shape = next(tuple(x["bias"].shape) for x in records if x["bias"] is not None)  # [head, query, key]
+    return np.stack([np.zeros(shape, np.float32) if x["bias"] is None else x["bias"].numpy() for x in records])
 
 
 # --- helpers for our own module ----------------------------------------------------------------------
