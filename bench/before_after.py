@@ -1,16 +1,20 @@
 """Before/after of the core fixes, measured in the same run (interleaved) so machine load cancels out.
 
-Each "before" is the replaced code, verbatim, swapped in for the duration of one call.
+Each "before" swaps the replaced code back in for the duration of one call:
+  fix 1 (attnviz/attention.py, softmax): the old softmax, verbatim, with its amax pass over every score;
+  fix 2 (attnviz/models.py, capture): a recorder without preallocated arrays, which is exactly the old path
+        (every layer's scores and weights kept as tensors, then np.stack-ed into [layer, head, q, k]).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import time
 
 import torch
 
-from .stats import compare
+from .stats import compare, torch_threads
 
 
 def softmax_before_fix(x: torch.Tensor) -> torch.Tensor:
@@ -18,6 +22,16 @@ def softmax_before_fix(x: torch.Tensor) -> torch.Tensor:
     weights = torch.softmax(x, dim=-1)
     dead = torch.isneginf(x.amax(dim=-1, keepdim=True))
     return weights.masked_fill(dead, 0.0) if bool(dead.any()) else weights
+
+
+def _recorder_before_fix():
+    from attnviz import models
+
+    class RecorderBeforeFix(models._Recorder):
+        def __post_init__(self):
+            self.out = None  # no preallocated arrays: per-layer tensors + np.stack, as before fix 2
+
+    return RecorderBeforeFix
 
 
 @contextlib.contextmanager
@@ -31,20 +45,25 @@ def patched(module_name: str, attr: str, value):
         setattr(mod, attr, old)
 
 
-def _before(fn):
+def _with(fn, *patches):
     def run():
-        with patched("attnviz.attention", "softmax", softmax_before_fix):
+        with contextlib.ExitStack() as stack:
+            for p in patches:
+                stack.enter_context(patched(*p))
             return fn()
 
     return run
 
 
-def softmax_fix(mha_sizes: dict, n_tokens: int = 128, repeat: int = 30, warmup: int = 5) -> dict:
-    """The two targets the fix is about: our MultiHeadAttention vs torch, attnviz.trace vs eager."""
+def fixes(mha_sizes: dict, n_tokens: int = 128, repeat: int = 30, warmup: int = 5) -> dict:
+    """The two targets the fixes are about: our MultiHeadAttention vs torch, attnviz.trace vs eager."""
     import attnviz
 
     from . import core
     from .text import make_text
+
+    old_softmax = ("attnviz.attention", "softmax", softmax_before_fix)
+    old_recorder = ("attnviz.models", "_Recorder", _recorder_before_fix())
 
     torch.set_num_threads(core.app_threads())
     torch.manual_seed(0)
@@ -61,21 +80,28 @@ def softmax_fix(mha_sizes: dict, n_tokens: int = 128, repeat: int = 30, warmup: 
         with torch.inference_mode():
             return ours(x)
 
-    mha = compare({"torch": run_theirs, "before": _before(run_ours), "after": run_ours}, warmup=warmup, repeat=repeat)
-
     lm, eager = core.models()
     text = make_text(lm.tokenizer, n_tokens, seed=1)
-    run_eager = core._eager_fn(lm, eager, text)
     run_trace = lambda: attnviz.trace(lm, text)  # noqa: E731
-    tr = compare({"eager": run_eager, "before": _before(run_trace), "after": run_trace}, warmup=warmup, repeat=repeat)
+    mha_fns = {"torch": run_theirs, "before": _with(run_ours, old_softmax), "after": run_ours}
+    trace_fns = {
+        "eager": core._eager_fn(lm, eager, text),
+        "before": _with(run_trace, old_softmax, old_recorder),
+        "fix 1 only": _with(run_trace, old_recorder),
+        "after": run_trace,
+    }
+    out = {"repeat": repeat, "n_tokens": n_tokens}
+    for suffix, threads, clock in (("", core.app_threads(), time.perf_counter), ("_cpu1", 1, time.thread_time)):
+        with torch_threads(threads):
+            out["mha_vs_torch" + suffix] = _pack(compare(mha_fns, warmup=warmup, repeat=repeat, clock=clock))
+            out["trace_vs_eager" + suffix] = _pack(compare(trace_fns, warmup=warmup, repeat=repeat, clock=clock))
+    return out
 
-    def pack(res):
-        return {
-            "before": res["ratios"]["before"].to_dict(),
-            "after": res["ratios"]["after"].to_dict(),
-            "before_ms": res["before"].median * 1e3,
-            "after_ms": res["after"].median * 1e3,
-            "baseline_ms": res[next(iter(res))].median * 1e3,
-        }
 
-    return {"mha_vs_torch": pack(mha), "trace_vs_eager": pack(tr), "repeat": repeat, "n_tokens": n_tokens}
+def _pack(res: dict) -> dict:
+    base = next(iter(res))
+    out = {"baseline_ms": res[base].median * 1e3}
+    for name, ratio in res["ratios"].items():
+        out[name] = ratio.to_dict()
+        out[f"{name}_ms"] = res[name].median * 1e3
+    return out

@@ -40,8 +40,13 @@ QUIET_MS = 600
 # Installed before any page script: stamps for the key press, the script state and chart mutations.
 PROBE = """
 (() => {
-  window.__bench = {t0: null, lastPlot: 0, runs: 0, started: 0, done: 0};
+  window.__bench = {t0: null, lastPlot: 0, runs: 0, started: 0, done: 0, long: []};
   const b = window.__bench;
+  try {  // main-thread tasks over 50 ms: how long the browser itself was busy (parsing, Plotly drawing)
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) { b.long.push([e.startTime, e.duration]); }
+    }).observe({type: 'longtask', buffered: true});
+  } catch (e) {}
   window.addEventListener('keydown', (e) => {
     if ((e.key === 'Enter' && (e.ctrlKey || e.metaKey)) || e.key === 'ArrowRight' || e.key === 'ArrowLeft') {
       b.t0 = performance.now();
@@ -92,6 +97,8 @@ class Server:
 
     log: Path
     env: dict = field(default_factory=dict)
+    args: tuple = ()  # extra `streamlit run` options, e.g. ("--runner.postScriptGC", "false")
+    root: Path = ROOT  # the checkout to serve (a patched copy for what-if experiments)
     port: int = 0
     proc: subprocess.Popen | None = None
     t_start: float = 0.0
@@ -108,11 +115,11 @@ class Server:
         cmd = [
             app_python(), "-m", "streamlit", "run", "app.py", "--server.headless", "true",
             "--server.port", str(self.port), "--server.address", "127.0.0.1",
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *self.args,
         ]  # fmt: skip
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.t_start = time.perf_counter()
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
         deadline = self.t_start + timeout
         while time.perf_counter() < deadline:
             if self.proc.poll() is not None:
@@ -193,6 +200,11 @@ class Tab:
     def elapsed(self) -> float:
         """Seconds from the key press to the last chart change."""
         b = self.page.evaluate("window.__bench")
+        self.script_s = (b["done"] - b["t0"]) / 1000  # key press to the script's run finished (server side + network)
+        self.started_s = (b["started"] - b["t0"]) / 1000  # key press to the app showing "running"
+        self.busy_s = sum(  # browser main thread in long tasks between the key press and the last chart change
+            max(0.0, min(s + d, b["lastPlot"]) - max(s, b["t0"])) for s, d in b["long"]
+        ) / 1000
         return (b["lastPlot"] - b["t0"]) / 1000
 
     def new_sentence(self, text: str, min_heatmaps: int) -> float:
@@ -252,35 +264,63 @@ def cold_start(browser, runs: int = 3) -> dict:
     return out
 
 
-def interaction_times(browser, server: Server, tokenizer, n_tokens: int = 20, rounds: int = 10, warmup: int = 2) -> dict:
-    """Warm server: a new sentence (uncached trace) and a layer change (cached trace), alternating."""
+def interaction_times(browser, servers: dict, tokenizer, n_tokens: int = 20, rounds: int = 10, warmup: int = 2) -> dict:
+    """Warm servers: a new sentence (uncached trace) and a layer change (cached trace), alternating.
+
+    `servers` maps a label to a running Server; with several (e.g. one with a config change), their
+    rounds alternate so they see the same machine load, and each variant gets its own numbers.
+    """
     from .text import make_text
 
-    tab = Tab(browser, server.url)
+    tabs, expect, res = {}, {}, {}
     try:
-        tab.open(_q(make_text(tokenizer, n_tokens, seed=1000)))
-        expect = tab.heatmaps()
-        sentence, layer = [], []
+        for label, server in servers.items():
+            tabs[label] = Tab(browser, server.url)
+            tabs[label].open(_q(make_text(tokenizer, n_tokens, seed=1000)))
+            expect[label] = tabs[label].heatmaps()
+            res[label] = {k: [] for k in ("sentence", "layer", "sentence_script", "layer_script", "sentence_start", "layer_start", "sentence_busy", "layer_busy")}
         for r in range(warmup + rounds):
-            t_s = tab.new_sentence(make_text(tokenizer, n_tokens, seed=2000 + r), expect)
-            key = "ArrowRight" if tab.layer() == 0 else "ArrowLeft"
-            t_l = tab.change_layer(key, expect)
-            if r >= warmup:
-                sentence.append(t_s)
-                layer.append(t_l)
-        errors = tab.errors()
+            order = list(servers) if r % 2 == 0 else list(servers)[::-1]
+            for label in order:
+                tab, out = tabs[label], res[label]
+                t_s = tab.new_sentence(make_text(tokenizer, n_tokens, seed=2000 + r), expect[label])
+                s_s, s_0, s_b = tab.script_s, tab.started_s, tab.busy_s
+                key = "ArrowRight" if tab.layer() == 0 else "ArrowLeft"
+                t_l = tab.change_layer(key, expect[label])
+                if r >= warmup:
+                    out["sentence"].append(t_s)
+                    out["layer"].append(t_l)
+                    out["sentence_script"].append(s_s)
+                    out["layer_script"].append(tab.script_s)
+                    out["sentence_start"].append(s_0)
+                    out["layer_start"].append(tab.started_s)
+                    out["sentence_busy"].append(s_b)
+                    out["layer_busy"].append(tab.busy_s)
+        errors = {label: tab.errors() for label, tab in tabs.items()}
     finally:
-        tab.close()
-    out = dict(
-        n_tokens=n_tokens,
-        heatmaps_per_view=expect,
-        new_sentence=Summary.of(sentence).to_dict(),
-        layer_change=Summary.of(layer).to_dict(),
-        targets_s={"new_sentence": 1.5, "layer_change": 0.8},
-        page_errors=errors,
-    )
-    out["pass"] = out["new_sentence"]["median"] < 1.5 and out["layer_change"]["median"] < 0.8
-    return out
+        for tab in tabs.values():
+            tab.close()
+    variants = {}
+    for label, out in res.items():
+        v = dict(
+            n_tokens=n_tokens,
+            heatmaps_per_view=expect[label],
+            new_sentence=Summary.of(out["sentence"]).to_dict(),
+            layer_change=Summary.of(out["layer"]).to_dict(),
+            new_sentence_script_done=Summary.of(out["sentence_script"]).to_dict(),
+            layer_change_script_done=Summary.of(out["layer_script"]).to_dict(),
+            new_sentence_script_started=Summary.of(out["sentence_start"]).to_dict(),
+            layer_change_script_started=Summary.of(out["layer_start"]).to_dict(),
+            new_sentence_browser_busy=Summary.of(out["sentence_busy"]).to_dict(),
+            layer_change_browser_busy=Summary.of(out["layer_busy"]).to_dict(),
+            targets_s={"new_sentence": 1.5, "layer_change": 0.8},
+            page_errors=errors[label],
+            server_args=list(servers[label].args),
+        )
+        v["pass"] = v["new_sentence"]["median"] < 1.5 and v["layer_change"]["median"] < 0.8
+        variants[label] = v
+    first = next(iter(variants))
+    return {**variants[first], "variants": variants}
 
 
 def page_bytes(browser, server: Server, tokenizer, sizes=(128, 512)) -> dict:

@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .stats import MB, Summary, compare, peak_growth
+import time
+
+from .stats import MB, Summary, compare, peak_growth, torch_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,6 +91,13 @@ def trace_overhead(n_tokens: int = 128, repeat: int = 30, warmup: int = 5) -> di
         repeat=repeat,
     )
     out = _summ(res)
+    with torch_threads(1):
+        cpu = compare(
+            {"eager output_attentions": eager_run, "attnviz.trace": lambda: attnviz.trace(lm, text)},
+            warmup=warmup, repeat=repeat, clock=time.thread_time,
+        )
+    out["one_thread_cpu"] = _summ(cpu)
+    out["ratio_one_thread_cpu"] = cpu["ratios"]["attnviz.trace"].median
     out.update(
         n_tokens=tr.n_tokens,
         shape=list(tr.weights.shape),
@@ -142,6 +151,10 @@ def mha_vs_torch(batch: int = 128, n_tokens: int = 64, d_model: int = 512, n_hea
     )
     out = _summ(res)
     name_o, name_t = "attnviz.MultiHeadAttention (all four stages)", "torch.nn.MultiheadAttention (per-head weights)"
+    with torch_threads(1):
+        cpu = compare({name_t: run_theirs, name_o: run_ours}, warmup=warmup, repeat=repeat, clock=time.thread_time)
+    out["one_thread_cpu"] = _summ(cpu)
+    out["ratio_one_thread_cpu"] = cpu["ratios"][name_o].median
     out.update(
         sizes=dict(batch=batch, n_tokens=n_tokens, d_model=d_model, n_head=n_head),
         max_abs_diff_output=out_diff,
@@ -219,8 +232,16 @@ def scaling(sizes=(16, 64, 128, 256, 512), repeat: int = 15, warmup: int = 3, me
         res = compare(
             {"eager": _eager_fn(lm, eager, text), "trace": lambda: attnviz.trace(lm, text)}, warmup=warmup, repeat=repeat
         )
+        with torch_threads(1):
+            cpu = compare(
+                {"eager": _eager_fn(lm, eager, text), "trace": lambda: attnviz.trace(lm, text)},
+                warmup=1, repeat=max(3, repeat // 2), clock=time.thread_time,
+            )
         tr = attnviz.trace(lm, text)
         row = dict(
+            trace_cpu1=cpu["trace"].to_dict(),
+            eager_cpu1=cpu["eager"].to_dict(),
+            ratio_cpu1=cpu["ratios"]["trace"].to_dict(),
             n_tokens=n,
             trace=res["trace"].to_dict(),
             eager=res["eager"].to_dict(),
@@ -231,5 +252,7 @@ def scaling(sizes=(16, 64, 128, 256, 512), repeat: int = 15, warmup: int = 3, me
             row["mem_trace"] = _measure_memory(n, "trace")
             row["mem_eager"] = _measure_memory(n, "eager")
         rows.append(row)
-    fit = fit_quadratic([r["n_tokens"] for r in rows], [r["trace"]["median"] for r in rows]) if len(rows) >= 3 else None
-    return {"rows": rows, "fit": fit, "MB": MB}
+    ns = [r["n_tokens"] for r in rows]
+    fit = fit_quadratic(ns, [r["trace"]["median"] for r in rows]) if len(rows) >= 3 else None
+    fit_cpu1 = fit_quadratic(ns, [r["trace_cpu1"]["median"] for r in rows]) if len(rows) >= 3 else None
+    return {"rows": rows, "fit": fit, "fit_cpu1": fit_cpu1, "MB": MB}

@@ -56,7 +56,8 @@ def _summary_rows(r: dict) -> list[str]:
         rows.append(
             f"| full trace, {t['n_tokens']} tokens, bundled model | eager forward, output_attentions=True | "
             f"{_ms(t['attnviz.trace'])} vs {_ms(t['eager output_attentions'])} | {_x(t['ratios']['attnviz.trace'])} "
-            f"(ratio of medians {_x(t['ratio_of_medians'])}, of mins {_x(t['ratio_of_mins'])}) | ≤ 1.15x | {_ok(t['pass'])} |"
+            f"(ratio of medians {_x(t['ratio_of_medians'])}, of mins {_x(t['ratio_of_mins'])}); "
+            f"1 thread, CPU time: {_x(t['one_thread_cpu']['ratios']['attnviz.trace']) if 'one_thread_cpu' in t else '–'} | ≤ 1.15x | {_ok(t['pass'])} |"
         )
     m = r.get("mha_vs_torch")
     if m:
@@ -65,7 +66,8 @@ def _summary_rows(r: dict) -> list[str]:
         rows.append(
             f"| MultiHeadAttention forward, batch {sz['batch']}, {sz['n_tokens']} tokens, d_model {sz['d_model']}, "
             f"{sz['n_head']} heads | torch.nn.MultiheadAttention(need_weights=True, average_attn_weights=False) | "
-            f"{_ms(m[o])} vs {_ms(m[th])} | {_x(m['ratios'][o])} (ratio of medians {_x(m['ratio_of_medians'])}, of mins {_x(m['ratio_of_mins'])}) | ≤ 1.25x | {_ok(m['pass'])} |"
+            f"{_ms(m[o])} vs {_ms(m[th])} | {_x(m['ratios'][o])} (ratio of medians {_x(m['ratio_of_medians'])}, of mins {_x(m['ratio_of_mins'])}); "
+            f"1 thread, CPU time: {_x(m['one_thread_cpu']['ratios'][o]) if 'one_thread_cpu' in m else '–'} | ≤ 1.25x | {_ok(m['pass'])} |"
         )
     b = r.get("bytes")
     if b:
@@ -85,11 +87,13 @@ def _summary_rows(r: dict) -> list[str]:
     it = r.get("interaction")
     if it:
         rows.append(
-            f"| new sentence → all heatmaps drawn ({it['n_tokens']} tokens, warm) | | {_s(it['new_sentence'])} | | < 1.5 s | "
+            f"| new sentence → all heatmaps drawn ({it['n_tokens']} tokens, warm) | | {_s(it['new_sentence'])} "
+            f"(script run over after {_s(it.get('new_sentence_script_done'))}) | | < 1.5 s | "
             f"{_ok(it['new_sentence']['median'] < 1.5)} |"
         )
         rows.append(
-            f"| layer change → all heatmaps drawn (same sentence) | | {_s(it['layer_change'])} | | < 0.8 s | "
+            f"| layer change → all heatmaps drawn (same sentence) | | {_s(it['layer_change'])} "
+            f"(script run over after {_s(it.get('layer_change_script_done'))}) | | < 0.8 s | "
             f"{_ok(it['layer_change']['median'] < 0.8)} |"
         )
     c = r.get("cold_start")
@@ -108,17 +112,19 @@ def _summary_rows(r: dict) -> list[str]:
 
 def scaling_rows(sc: dict) -> list[str]:
     out = [
-        "| tokens | attnviz.trace | eager output_attentions | ratio (per-round median [min–max]) | trace arrays kept | "
+        "| tokens | attnviz.trace | eager output_attentions | ratio (per-round median [min–max]) | 1 thread CPU: trace / eager (ratio) | trace arrays kept | "
         "peak RSS growth: trace | peak RSS growth: eager | quadratic share of the fitted time |",
-        "|---:|---|---|---|---:|---:|---:|---:|",
+        "|---:|---|---|---|---|---:|---:|---:|---:|",
     ]
-    fit = sc.get("fit") or {}
+    fit = sc.get("fit_cpu1") or sc.get("fit") or {}
     shares = fit.get("quadratic_share") if fit.get("crossover_tokens") else None
     shares = shares or [None] * len(sc["rows"])
     for row, share in zip(sc["rows"], shares):
         mt, me = row.get("mem_trace"), row.get("mem_eager")
         out.append(
-            f"| {row['n_tokens']} | {_ms(row['trace'])} | {_ms(row['eager'])} | {_x(row['ratio'])} | {_bytes(row['trace_bytes'])} | "
+            f"| {row['n_tokens']} | {_ms(row['trace'])} | {_ms(row['eager'])} | {_x(row['ratio'])} | "
+            + (f"{row['trace_cpu1']['median'] * 1e3:.1f} / {row['eager_cpu1']['median'] * 1e3:.1f} ms ({row['ratio_cpu1']['median']:.3f}x) | " if "trace_cpu1" in row else "– | ")
+            + f"{_bytes(row['trace_bytes'])} | "
             f"{_bytes(mt['peak_growth']) if mt else '–'} | {_bytes(me['peak_growth']) if me else '–'} | "
             f"{'–' if share is None else f'{share:.0%}'} |"
         )
@@ -151,6 +157,9 @@ def render(r: dict, figure: str | None) -> str:
         for name in ("eager output_attentions", "attnviz.trace", "capturing forward only", "eager + weights to numpy"):
             ratio = t["ratios"].get(name)
             L.append(f"| {name} | {_ms(t[name])} | {_x(ratio) if ratio else '1 (baseline)'} |")
+        if "one_thread_cpu" in t:
+            c = t["one_thread_cpu"]
+            L.append(f"| 1 thread, CPU time: eager / attnviz.trace | {_ms(c['eager output_attentions'])} / {_ms(c['attnviz.trace'])} | {_x(c['ratios']['attnviz.trace'])} |")
         L += ["", f"Weights of the two paths differ by at most "
               f"{t['max_abs_diff_weights_vs_eager']:.1e} (the capture computes exactly what eager computes, plus scores).", ""]
     mm = r.get("mha_vs_torch")
@@ -160,14 +169,157 @@ def render(r: dict, figure: str | None) -> str:
             if isinstance(v, dict) and "median" in v:
                 ratio = mm["ratios"].get(name)
                 L.append(f"| {name} | {_ms(v)} | {_x(ratio) if ratio else '1 (baseline)'} |")
+        if "one_thread_cpu" in mm:
+            c = mm["one_thread_cpu"]
+            names = [k for k in c if k != "ratios"]
+            L.append(f"| 1 thread, CPU time: {' / '.join(names)} | {' / '.join(_ms(c[k]) for k in names)} | {_x(c['ratios'][names[1]])} |")
+        L += ["", f"Same weights (from_torch): outputs differ by at most {mm['max_abs_diff_output']:.1e}, "
+              f"per-head weights by {mm['max_abs_diff_weights']:.1e}.", ""]
+    fx = r.get("fix")
+    if fx:
+        n = fx.get("n_tokens", "?")
+        L += ["## Before / after the fixes (same run, interleaved)", "",
+              "Fix 1: `softmax` finds all -inf rows from the result's first column instead of an amax pass over every "
+              "score (attnviz/attention.py). Fix 2: the capture copies each layer's scores and weights into arrays "
+              "allocated once per trace instead of keeping per-layer tensors and stacking them (attnviz/models.py). "
+              "Each ratio is against the baseline of its row, per round.", "",
+              "| comparison | before both fixes | fix 1 only | after | before / after time | baseline time |",
+              "|---|---|---|---|---|---|"]
+        for key, label in (
+            ("mha_vs_torch", "MultiHeadAttention vs torch (wall, app threads)"),
+            ("mha_vs_torch_cpu1", "MultiHeadAttention vs torch (1 thread, CPU time)"),
+            ("trace_vs_eager", f"full trace vs eager, {n} tokens (wall, app threads)"),
+            ("trace_vs_eager_cpu1", f"full trace vs eager, {n} tokens (1 thread, CPU time)"),
+        ):
+            v = fx.get(key)
+            if v is None:
+                continue
+            only1 = _x(v["fix 1 only"]) if "fix 1 only" in v else "(= after: fix 2 does not apply)"
+            L.append(
+                f"| {label} | {_x(v['before'])} | {only1} | {_x(v['after'])} | "
+                f"{v['before_ms']:.1f} / {v['after_ms']:.1f} ms | {v['baseline_ms']:.1f} ms |"
+            )
+        L.append("")
+    b = r.get("bytes")
+    if b:
+        for n, row in b["rows"].items():
+            bv = row.get("bertviz")
+            ratio = bv["all_layers_bytes"] / row["ws_bytes"] if bv else None
+            ratio1 = bv["one_layer_bytes"] / row["ws_bytes"] if bv else None
+            tgt = "≥ 10x smaller" if str(n) == str(b.get("target_tokens")) else "(reported)"
+            ok = None if ratio is None or tgt == "(reported)" else ratio >= 10
+            alt = f"{_bytes(bv['all_layers_bytes'])} (one layer: {_bytes(bv['one_layer_bytes'])})" if bv else "bertviz not available"
+            rows.append(
+                f"| bytes to the browser, Heads page, {n} tokens | bertviz head_view HTML, same attention | "
+                f"{_bytes(row['ws_bytes'])} vs {alt} | "
+                + (f"{ratio:,.0f}x smaller (one-layer bertviz: {ratio1:,.0f}x)" if ratio else "–")
+                + f" | {tgt} | {_ok(ok)} |"
+            )
+    it = r.get("interaction")
+    if it:
+        rows.append(
+            f"| new sentence → all heatmaps drawn ({it['n_tokens']} tokens, warm) | | {_s(it['new_sentence'])} "
+            f"(script run over after {_s(it.get('new_sentence_script_done'))}) | | < 1.5 s | "
+            f"{_ok(it['new_sentence']['median'] < 1.5)} |"
+        )
+        rows.append(
+            f"| layer change → all heatmaps drawn (same sentence) | | {_s(it['layer_change'])} "
+            f"(script run over after {_s(it.get('layer_change_script_done'))}) | | < 0.8 s | "
+            f"{_ok(it['layer_change']['median'] < 0.8)} |"
+        )
+    c = r.get("cold_start")
+    if c:
+        rows.append(
+            f"| cold start: `streamlit run app.py` → first heatmap | | {_s(c['first_heatmap'])} (server healthy after {_s(c['healthy'])}) | | < 15 s | {_ok(c['pass'])} |"
+        )
+    s = r.get("sessions")
+    if s:
+        rows.append(
+            f"| server RSS growth, 1 → {s['n_sessions']} sessions each tracing {s['n_tokens']} tokens | | "
+            f"{s['growth_mb']:.0f} MB ({s['rss_after_one_mb']:.0f} → {s['rss_after_all_mb']:.0f} MB) | | < 300 MB | {_ok(s['pass'])} |"
+        )
+    return rows
+
+
+def scaling_rows(sc: dict) -> list[str]:
+    out = [
+        "| tokens | attnviz.trace | eager output_attentions | ratio (per-round median [min–max]) | 1 thread CPU: trace / eager (ratio) | trace arrays kept | "
+        "peak RSS growth: trace | peak RSS growth: eager | quadratic share of the fitted time |",
+        "|---:|---|---|---|---|---:|---:|---:|---:|",
+    ]
+    fit = sc.get("fit_cpu1") or sc.get("fit") or {}
+    shares = fit.get("quadratic_share") if fit.get("crossover_tokens") else None
+    shares = shares or [None] * len(sc["rows"])
+    for row, share in zip(sc["rows"], shares):
+        mt, me = row.get("mem_trace"), row.get("mem_eager")
+        out.append(
+            f"| {row['n_tokens']} | {_ms(row['trace'])} | {_ms(row['eager'])} | {_x(row['ratio'])} | "
+            + (f"{row['trace_cpu1']['median'] * 1e3:.1f} / {row['eager_cpu1']['median'] * 1e3:.1f} ms ({row['ratio_cpu1']['median']:.3f}x) | " if "trace_cpu1" in row else "– | ")
+            + f"{_bytes(row['trace_bytes'])} | "
+            f"{_bytes(mt['peak_growth']) if mt else '–'} | {_bytes(me['peak_growth']) if me else '–'} | "
+            f"{'–' if share is None else f'{share:.0%}'} |"
+        )
+    return out
+
+
+def render(r: dict, figure: str | None) -> str:
+    m = r["machine"]
+    L = [BEGIN, ""]
+    L.append(f"Generated {r['finished']} by:")
+    L += ["", "```", r["command"], "```", ""]
+    L.append(
+        f"Machine: {m['cpu']}, {m['cores']} cores ({m['cores_usable']} usable), {m['memory_gb']} GB RAM, {m['os']}; "
+        f"Python {m['python']}, torch {m['torch']} ({m['torch_threads']} threads, as the dashboard sets them), "
+        f"transformers {m['transformers']}, streamlit {m['streamlit']}, plotly {m['plotly']}, numpy {m['numpy']}, "
+        f"bertviz {m['bertviz']} (bench environment only), playwright {m['playwright']}, Chromium {r.get('chromium', '?')}. "
+        f"Load average at start {m['loadavg_start']}, at end {r.get('loadavg_end')} (the machine is shared: "
+        "compare ratios, not absolute times)."
+    )
+    L += ["", "Times are medians [min–max] over the repeats after a warm-up. A ratio is the median of per-round "
+          "ratios (each round runs attnviz and the alternative back to back, in alternating order), with its min–max.", ""]
+    L += ["## Summary against the targets", "", "| what | compared with | measured | ratio | target | status |", "|---|---|---|---|---|---|"]
+    L += summary_rows(r)
+    L.append("")
+    if r.get("skipped"):
+        L += [f"Not measured in this run: {', '.join(r['skipped'])}.", ""]
+    t = r.get("trace_overhead")
+    if t:
+        L += ["## Full trace vs eager (details)", "", "| run | time | ratio vs eager |", "|---|---|---|"]
+        for name in ("eager output_attentions", "attnviz.trace", "capturing forward only", "eager + weights to numpy"):
+            ratio = t["ratios"].get(name)
+            L.append(f"| {name} | {_ms(t[name])} | {_x(ratio) if ratio else '1 (baseline)'} |")
+        if "one_thread_cpu" in t:
+            c = t["one_thread_cpu"]
+            L.append(f"| 1 thread, CPU time: eager / attnviz.trace | {_ms(c['eager output_attentions'])} / {_ms(c['attnviz.trace'])} | {_x(c['ratios']['attnviz.trace'])} |")
+        L += ["", f"Weights of the two paths differ by at most "
+              f"{t['max_abs_diff_weights_vs_eager']:.1e} (the capture computes exactly what eager computes, plus scores).", ""]
+    mm = r.get("mha_vs_torch")
+    if mm:
+        L += ["## MultiHeadAttention vs torch (details)", "", "| run | time | ratio vs torch with weights |", "|---|---|---|"]
+        for name, v in mm.items():
+            if isinstance(v, dict) and "median" in v:
+                ratio = mm["ratios"].get(name)
+                L.append(f"| {name} | {_ms(v)} | {_x(ratio) if ratio else '1 (baseline)'} |")
+        if "one_thread_cpu" in mm:
+            c = mm["one_thread_cpu"]
+            names = [k for k in c if k != "ratios"]
+            L.append(f"| 1 thread, CPU time: {' / '.join(names)} | {' / '.join(_ms(c[k]) for k in names)} | {_x(c['ratios'][names[1]])} |")
         L += ["", f"Same weights (from_torch): outputs differ by at most {mm['max_abs_diff_output']:.1e}, "
               f"per-head weights by {mm['max_abs_diff_weights']:.1e}.", ""]
     fx = r.get("fix")
     if fx:
         L += ["## Before / after the fix (same run, interleaved)", "",
               "| target | before (ratio) | after (ratio) | before | after | baseline |", "|---|---|---|---|---|---|"]
-        for key, label in (("mha_vs_torch", "MultiHeadAttention vs torch"), ("trace_vs_eager", f"full trace vs eager ({fx.get('n_tokens', '?')} tokens)")):
-            v = fx[key]
+        n = fx.get("n_tokens", "?")
+        for key, label in (
+            ("mha_vs_torch", "MultiHeadAttention vs torch (wall, app threads)"),
+            ("mha_vs_torch_cpu1", "MultiHeadAttention vs torch (1 thread, CPU time)"),
+            ("trace_vs_eager", f"full trace vs eager, {n} tokens (wall, app threads)"),
+            ("trace_vs_eager_cpu1", f"full trace vs eager, {n} tokens (1 thread, CPU time)"),
+        ):
+            v = fx.get(key)
+            if v is None:
+                continue
             L.append(f"| {label} | {_x(v['before'])} | {_x(v['after'])} | {v['before_ms']:.1f} ms | {v['after_ms']:.1f} ms | {v['baseline_ms']:.1f} ms |")
         L.append("")
     b = r.get("bytes")
@@ -186,10 +338,12 @@ def render(r: dict, figure: str | None) -> str:
     if sc:
         L += ["## Trace time and memory vs sentence length", ""]
         L += scaling_rows(sc)
-        fit = sc.get("fit")
-        if fit:
+        for key, what in (("fit_cpu1", "1-thread CPU time (the quadratic-share column)"), ("fit", "wall time at the app's threads")):
+            fit = sc.get(key)
+            if not fit:
+                continue
             cross = fit.get("crossover_tokens")
-            L += ["", f"Least-squares fit of the median trace time: t(T) = {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e6:.1f} µs·T "
+            L += ["", f"Least-squares fit of the median trace {what}: t(T) = {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e6:.1f} µs·T "
                   f"+ {fit['c'] * 1e9:.2f} ns·T². "
                   + (f"The quadratic term equals the linear one at T ≈ {cross:.0f} tokens and dominates beyond it."
                      if cross else "The fit found no positive quadratic/linear pair (too noisy or too few sizes).")]

@@ -105,7 +105,7 @@ def run(args) -> dict:
         from . import before_after
 
         sizes = {k: cfg["mha"][k] for k in ("batch", "n_tokens", "d_model", "n_head")}
-        step("fix", lambda: before_after.softmax_fix(sizes, **cfg["fix"]))
+        step("fix", lambda: before_after.fixes(sizes, **cfg["fix"]))
     if "scaling" in args.only:
         step("scaling", lambda: core.scaling(**cfg["scaling"]))
     if "browser" in args.only:

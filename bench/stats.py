@@ -33,17 +33,19 @@ class Summary:
         return asdict(self)
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
+def timed(fn, clock=time.perf_counter) -> float:
+    t = clock()
     fn()
-    return time.perf_counter() - t
+    return clock() - t
 
 
-def compare(fns: dict, *, warmup: int = 3, repeat: int = 20) -> dict:
+def compare(fns: dict, *, warmup: int = 3, repeat: int = 20, clock=time.perf_counter) -> dict:
     """Time each callable of `fns` `repeat` times, interleaved, after `warmup` calls of each.
 
     Returns {name: Summary of seconds, ..., "ratios": {name: per-round ratio Summary vs the first name}}.
     The order inside a round alternates (ABC, CBA, ...) so no function always runs right after another.
+    clock: time.perf_counter (wall) or time.thread_time (this thread's CPU time: with torch on one
+    thread, the work itself, unaffected by waiting for a core that another process holds).
     """
     names = list(fns)
     for _ in range(warmup):
@@ -56,7 +58,7 @@ def compare(fns: dict, *, warmup: int = 3, repeat: int = 20) -> dict:
         for r in range(repeat):
             order = names if r % 2 == 0 else names[::-1]
             for n in order:
-                times[n].append(timed(fns[n]))
+                times[n].append(timed(fns[n], clock))
             gc.collect()
     finally:
         if gc_was:
@@ -121,3 +123,22 @@ def peak_growth(fn) -> tuple[int, object]:
 
 
 MB = 1024 * 1024
+
+
+class torch_threads:
+    """Context manager: run torch on n threads inside, restore the previous count after."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self):
+        import torch
+
+        self.old = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self.old)

@@ -59,10 +59,29 @@ def test_mha_vs_torch_gives_times_and_ratios(quick):
     assert m["max_abs_diff_output"] < 1e-4 and m["max_abs_diff_weights"] < 1e-5
 
 
-def test_before_after_fix_is_measured_in_the_same_run(quick):
-    for key in ("mha_vs_torch", "trace_vs_eager"):
+def test_before_after_fixes_are_measured_in_the_same_run(quick):
+    for key in ("mha_vs_torch", "trace_vs_eager", "mha_vs_torch_cpu1", "trace_vs_eager_cpu1"):
         _finite_summary(quick["fix"][key]["before"])
         _finite_summary(quick["fix"][key]["after"])
+    _finite_summary(quick["fix"]["trace_vs_eager"]["fix 1 only"])
+
+
+def test_before_fix_patches_reproduce_the_same_trace():
+    """The 'before' code the bench swaps in computes the same attention as the current code."""
+    import attnviz
+    import numpy as np
+    from bench import before_after
+
+    lm = attnviz.load_model()
+    now = attnviz.trace(lm, "the cat sat on the mat", causal=True)
+    run = before_after._with(
+        lambda: attnviz.trace(lm, "the cat sat on the mat", causal=True),
+        ("attnviz.attention", "softmax", before_after.softmax_before_fix),
+        ("attnviz.models", "_Recorder", before_after._recorder_before_fix()),
+    )
+    old = run()
+    for name in ("scores", "weights", "mask"):
+        np.testing.assert_array_equal(getattr(old, name), getattr(now, name))
 
 
 def test_scaling_rows_have_times_bytes_and_memory(quick):
