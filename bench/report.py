@@ -334,6 +334,39 @@ def render(r: dict, figure: str | None) -> str:
                 f"{_bytes(bv.get('all_layers_bytes'))} ({bv.get('all_layers_s', float('nan')):.1f} s) | {_bytes(bv.get('one_layer_bytes'))} |"
             )
         L.append("")
+    it = r.get("interaction")
+    if it and it.get("variants"):
+        L += ["## Time to redraw in Chromium (details)", "",
+              f"A {it['n_tokens']}-token sentence on the Heads page ({it['heatmaps_per_view']} heatmap traces). From the key press "
+              "(Ctrl+Enter in the sentence box, or an arrow key on the layer slider): when the app showed *running*, when "
+              "it showed *not running* again, when the last chart changed, and how long the browser's main thread was "
+              "in tasks over 50 ms in between. Variants are patched copies of the app served side by side, rounds "
+              "alternating (bench/whatif.py); they are evidence for fixes, not the app as it is.", "",
+              "| app | action | all heatmaps drawn | script started | script done | browser busy |", "|---|---|---|---|---|---|"]
+        for label, v in it["variants"].items():
+            for act, key in (("new sentence", "new_sentence"), ("layer change", "layer_change")):
+                L.append(
+                    f"| {label} | {act} | {_s(v[key])} | {_s(v.get(key + '_script_started'))} | "
+                    f"{_s(v.get(key + '_script_done'))} | {_s(v.get(key + '_browser_busy'))} |"
+                )
+        notes = it.get("whatif_notes") or {}
+        if notes:
+            L.append("")
+            L += [f"- **{k}**: {v}." for k, v in notes.items()]
+        L.append("")
+    c = r.get("cold_start")
+    s_ = r.get("sessions")
+    if c or s_:
+        L += ["## Cold start and server memory (details)", ""]
+        if c:
+            L.append(f"Cold start over {c['first_heatmap']['n']} fresh servers: healthy after {_s(c['healthy'])}, "
+                     f"first heatmap drawn after {_s(c['first_heatmap'])} (from the Popen; Chromium already running).")
+        if s_:
+            each = ", ".join(f"{x:.0f}" for x in s_["rss_after_each_mb"])
+            L.append(f"\nServer RSS: {s_['rss_idle_mb']:.0f} MB idle after start; after each of {s_['n_sessions']} sessions "
+                     f"(each a new browser context tracing its own {s_['n_tokens']}-token sentence, all kept open): {each} MB; "
+                     f"{s_['rss_after_all_mb']:.0f} MB after all settled.")
+        L.append("")
     sc = r.get("scaling")
     if sc:
         L += ["## Trace time and memory vs sentence length", ""]

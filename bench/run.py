@@ -32,14 +32,21 @@ FULL = dict(
     mha=dict(batch=128, n_tokens=64, d_model=512, n_head=8, repeat=40, warmup=5),
     fix=dict(n_tokens=128, repeat=30, warmup=3),
     scaling=dict(sizes=(16, 64, 128, 256, 512), repeat=15, warmup=3, memory_sizes=None),
-    browser=dict(cold_runs=3, rounds=10, warmup=2, n_tokens=20, bytes_sizes=(128, 512), sessions=8, session_tokens=128),
+    browser=dict(
+        cold_runs=3, rounds=10, warmup=2, n_tokens=20, bytes_sizes=(128, 512), sessions=8, session_tokens=128,
+        whatif=("overview unchanged by a layer change", "+ head grid without automargin and x tick labels",
+                "postScriptGC off (app unchanged)"),
+    ),
 )
 QUICK = dict(
     trace=dict(n_tokens=16, repeat=3, warmup=1),
     mha=dict(batch=4, n_tokens=16, d_model=64, n_head=4, repeat=3, warmup=1),
     fix=dict(n_tokens=16, repeat=3, warmup=1),
     scaling=dict(sizes=(8, 16, 32), repeat=3, warmup=1, memory_sizes=(32,)),
-    browser=dict(cold_runs=1, rounds=2, warmup=1, n_tokens=20, bytes_sizes=(16, 32), sessions=2, session_tokens=16),
+    browser=dict(
+        cold_runs=1, rounds=2, warmup=1, n_tokens=20, bytes_sizes=(16, 32), sessions=2, session_tokens=16,
+        whatif=("postScriptGC off (app unchanged)",),
+    ),
 )
 
 
@@ -130,10 +137,7 @@ def _browser(res: dict, cfg: dict, step) -> None:
             step("sessions", lambda: browser.sessions_memory(br, tok, cfg["sessions"], cfg["session_tokens"]))
             server = browser.Server(OUT / "warm.log").start()
             try:
-                step(
-                    "interaction",
-                    lambda: browser.interaction_times(br, server, tok, cfg["n_tokens"], cfg["rounds"], cfg["warmup"]),
-                )
+                step("interaction", lambda: _interaction(browser, br, server, tok, cfg))
 
                 def bytes_bench():
                     rows = browser.page_bytes(br, server, tok, cfg["bytes_sizes"])
@@ -149,6 +153,31 @@ def _browser(res: dict, cfg: dict, step) -> None:
                 server.stop()
         finally:
             br.close()
+
+
+def _interaction(browser, br, server, tok, cfg) -> dict:
+    """The app as it is, plus the what-if variants (patched copies) when asked, rounds alternating."""
+    from . import whatif
+
+    servers, notes = {"as is": server}, {}
+    started = []
+    try:
+        for name in cfg["whatif"]:
+            spec = whatif.WHATIF[name]
+            root, missing = whatif.build(name)
+            if missing:
+                notes[name] = "not run: patch target gone (" + "; ".join(missing) + ")"
+                continue
+            s = browser.Server(OUT / f"whatif-{len(started)}.log", args=tuple(spec.get("args", ())), root=root).start()
+            started.append(s)
+            servers[name] = s
+            notes[name] = spec["why"]
+        res = browser.interaction_times(br, servers, tok, cfg["n_tokens"], cfg["rounds"], cfg["warmup"])
+    finally:
+        for s in started:
+            s.stop()
+    res["whatif_notes"] = notes
+    return res
 
 
 def main(argv=None) -> int:

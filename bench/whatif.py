@@ -1,0 +1,77 @@
+"""What-if variants of the dashboard for the browser timing benches (evidence for fixes outside bench/).
+
+Each variant is a patched COPY of the checkout under bench/out/variant/<name>/ (the real files are never
+touched), served by its own `streamlit run` next to the unpatched app, with rounds alternating between
+them. A patch whose target text is gone (the code changed) is skipped and reported, never guessed.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ROOT / "bench" / "out" / "variant"
+COPY = ("app.py", "attnviz", "pages", ".streamlit")
+
+# (file, old text, new text)
+OVERVIEW_STATIC = (
+    "pages/heads.py",
+    "hm.overview(tr, stage, selected=(layer, head))",
+    "hm.overview(tr, stage)",
+)
+GRID_LIGHT = (
+    "attnviz/plots/heatmaps.py",
+    "    fig.update_annotations(font_size=12)\n    panel = max(160",
+    "    fig.update_xaxes(automargin=False, showticklabels=False)\n"
+    "    fig.update_yaxes(automargin=False)\n"
+    "    fig.update_annotations(font_size=12)\n    panel = max(160",
+)
+GRID_MARGIN = (
+    "attnviz/plots/heatmaps.py",
+    'margin=dict(l=10, r=10, t=40, b=10),\n        title=dict(text=f"{_where(trace, layer)}',
+    'margin=dict(l=90, r=10, t=60, b=10),\n        title=dict(text=f"{_where(trace, layer)}',
+)
+
+WHATIF = {
+    "overview unchanged by a layer change": dict(
+        patches=[OVERVIEW_STATIC],
+        why="pages/heads.py: draw the overview without the selected-tile outline, so its spec (and the chart) "
+        "does not change when only the layer changes",
+    ),
+    "+ head grid without automargin and x tick labels": dict(
+        patches=[OVERVIEW_STATIC, GRID_LIGHT, GRID_MARGIN],
+        why="attnviz/plots/heatmaps.py head_grid: automargin=False on every axis, no x tick labels in the grid "
+        "(the hover and the one-head chart name the tokens), fixed margins instead",
+    ),
+    "postScriptGC off (app unchanged)": dict(
+        patches=[],
+        args=("--runner.postScriptGC", "false"),
+        why="Streamlit's full gc.collect(2) after every run (~0.2 s holding the GIL with ~425k objects) switched off",
+    ),
+}
+
+
+def build(name: str) -> tuple[Path, list[str]]:
+    """Copy the checkout to bench/out/variant/<slug> and apply the patches; returns (root, patches not applied)."""
+    spec = WHATIF[name]
+    slug = "".join(c if c.isalnum() else "-" for c in name).strip("-")[:60]
+    dest = VARIANTS / slug
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for item in COPY:
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / item)
+    missing = []
+    for rel, old, new in spec["patches"]:
+        path = dest / rel
+        text = path.read_text()
+        if old not in text:
+            missing.append(f"{rel}: {old.splitlines()[0][:60]}…")
+            continue
+        path.write_text(text.replace(old, new, 1))
+    return dest, missing
