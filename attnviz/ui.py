@@ -1,6 +1,6 @@
 """The dashboard frame: shared sidebar, URL state, cached models and traces.
 
-The only attnviz module that imports streamlit. Pages call `ui.source()`, `ui.get_trace(...)` and
+The only attnviz module that imports streamlit. Pages call `ui.current()`, `ui.get_trace(...)` and
 the widgets here; they never load models or compute anything themselves.
 
 State lives in widget keys bound to the URL (`bind="query-params"`), so a link reproduces the view
@@ -26,13 +26,12 @@ from .trace import AttentionTrace
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 SOURCES = {"bundled": "Bundled model", "hub": "Hugging Face model", "module": "Our module"}
+URL = "query-params"  # bind widgets to the address bar: a link reproduces the view
 
 
 def max_tokens() -> int:
     """Longest text traced, in tokens: ATTNVIZ_MAX_TOKENS, else 256 when hosted (shared CPU) and 512 locally."""
     return int(os.environ.get("ATTNVIZ_MAX_TOKENS", "256" if models.hosted() else "512"))
-
-URL = "query-params"
 
 
 def setup() -> None:
