@@ -90,3 +90,22 @@ def test_clicking_an_overview_tile_opens_that_layer_and_head(tab):
     tab.idle(charts=3)
     assert tab.sliders().get("Layer") == "3" and tab.sliders().get("Head") == "7", tab.sliders()
     assert "layer=3" in tab.page.url and "head=7" in tab.page.url
+
+
+def test_share_this_view_shows_a_link_that_reopens_the_same_view(tab, browser):
+    tab.open("masks?text=Share+me+please&layer=2&fill=-inf")
+    tab.page.get_by_text("Share this view").click()
+    code = tab.page.locator("[data-testid='stPopoverBody'] code").first
+    code.wait_for(state="visible")
+    link = code.inner_text().strip()
+    assert "/masks?" in link and "text=Share+me+please" in link and "fill=-inf" in link and "layer=2" in link, link
+    other = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = other.new_page()
+        page.goto(link)
+        page.wait_for_selector("[data-testid='stMain'] h1")
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length >= 1", timeout=90_000)
+        assert page.locator("textarea").first.input_value() == "Share me please"
+        assert page.get_by_role("radio", name="-inf").is_checked()
+    finally:
+        other.close()
