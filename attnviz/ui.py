@@ -301,6 +301,14 @@ def get_trace(src: Source, **options) -> AttentionTrace | None:
     return tr
 
 
+def section(fig, title: str, why: str, key: str, filename: str) -> None:
+    """A heading, what the figure shows and why, then the figure at full width (SVG export from the modebar)."""
+    st.subheader(title, divider="gray")
+    st.markdown(why)
+    config = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": filename}}
+    st.plotly_chart(fig, key=key, config=config)
+
+
 def copy_link() -> None:
     """A copy-link control: the page URL already carries the state; this shows it ready to copy."""
     with st.sidebar.popover("Share this view", icon=":material/link:", use_container_width=True):

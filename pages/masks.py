@@ -5,16 +5,12 @@ import streamlit as st
 from attnviz import analysis, ui
 from attnviz.plots import distributions as dp
 
-EXPORT = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": "attnviz-masks"}}
 APPLY = {"layer": "this layer only", "all": "all layers"}
 FILLS = {"min": "float32 min (the model's own)", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
 
 
 def show(fig, title: str, why: str, key: str) -> None:
-    """A heading, what the figure shows and why, then the figure at full width."""
-    st.subheader(title, divider="gray")
-    st.markdown(why)
-    st.plotly_chart(fig, key=key, config=EXPORT)
+    ui.section(fig, title, why, key, "attnviz-masks")
 
 
 src = ui.current()

@@ -5,14 +5,10 @@ import streamlit as st
 from attnviz import analysis, ui
 from attnviz.plots import distributions as dp
 
-EXPORT = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": "attnviz-scaling"}}
 
 
 def show(fig, title: str, why: str, key: str) -> None:
-    """A heading, what the figure shows and why, then the figure at full width."""
-    st.subheader(title, divider="gray")
-    st.markdown(why)
-    st.plotly_chart(fig, key=key, config=EXPORT)
+    ui.section(fig, title, why, key, "attnviz-scaling")
 
 
 src = ui.current()

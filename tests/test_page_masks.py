@@ -2,46 +2,22 @@
 
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import APP, array, figures
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).parents[1] / "app.py")
-
-
-# --- private helpers: decode the Plotly figures AppTest holds ------------------------------------------------
-
-
-def _array(v) -> np.ndarray:
-    """A Plotly value: base64 typed array ({"dtype", "bdata", "shape"}) or a plain list (None = NaN)."""
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), np.dtype(v["dtype"]).newbyteorder("<"))
-        if v.get("shape"):
-            a = a.reshape([int(s) for s in str(v["shape"]).split(",")])
-        return a.astype(np.float64)
-    return np.array([np.nan if x is None else x for x in np.ravel(v)], dtype=np.float64).reshape(np.shape(v))
-
-
-def figures(at) -> dict[str, dict]:
-    out = {}
-    for el in at.get("plotly_chart"):
-        fig = json.loads(el.proto.spec)
-        out[fig["layout"]["meta"]["figure"]] = fig
-    return out
 
 
 def z(at, figure: str, name: str | None = None) -> np.ndarray:
     fig = figures(at)[figure]
     t = fig["data"][0] if name is None else next(t for t in fig["data"] if t.get("name") == name)
-    return _array(t["z"])
+    return array(t["z"])
 
 
 def bar(at, name: str) -> np.ndarray:
-    return _array(next(t for t in figures(at)["mask_leak"]["data"] if t.get("name") == name)["y"])
+    return array(next(t for t in figures(at)["mask_leak"]["data"] if t.get("name") == name)["y"])
 
 
 @pytest.fixture

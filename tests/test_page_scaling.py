@@ -2,40 +2,15 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import APP, array, figures
 from streamlit.testing.v1 import AppTest
 
 import attnviz
 
-APP = str(Path(__file__).parents[1] / "app.py")
-
-
-# --- private helpers: decode the Plotly figures AppTest holds ------------------------------------------------
-
-
-def _array(v) -> np.ndarray:
-    """A Plotly value: base64 typed array ({"dtype", "bdata", "shape"}) or a plain list (None = NaN)."""
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), np.dtype(v["dtype"]).newbyteorder("<"))
-        if v.get("shape"):
-            a = a.reshape([int(s) for s in str(v["shape"]).split(",")])
-        return a.astype(np.float64)
-    return np.array([np.nan if x is None else x for x in np.ravel(v)], dtype=np.float64).reshape(np.shape(v))
-
-
-def figures(at) -> dict[str, dict]:
-    """Every chart on the page by its layout.meta name."""
-    out = {}
-    for el in at.get("plotly_chart"):
-        fig = json.loads(el.proto.spec)
-        out[fig["layout"]["meta"]["figure"]] = fig
-    return out
 
 
 def trace_named(fig: dict, name: str) -> dict:
@@ -56,7 +31,7 @@ def page():
 
 def bars(fig: dict, col: int) -> tuple[np.ndarray, np.ndarray]:
     b = [t for t in fig["data"] if t["type"] == "bar"][col]
-    return _array(b["x"]), _array(b["y"])
+    return array(b["x"]), array(b["y"])
 
 
 # --- tests ---------------------------------------------------------------------------------------------------
@@ -67,9 +42,9 @@ def test_default_view_shows_every_figure_and_the_model_weights(page, bundled):
     assert set(figs) == {"score_histograms", "softmax_pair", "row_saturation", "sqrt_d_law"}
     assert not page.error and not page.exception
     tr = attnviz.trace(bundled, page.session_state["text"])
-    scaled = _array(trace_named(figs["softmax_pair"], "softmax scaled")["z"])
+    scaled = array(trace_named(figs["softmax_pair"], "softmax scaled")["z"])
     np.testing.assert_allclose(scaled, tr.weights[0, 0], atol=1e-6)  # the model's divisor reproduces the model
-    raw = _array(trace_named(figs["softmax_pair"], "softmax raw")["z"])
+    raw = array(trace_named(figs["softmax_pair"], "softmax raw")["z"])
     assert raw.max(axis=-1).mean() > scaled.max(axis=-1).mean()  # the raw softmax is more peaked
     np.testing.assert_allclose(raw.sum(-1), 1, atol=1e-5)
 
@@ -94,14 +69,14 @@ def test_divisor_changes_histogram_and_softmax(page):
     assert (x_after.max() - x_after.min()) == pytest.approx(
         (x_before.max() - x_before.min()) * math.sqrt(32) / 32, rel=0.02
     )
-    w_before = _array(trace_named(before["softmax_pair"], "softmax scaled")["z"])
-    w_after = _array(trace_named(after["softmax_pair"], "softmax scaled")["z"])
+    w_before = array(trace_named(before["softmax_pair"], "softmax scaled")["z"])
+    w_after = array(trace_named(after["softmax_pair"], "softmax scaled")["z"])
     assert w_after.max(axis=-1).mean() < w_before.max(axis=-1).mean()  # a bigger divisor flattens the rows
     # divisor 1 is the raw softmax on both sides
     page.select_slider(key="divisor").set_value(1.0).run()
     one = figures(page)["softmax_pair"]
     np.testing.assert_allclose(
-        _array(trace_named(one, "softmax scaled")["z"]), _array(trace_named(one, "softmax raw")["z"]), atol=1e-7
+        array(trace_named(one, "softmax scaled")["z"]), array(trace_named(one, "softmax raw")["z"]), atol=1e-7
     )
     assert "What-if" in " ".join(c.value for c in page.caption)
 
@@ -116,14 +91,14 @@ def test_all_heads_pools_every_head(page, bundled):
 
 
 def test_head_and_layer_change_the_figures(page):
-    first = _array(trace_named(figures(page)["softmax_pair"], "softmax scaled")["z"])
+    first = array(trace_named(figures(page)["softmax_pair"], "softmax scaled")["z"])
     page.slider(key="head").set_value(5).run()
-    head5 = _array(trace_named(figures(page)["softmax_pair"], "softmax scaled")["z"])
+    head5 = array(trace_named(figures(page)["softmax_pair"], "softmax scaled")["z"])
     assert not np.allclose(first, head5)
     page.session_state["layer"] = 3  # sidebar widgets vanish from AppTest after a rerun: set their state instead
     page.run()
     assert not page.exception
-    layer3 = _array(trace_named(figures(page)["softmax_pair"], "softmax scaled")["z"])
+    layer3 = array(trace_named(figures(page)["softmax_pair"], "softmax scaled")["z"])
     assert not np.allclose(head5, layer3)
     assert any("Layer 3, head 5" in c.value for c in page.caption)
 
@@ -132,7 +107,7 @@ def test_law_figure_shows_the_variance_law(page):
     law = figures(page)["sqrt_d_law"]
     raw = [t for t in law["data"] if t.get("name") == "q·k (unscaled)"][0]
     scaled = [t for t in law["data"] if t.get("name") == "q·k ÷ √d (scaled)"][0]
-    d, var_raw, var_scaled = _array(raw["x"]), _array(raw["y"]), _array(scaled["y"])
+    d, var_raw, var_scaled = array(raw["x"]), array(raw["y"]), array(scaled["y"])
     np.testing.assert_allclose(var_raw / d, 1, rtol=0.2)
     np.testing.assert_allclose(var_scaled, 1, rtol=0.2)
     assert law["layout"]["xaxis"]["type"] == "log" and law["layout"]["yaxis"]["type"] == "log"
