@@ -28,8 +28,9 @@ def _recorder_before_fix():
     from attnviz import models
 
     class RecorderBeforeFix(models._Recorder):
-        def __post_init__(self):
-            self.out = None  # no preallocated arrays: per-layer tensors + np.stack, as before fix 2
+        def __init__(self, *args, **kwargs):
+            kwargs.pop("out", None)  # no preallocated arrays: per-layer tensors + np.stack, as before fix 2
+            super().__init__(*args, **kwargs)
 
     return RecorderBeforeFix
 

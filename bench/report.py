@@ -144,6 +144,10 @@ def render(r: dict, figure: str | None) -> str:
         f"Load average at start {m['loadavg_start']}, at end {r.get('loadavg_end')} (the machine is shared: "
         "compare ratios, not absolute times)."
     )
+    if r.get("partial_commands"):
+        L += ["", "Some sections were re-measured later by " + ", ".join(f"`{c}`" for c in r["partial_commands"])
+              + " (when the machine was quieter); when and under which load each section ran:", ""]
+        L += [f"- {name}: {v['at']}, load average {v['loadavg']}" for name, v in r.get("measured_at", {}).items()]
     L += ["", "Times are medians [min–max] over the repeats after a warm-up. A ratio is the median of per-round "
           "ratios (each round runs attnviz and the alternative back to back, in alternating order), with its min–max.", ""]
     L += ["## Summary against the targets", "", "| what | compared with | measured | ratio | target | status |", "|---|---|---|---|---|---|"]
@@ -199,128 +203,6 @@ def render(r: dict, figure: str | None) -> str:
                 f"| {label} | {_x(v['before'])} | {only1} | {_x(v['after'])} | "
                 f"{v['before_ms']:.1f} / {v['after_ms']:.1f} ms | {v['baseline_ms']:.1f} ms |"
             )
-        L.append("")
-    b = r.get("bytes")
-    if b:
-        for n, row in b["rows"].items():
-            bv = row.get("bertviz")
-            ratio = bv["all_layers_bytes"] / row["ws_bytes"] if bv else None
-            ratio1 = bv["one_layer_bytes"] / row["ws_bytes"] if bv else None
-            tgt = "≥ 10x smaller" if str(n) == str(b.get("target_tokens")) else "(reported)"
-            ok = None if ratio is None or tgt == "(reported)" else ratio >= 10
-            alt = f"{_bytes(bv['all_layers_bytes'])} (one layer: {_bytes(bv['one_layer_bytes'])})" if bv else "bertviz not available"
-            rows.append(
-                f"| bytes to the browser, Heads page, {n} tokens | bertviz head_view HTML, same attention | "
-                f"{_bytes(row['ws_bytes'])} vs {alt} | "
-                + (f"{ratio:,.0f}x smaller (one-layer bertviz: {ratio1:,.0f}x)" if ratio else "–")
-                + f" | {tgt} | {_ok(ok)} |"
-            )
-    it = r.get("interaction")
-    if it:
-        rows.append(
-            f"| new sentence → all heatmaps drawn ({it['n_tokens']} tokens, warm) | | {_s(it['new_sentence'])} "
-            f"(script run over after {_s(it.get('new_sentence_script_done'))}) | | < 1.5 s | "
-            f"{_ok(it['new_sentence']['median'] < 1.5)} |"
-        )
-        rows.append(
-            f"| layer change → all heatmaps drawn (same sentence) | | {_s(it['layer_change'])} "
-            f"(script run over after {_s(it.get('layer_change_script_done'))}) | | < 0.8 s | "
-            f"{_ok(it['layer_change']['median'] < 0.8)} |"
-        )
-    c = r.get("cold_start")
-    if c:
-        rows.append(
-            f"| cold start: `streamlit run app.py` → first heatmap | | {_s(c['first_heatmap'])} (server healthy after {_s(c['healthy'])}) | | < 15 s | {_ok(c['pass'])} |"
-        )
-    s = r.get("sessions")
-    if s:
-        rows.append(
-            f"| server RSS growth, 1 → {s['n_sessions']} sessions each tracing {s['n_tokens']} tokens | | "
-            f"{s['growth_mb']:.0f} MB ({s['rss_after_one_mb']:.0f} → {s['rss_after_all_mb']:.0f} MB) | | < 300 MB | {_ok(s['pass'])} |"
-        )
-    return rows
-
-
-def scaling_rows(sc: dict) -> list[str]:
-    out = [
-        "| tokens | attnviz.trace | eager output_attentions | ratio (per-round median [min–max]) | 1 thread CPU: trace / eager (ratio) | trace arrays kept | "
-        "peak RSS growth: trace | peak RSS growth: eager | quadratic share of the fitted time |",
-        "|---:|---|---|---|---|---:|---:|---:|---:|",
-    ]
-    fit = sc.get("fit_cpu1") or sc.get("fit") or {}
-    shares = fit.get("quadratic_share") if fit.get("crossover_tokens") else None
-    shares = shares or [None] * len(sc["rows"])
-    for row, share in zip(sc["rows"], shares):
-        mt, me = row.get("mem_trace"), row.get("mem_eager")
-        out.append(
-            f"| {row['n_tokens']} | {_ms(row['trace'])} | {_ms(row['eager'])} | {_x(row['ratio'])} | "
-            + (f"{row['trace_cpu1']['median'] * 1e3:.1f} / {row['eager_cpu1']['median'] * 1e3:.1f} ms ({row['ratio_cpu1']['median']:.3f}x) | " if "trace_cpu1" in row else "– | ")
-            + f"{_bytes(row['trace_bytes'])} | "
-            f"{_bytes(mt['peak_growth']) if mt else '–'} | {_bytes(me['peak_growth']) if me else '–'} | "
-            f"{'–' if share is None else f'{share:.0%}'} |"
-        )
-    return out
-
-
-def render(r: dict, figure: str | None) -> str:
-    m = r["machine"]
-    L = [BEGIN, ""]
-    L.append(f"Generated {r['finished']} by:")
-    L += ["", "```", r["command"], "```", ""]
-    L.append(
-        f"Machine: {m['cpu']}, {m['cores']} cores ({m['cores_usable']} usable), {m['memory_gb']} GB RAM, {m['os']}; "
-        f"Python {m['python']}, torch {m['torch']} ({m['torch_threads']} threads, as the dashboard sets them), "
-        f"transformers {m['transformers']}, streamlit {m['streamlit']}, plotly {m['plotly']}, numpy {m['numpy']}, "
-        f"bertviz {m['bertviz']} (bench environment only), playwright {m['playwright']}, Chromium {r.get('chromium', '?')}. "
-        f"Load average at start {m['loadavg_start']}, at end {r.get('loadavg_end')} (the machine is shared: "
-        "compare ratios, not absolute times)."
-    )
-    L += ["", "Times are medians [min–max] over the repeats after a warm-up. A ratio is the median of per-round "
-          "ratios (each round runs attnviz and the alternative back to back, in alternating order), with its min–max.", ""]
-    L += ["## Summary against the targets", "", "| what | compared with | measured | ratio | target | status |", "|---|---|---|---|---|---|"]
-    L += summary_rows(r)
-    L.append("")
-    if r.get("skipped"):
-        L += [f"Not measured in this run: {', '.join(r['skipped'])}.", ""]
-    t = r.get("trace_overhead")
-    if t:
-        L += ["## Full trace vs eager (details)", "", "| run | time | ratio vs eager |", "|---|---|---|"]
-        for name in ("eager output_attentions", "attnviz.trace", "capturing forward only", "eager + weights to numpy"):
-            ratio = t["ratios"].get(name)
-            L.append(f"| {name} | {_ms(t[name])} | {_x(ratio) if ratio else '1 (baseline)'} |")
-        if "one_thread_cpu" in t:
-            c = t["one_thread_cpu"]
-            L.append(f"| 1 thread, CPU time: eager / attnviz.trace | {_ms(c['eager output_attentions'])} / {_ms(c['attnviz.trace'])} | {_x(c['ratios']['attnviz.trace'])} |")
-        L += ["", f"Weights of the two paths differ by at most "
-              f"{t['max_abs_diff_weights_vs_eager']:.1e} (the capture computes exactly what eager computes, plus scores).", ""]
-    mm = r.get("mha_vs_torch")
-    if mm:
-        L += ["## MultiHeadAttention vs torch (details)", "", "| run | time | ratio vs torch with weights |", "|---|---|---|"]
-        for name, v in mm.items():
-            if isinstance(v, dict) and "median" in v:
-                ratio = mm["ratios"].get(name)
-                L.append(f"| {name} | {_ms(v)} | {_x(ratio) if ratio else '1 (baseline)'} |")
-        if "one_thread_cpu" in mm:
-            c = mm["one_thread_cpu"]
-            names = [k for k in c if k != "ratios"]
-            L.append(f"| 1 thread, CPU time: {' / '.join(names)} | {' / '.join(_ms(c[k]) for k in names)} | {_x(c['ratios'][names[1]])} |")
-        L += ["", f"Same weights (from_torch): outputs differ by at most {mm['max_abs_diff_output']:.1e}, "
-              f"per-head weights by {mm['max_abs_diff_weights']:.1e}.", ""]
-    fx = r.get("fix")
-    if fx:
-        L += ["## Before / after the fix (same run, interleaved)", "",
-              "| target | before (ratio) | after (ratio) | before | after | baseline |", "|---|---|---|---|---|---|"]
-        n = fx.get("n_tokens", "?")
-        for key, label in (
-            ("mha_vs_torch", "MultiHeadAttention vs torch (wall, app threads)"),
-            ("mha_vs_torch_cpu1", "MultiHeadAttention vs torch (1 thread, CPU time)"),
-            ("trace_vs_eager", f"full trace vs eager, {n} tokens (wall, app threads)"),
-            ("trace_vs_eager_cpu1", f"full trace vs eager, {n} tokens (1 thread, CPU time)"),
-        ):
-            v = fx.get(key)
-            if v is None:
-                continue
-            L.append(f"| {label} | {_x(v['before'])} | {_x(v['after'])} | {v['before_ms']:.1f} ms | {v['after_ms']:.1f} ms | {v['baseline_ms']:.1f} ms |")
         L.append("")
     b = r.get("bytes")
     if b:

@@ -35,7 +35,7 @@ FULL = dict(
     browser=dict(
         cold_runs=3, rounds=10, warmup=2, n_tokens=20, bytes_sizes=(128, 512), sessions=8, session_tokens=128,
         whatif=("overview unchanged by a layer change", "+ head grid without automargin and x tick labels",
-                "postScriptGC off (app unchanged)"),
+                "postScriptGC off (app unchanged)", "gc.freeze() after the model load"),
     ),
 )
 QUICK = dict(
@@ -99,6 +99,11 @@ def run(args) -> dict:
         t = time.perf_counter()
         try:
             res[name] = fn()
+            res.setdefault("measured_at", {})[name] = {
+                "at": dt.datetime.now().isoformat(timespec="seconds"),
+                "loadavg": [round(x, 2) for x in machine.load()],
+                "command": res["command"],
+            }
             log(f"[bench] {name} done in {time.perf_counter() - t:.0f} s")
         except Exception as e:  # noqa: BLE001 - one broken bench must not hide the others
             res["errors"][name] = "".join(traceback.format_exception(e))[-4000:]
@@ -198,6 +203,17 @@ def main(argv=None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     res = run(args)
     out = args.json or OUT / ("results-quick.json" if args.quick else "results.json")
+    if set(args.only) != set(GROUPS) and out.exists():
+        # a partial run updates the sections it measured and keeps the others from the previous run
+        old = json.loads(out.read_text())
+        if old.get("quick") == res["quick"]:
+            merged = {**old, **{k: v for k, v in res.items() if k not in ("errors", "skipped", "measured_at")}}
+            merged["measured_at"] = {**old.get("measured_at", {}), **res.get("measured_at", {})}
+            merged["errors"] = res["errors"]
+            merged["skipped"] = res["skipped"]
+            merged["command"] = old.get("command", res["command"])
+            merged["partial_commands"] = old.get("partial_commands", []) + [res["command"]]
+            res = merged
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1, default=str))
     from . import report

@@ -33,6 +33,13 @@ GRID_MARGIN = (
     'margin=dict(l=90, r=10, t=60, b=10),\n        title=dict(text=f"{_where(trace, layer)}',
 )
 
+GC_FREEZE = (
+    "attnviz/ui.py",
+    "    print(f\"attnviz: loaded model {name!r} in",
+    "    import gc\n\n    gc.collect()\n    gc.freeze()  # imports + model: never garbage; later full collections skip them\n"
+    "    print(f\"attnviz: loaded model {name!r} in",
+)
+
 WHATIF = {
     "overview unchanged by a layer change": dict(
         patches=[OVERVIEW_STATIC],
@@ -43,6 +50,12 @@ WHATIF = {
         patches=[OVERVIEW_STATIC, GRID_LIGHT, GRID_MARGIN],
         why="attnviz/plots/heatmaps.py head_grid: automargin=False on every axis, no x tick labels in the grid "
         "(the hover and the one-head chart name the tokens), fixed margins instead",
+    ),
+    "gc.freeze() after the model load": dict(
+        patches=[GC_FREEZE],
+        why="attnviz/ui.py get_model: gc.collect(); gc.freeze() once the model is loaded, so Streamlit's full "
+        "collection after every run only walks objects made since (the ~425k objects of torch, transformers, "
+        "plotly, streamlit and the model are permanent)",
     ),
     "postScriptGC off (app unchanged)": dict(
         patches=[],

@@ -79,7 +79,19 @@ def test_before_fix_patches_reproduce_the_same_trace():
         ("attnviz.attention", "softmax", before_after.softmax_before_fix),
         ("attnviz.models", "_Recorder", before_after._recorder_before_fix()),
     )
-    old = run()
+    from attnviz import models
+
+    stacked = []
+    layers = models._layers
+    models._layers = lambda records, out, name: stacked.append(any(x[name] is not None for x in records)) or layers(
+        records, out, name
+    )
+    try:
+        old = run()
+        attnviz.trace(lm, "the cat sat on the mat", causal=True)
+    finally:
+        models._layers = layers
+    assert stacked == [True, True, False, False]  # the 'before' run really took the old path, the current one not
     for name in ("scores", "weights", "mask"):
         np.testing.assert_array_equal(getattr(old, name), getattr(now, name))
 
