@@ -56,7 +56,14 @@ def _with(fn, *patches):
     return run
 
 
-def fixes(mha_sizes: dict, n_tokens: int = 128, repeat: int = 30, warmup: int = 5) -> dict:
+def fixes(
+    mha_sizes: dict,
+    n_tokens: int = 128,
+    repeat: int = 60,
+    warmup: int = 5,
+    long_tokens: int | None = 512,
+    long_repeat: int = 20,
+) -> dict:
     """The two targets the fixes are about: our MultiHeadAttention vs torch, attnviz.trace vs eager."""
     import attnviz
 
@@ -82,20 +89,26 @@ def fixes(mha_sizes: dict, n_tokens: int = 128, repeat: int = 30, warmup: int = 
             return ours(x)
 
     lm, eager = core.models()
-    text = make_text(lm.tokenizer, n_tokens, seed=1)
-    run_trace = lambda: attnviz.trace(lm, text)  # noqa: E731
     mha_fns = {"torch": run_theirs, "before": _with(run_ours, old_softmax), "after": run_ours}
-    trace_fns = {
-        "eager": core._eager_fn(lm, eager, text),
-        "before": _with(run_trace, old_softmax, old_recorder),
-        "fix 1 only": _with(run_trace, old_recorder),
-        "after": run_trace,
-    }
-    out = {"repeat": repeat, "n_tokens": n_tokens}
+    out = {"repeat": repeat, "n_tokens": n_tokens, "long_tokens": long_tokens}
     for suffix, threads, clock in (("", core.app_threads(), time.perf_counter), ("_cpu1", 1, time.thread_time)):
         with torch_threads(threads):
             out["mha_vs_torch" + suffix] = _pack(compare(mha_fns, warmup=warmup, repeat=repeat, clock=clock))
-            out["trace_vs_eager" + suffix] = _pack(compare(trace_fns, warmup=warmup, repeat=repeat, clock=clock))
+            for n, key, reps in (
+                (n_tokens, "trace_vs_eager", repeat),
+                (long_tokens, "trace_vs_eager_long", long_repeat),
+            ):
+                if not n:
+                    continue
+                text = make_text(lm.tokenizer, n, seed=1)
+                run_trace = lambda text=text: attnviz.trace(lm, text)  # noqa: E731
+                trace_fns = {
+                    "eager": core._eager_fn(lm, eager, text),
+                    "before": _with(run_trace, old_softmax, old_recorder),
+                    "fix 1 only": _with(run_trace, old_recorder),
+                    "after": run_trace,
+                }
+                out[key + suffix] = _pack(compare(trace_fns, warmup=warmup, repeat=reps, clock=clock))
     return out
 
 

@@ -177,7 +177,9 @@ class Tab:
     def heatmaps(self) -> int:
         return self.page.locator(HEATMAP).count()
 
-    def settle(self, min_heatmaps: int = 1, since: float | None = None, after_action: bool = True, timeout_ms: float = 180_000) -> None:
+    def settle(
+        self, min_heatmaps: int = 1, since: float | None = None, after_action: bool = True, timeout_ms: float = 180_000
+    ) -> None:
         """Wait: a script run finished after the key press, >= min_heatmaps drawn, nothing stale, charts quiet.
 
         after_action=False (a page load): no key press to wait for, only the rest.
@@ -188,7 +190,7 @@ class Tab:
                 const b = window.__bench;
                 const app = document.querySelector("[data-testid='stApp']");
                 if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-                if ({'true' if after_action else 'false'} && !(b.done > {since})) return false;
+                if ({"true" if after_action else "false"} && !(b.done > {since})) return false;
                 if (document.querySelectorAll("{HEATMAP}").length < {min_heatmaps}) return false;
                 if (document.querySelector("[data-stale='true']")) return false;
                 return performance.now() - Math.max(b.lastPlot, b.done) > {QUIET_MS};
@@ -202,9 +204,12 @@ class Tab:
         b = self.page.evaluate("window.__bench")
         self.script_s = (b["done"] - b["t0"]) / 1000  # key press to the script's run finished (server side + network)
         self.started_s = (b["started"] - b["t0"]) / 1000  # key press to the app showing "running"
-        self.busy_s = sum(  # browser main thread in long tasks between the key press and the last chart change
-            max(0.0, min(s + d, b["lastPlot"]) - max(s, b["t0"])) for s, d in b["long"]
-        ) / 1000
+        self.busy_s = (
+            sum(  # browser main thread in long tasks between the key press and the last chart change
+                max(0.0, min(s + d, b["lastPlot"]) - max(s, b["t0"])) for s, d in b["long"]
+            )
+            / 1000
+        )
         return (b["lastPlot"] - b["t0"]) / 1000
 
     def new_sentence(self, text: str, min_heatmaps: int) -> float:
@@ -278,7 +283,19 @@ def interaction_times(browser, servers: dict, tokenizer, n_tokens: int = 20, rou
             tabs[label] = Tab(browser, server.url)
             tabs[label].open(_q(make_text(tokenizer, n_tokens, seed=1000)))
             expect[label] = tabs[label].heatmaps()
-            res[label] = {k: [] for k in ("sentence", "layer", "sentence_script", "layer_script", "sentence_start", "layer_start", "sentence_busy", "layer_busy")}
+            res[label] = {
+                k: []
+                for k in (
+                    "sentence",
+                    "layer",
+                    "sentence_script",
+                    "layer_script",
+                    "sentence_start",
+                    "layer_start",
+                    "sentence_busy",
+                    "layer_busy",
+                )
+            }
         for r in range(warmup + rounds):
             order = list(servers) if r % 2 == 0 else list(servers)[::-1]
             for label in order:
@@ -333,7 +350,9 @@ def page_bytes(browser, server: Server, tokenizer, sizes=(128, 512)) -> dict:
         try:
             text = make_text(tokenizer, n, seed=3000 + n)
             t = tab.open(_q(text))
-            rows[n] = dict(ws_bytes=tab.ws_bytes, ws_frames=tab.ws_frames, heatmaps=tab.heatmaps(), drawn_s=t, errors=tab.errors())
+            rows[n] = dict(
+                ws_bytes=tab.ws_bytes, ws_frames=tab.ws_frames, heatmaps=tab.heatmaps(), drawn_s=t, errors=tab.errors()
+            )
         finally:
             tab.close()
     return rows

@@ -9,13 +9,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import torch
-
-import time
 
 from .stats import MB, Summary, compare, peak_growth, torch_threads
 
@@ -37,7 +36,11 @@ def models():
     torch.set_num_threads(app_threads())
     lm = attnviz.load_model()
     eager = AutoModel.from_pretrained(
-        bundled_model_path(), attn_implementation="eager", dtype=torch.float32, trust_remote_code=False, use_safetensors=True
+        bundled_model_path(),
+        attn_implementation="eager",
+        dtype=torch.float32,
+        trust_remote_code=False,
+        use_safetensors=True,
     ).eval()
     return lm, eager
 
@@ -94,7 +97,9 @@ def trace_overhead(n_tokens: int = 128, repeat: int = 30, warmup: int = 5) -> di
     with torch_threads(1):
         cpu = compare(
             {"eager output_attentions": eager_run, "attnviz.trace": lambda: attnviz.trace(lm, text)},
-            warmup=warmup, repeat=repeat, clock=time.thread_time,
+            warmup=warmup,
+            repeat=repeat,
+            clock=time.thread_time,
         )
     out["one_thread_cpu"] = _summ(cpu)
     out["ratio_one_thread_cpu"] = cpu["ratios"]["attnviz.trace"].median
@@ -115,7 +120,9 @@ def trace_overhead(n_tokens: int = 128, repeat: int = 30, warmup: int = 5) -> di
 # --- 2. our MultiHeadAttention vs torch.nn.MultiheadAttention ------------------------------------------
 
 
-def mha_vs_torch(batch: int = 128, n_tokens: int = 64, d_model: int = 512, n_head: int = 8, repeat: int = 30, warmup: int = 5) -> dict:
+def mha_vs_torch(
+    batch: int = 128, n_tokens: int = 64, d_model: int = 512, n_head: int = 8, repeat: int = 30, warmup: int = 5
+) -> dict:
     """Seed 000's sizes. Both return per-head weights; same weights via MultiHeadAttention.from_torch."""
     from attnviz import MultiHeadAttention
 
@@ -230,12 +237,16 @@ def scaling(sizes=(16, 64, 128, 256, 512), repeat: int = 15, warmup: int = 3, me
     for n in sizes:
         text = make_text(lm.tokenizer, n, seed=n)
         res = compare(
-            {"eager": _eager_fn(lm, eager, text), "trace": lambda: attnviz.trace(lm, text)}, warmup=warmup, repeat=repeat
+            {"eager": _eager_fn(lm, eager, text), "trace": lambda: attnviz.trace(lm, text)},
+            warmup=warmup,
+            repeat=repeat,
         )
         with torch_threads(1):
             cpu = compare(
                 {"eager": _eager_fn(lm, eager, text), "trace": lambda: attnviz.trace(lm, text)},
-                warmup=1, repeat=max(3, repeat // 2), clock=time.thread_time,
+                warmup=1,
+                repeat=max(3, repeat // 2),
+                clock=time.thread_time,
             )
         tr = attnviz.trace(lm, text)
         row = dict(

@@ -14,7 +14,10 @@ def _series(scaling: dict):
     key_t, key_e = ("trace_cpu1", "eager_cpu1") if all("trace_cpu1" in r for r in rows) else ("trace", "eager")
     t_tr = [r[key_t]["median"] * 1e3 for r in rows]
     t_eg = [r[key_e]["median"] * 1e3 for r in rows]
-    err_tr = [[m - r[key_t]["min"] * 1e3 for m, r in zip(t_tr, rows)], [r[key_t]["max"] * 1e3 - m for m, r in zip(t_tr, rows)]]
+    err_tr = [
+        [m - r[key_t]["min"] * 1e3 for m, r in zip(t_tr, rows)],
+        [r[key_t]["max"] * 1e3 - m for m, r in zip(t_tr, rows)],
+    ]
     mem = {
         "trace arrays kept": [r["trace_bytes"] / MB for r in rows],
         "peak RSS growth, attnviz.trace": [r["mem_trace"]["peak_growth"] / MB for r in rows if "mem_trace" in r],
@@ -75,17 +78,23 @@ def _svg(scaling: dict, path: Path) -> Path:
     ly0, ly1 = math.log10(min(ys) / 1.5), math.log10(max(ys) * 1.5)
     X = lambda n: P + (math.log10(n) - lx0) / (lx1 - lx0) * (W - 2 * P)  # noqa: E731
     Y = lambda v: H - P - (math.log10(v) - ly0) / (ly1 - ly0) * (H - 2 * P)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
-           f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">Trace time vs length (ms, {what}, log-log)</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{W}" height="{H}" fill="white"/>',
+        f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">Trace time vs length (ms, {what}, log-log)</text>',
+    ]
     for n in ns:
         out.append(f'<text x="{X(n):.1f}" y="{H - P + 16}" text-anchor="middle">{n}</text>')
     for name, vals, colour in (("attnviz.trace", t_tr, "#1f77b4"), ("eager", t_eg, "#ff7f0e")):
         pts = " ".join(f"{X(n):.1f},{Y(v):.1f}" for n, v in zip(ns, vals))
         out.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for n, v in zip(ns, vals):
-            out.append(f'<circle cx="{X(n):.1f}" cy="{Y(v):.1f}" r="3" fill="{colour}"><title>{name} {n}: {v:.1f} ms</title></circle>')
-        out.append(f'<text x="{X(ns[-1]) - 5:.1f}" y="{Y(vals[-1]) - 8:.1f}" text-anchor="end" fill="{colour}">{name}</text>')
+            out.append(
+                f'<circle cx="{X(n):.1f}" cy="{Y(v):.1f}" r="3" fill="{colour}"><title>{name} {n}: {v:.1f} ms</title></circle>'
+            )
+        out.append(
+            f'<text x="{X(ns[-1]) - 5:.1f}" y="{Y(vals[-1]) - 8:.1f}" text-anchor="end" fill="{colour}">{name}</text>'
+        )
     out.append("</svg>")
     path.write_text("\n".join(out))
     return path

@@ -77,7 +77,11 @@ def _summary_rows(r: dict) -> list[str]:
             ratio1 = bv["one_layer_bytes"] / row["ws_bytes"] if bv else None
             tgt = "≥ 10x smaller" if str(n) == str(b.get("target_tokens")) else "(reported)"
             ok = None if ratio is None or tgt == "(reported)" else ratio >= 10
-            alt = f"{_bytes(bv['all_layers_bytes'])} (one layer: {_bytes(bv['one_layer_bytes'])})" if bv else "bertviz not available"
+            alt = (
+                f"{_bytes(bv['all_layers_bytes'])} (one layer: {_bytes(bv['one_layer_bytes'])})"
+                if bv
+                else "bertviz not available"
+            )
             rows.append(
                 f"| bytes to the browser, Heads page, {n} tokens | bertviz head_view HTML, same attention | "
                 f"{_bytes(row['ws_bytes'])} vs {alt} | "
@@ -123,7 +127,11 @@ def scaling_rows(sc: dict) -> list[str]:
         mt, me = row.get("mem_trace"), row.get("mem_eager")
         out.append(
             f"| {row['n_tokens']} | {_ms(row['trace'])} | {_ms(row['eager'])} | {_x(row['ratio'])} | "
-            + (f"{row['trace_cpu1']['median'] * 1e3:.1f} / {row['eager_cpu1']['median'] * 1e3:.1f} ms ({row['ratio_cpu1']['median']:.3f}x) | " if "trace_cpu1" in row else "– | ")
+            + (
+                f"{row['trace_cpu1']['median'] * 1e3:.1f} / {row['eager_cpu1']['median'] * 1e3:.1f} ms ({row['ratio_cpu1']['median']:.3f}x) | "
+                if "trace_cpu1" in row
+                else "– | "
+            )
             + f"{_bytes(row['trace_bytes'])} | "
             f"{_bytes(mt['peak_growth']) if mt else '–'} | {_bytes(me['peak_growth']) if me else '–'} | "
             f"{'–' if share is None else f'{share:.0%}'} |"
@@ -145,12 +153,26 @@ def render(r: dict, figure: str | None) -> str:
         "compare ratios, not absolute times)."
     )
     if r.get("partial_commands"):
-        L += ["", "Some sections were re-measured later by " + ", ".join(f"`{c}`" for c in r["partial_commands"])
-              + " (when the machine was quieter); when and under which load each section ran:", ""]
+        L += [
+            "",
+            "Some sections were re-measured later by "
+            + ", ".join(f"`{c}`" for c in r["partial_commands"])
+            + " (when the machine was quieter); when and under which load each section ran:",
+            "",
+        ]
         L += [f"- {name}: {v['at']}, load average {v['loadavg']}" for name, v in r.get("measured_at", {}).items()]
-    L += ["", "Times are medians [min–max] over the repeats after a warm-up. A ratio is the median of per-round "
-          "ratios (each round runs attnviz and the alternative back to back, in alternating order), with its min–max.", ""]
-    L += ["## Summary against the targets", "", "| what | compared with | measured | ratio | target | status |", "|---|---|---|---|---|---|"]
+    L += [
+        "",
+        "Times are medians [min–max] over the repeats after a warm-up. A ratio is the median of per-round "
+        "ratios (each round runs attnviz and the alternative back to back, in alternating order), with its min–max.",
+        "",
+    ]
+    L += [
+        "## Summary against the targets",
+        "",
+        "| what | compared with | measured | ratio | target | status |",
+        "|---|---|---|---|---|---|",
+    ]
     L += summary_rows(r)
     L.append("")
     if r.get("skipped"):
@@ -163,12 +185,23 @@ def render(r: dict, figure: str | None) -> str:
             L.append(f"| {name} | {_ms(t[name])} | {_x(ratio) if ratio else '1 (baseline)'} |")
         if "one_thread_cpu" in t:
             c = t["one_thread_cpu"]
-            L.append(f"| 1 thread, CPU time: eager / attnviz.trace | {_ms(c['eager output_attentions'])} / {_ms(c['attnviz.trace'])} | {_x(c['ratios']['attnviz.trace'])} |")
-        L += ["", f"Weights of the two paths differ by at most "
-              f"{t['max_abs_diff_weights_vs_eager']:.1e} (the capture computes exactly what eager computes, plus scores).", ""]
+            L.append(
+                f"| 1 thread, CPU time: eager / attnviz.trace | {_ms(c['eager output_attentions'])} / {_ms(c['attnviz.trace'])} | {_x(c['ratios']['attnviz.trace'])} |"
+            )
+        L += [
+            "",
+            f"Weights of the two paths differ by at most "
+            f"{t['max_abs_diff_weights_vs_eager']:.1e} (the capture computes exactly what eager computes, plus scores).",
+            "",
+        ]
     mm = r.get("mha_vs_torch")
     if mm:
-        L += ["## MultiHeadAttention vs torch (details)", "", "| run | time | ratio vs torch with weights |", "|---|---|---|"]
+        L += [
+            "## MultiHeadAttention vs torch (details)",
+            "",
+            "| run | time | ratio vs torch with weights |",
+            "|---|---|---|",
+        ]
         for name, v in mm.items():
             if isinstance(v, dict) and "median" in v:
                 ratio = mm["ratios"].get(name)
@@ -176,24 +209,36 @@ def render(r: dict, figure: str | None) -> str:
         if "one_thread_cpu" in mm:
             c = mm["one_thread_cpu"]
             names = [k for k in c if k != "ratios"]
-            L.append(f"| 1 thread, CPU time: {' / '.join(names)} | {' / '.join(_ms(c[k]) for k in names)} | {_x(c['ratios'][names[1]])} |")
-        L += ["", f"Same weights (from_torch): outputs differ by at most {mm['max_abs_diff_output']:.1e}, "
-              f"per-head weights by {mm['max_abs_diff_weights']:.1e}.", ""]
+            L.append(
+                f"| 1 thread, CPU time: {' / '.join(names)} | {' / '.join(_ms(c[k]) for k in names)} | {_x(c['ratios'][names[1]])} |"
+            )
+        L += [
+            "",
+            f"Same weights (from_torch): outputs differ by at most {mm['max_abs_diff_output']:.1e}, "
+            f"per-head weights by {mm['max_abs_diff_weights']:.1e}.",
+            "",
+        ]
     fx = r.get("fix")
     if fx:
         n = fx.get("n_tokens", "?")
-        L += ["## Before / after the fixes (same run, interleaved)", "",
-              "Fix 1: `softmax` finds all -inf rows from the result's first column instead of an amax pass over every "
-              "score (attnviz/attention.py). Fix 2: the capture copies each layer's scores and weights into arrays "
-              "allocated once per trace instead of keeping per-layer tensors and stacking them (attnviz/models.py). "
-              "Each ratio is against the baseline of its row, per round.", "",
-              "| comparison | before both fixes | fix 1 only | after | before / after time | baseline time |",
-              "|---|---|---|---|---|---|"]
+        L += [
+            "## Before / after the fixes (same run, interleaved)",
+            "",
+            "Fix 1: `softmax` finds all -inf rows from the result's first column instead of an amax pass over every "
+            "score (attnviz/attention.py). Fix 2: the capture copies each layer's scores and weights into arrays "
+            "allocated once per trace instead of keeping per-layer tensors and stacking them (attnviz/models.py). "
+            "Each ratio is against the baseline of its row, per round.",
+            "",
+            "| comparison | before both fixes | fix 1 only | after | before / after time | baseline time |",
+            "|---|---|---|---|---|---|",
+        ]
         for key, label in (
             ("mha_vs_torch", "MultiHeadAttention vs torch (wall, app threads)"),
             ("mha_vs_torch_cpu1", "MultiHeadAttention vs torch (1 thread, CPU time)"),
             ("trace_vs_eager", f"full trace vs eager, {n} tokens (wall, app threads)"),
             ("trace_vs_eager_cpu1", f"full trace vs eager, {n} tokens (1 thread, CPU time)"),
+            ("trace_vs_eager_long", f"full trace vs eager, {fx.get('long_tokens')} tokens (wall, app threads)"),
+            ("trace_vs_eager_long_cpu1", f"full trace vs eager, {fx.get('long_tokens')} tokens (1 thread, CPU time)"),
         ):
             v = fx.get(key)
             if v is None:
@@ -206,9 +251,12 @@ def render(r: dict, figure: str | None) -> str:
         L.append("")
     b = r.get("bytes")
     if b:
-        L += ["## Bytes sent to the browser (details)", "",
-              "| tokens | WebSocket bytes (frames) | heatmaps drawn | page drawn after | bertviz HTML, all layers (build time) | bertviz HTML, one layer |",
-              "|---:|---|---:|---|---|---|"]
+        L += [
+            "## Bytes sent to the browser (details)",
+            "",
+            "| tokens | WebSocket bytes (frames) | heatmaps drawn | page drawn after | bertviz HTML, all layers (build time) | bertviz HTML, one layer |",
+            "|---:|---|---:|---|---|---|",
+        ]
         for n, row in b["rows"].items():
             bv = row.get("bertviz") or {}
             L.append(
@@ -218,13 +266,18 @@ def render(r: dict, figure: str | None) -> str:
         L.append("")
     it = r.get("interaction")
     if it and it.get("variants"):
-        L += ["## Time to redraw in Chromium (details)", "",
-              f"A {it['n_tokens']}-token sentence on the Heads page ({it['heatmaps_per_view']} heatmap traces). From the key press "
-              "(Ctrl+Enter in the sentence box, or an arrow key on the layer slider): when the app showed *running*, when "
-              "it showed *not running* again, when the last chart changed, and how long the browser's main thread was "
-              "in tasks over 50 ms in between. Variants are patched copies of the app served side by side, rounds "
-              "alternating (bench/whatif.py); they are evidence for fixes, not the app as it is.", "",
-              "| app | action | all heatmaps drawn | script started | script done | browser busy |", "|---|---|---|---|---|---|"]
+        L += [
+            "## Time to redraw in Chromium (details)",
+            "",
+            f"A {it['n_tokens']}-token sentence on the Heads page ({it['heatmaps_per_view']} heatmap traces). From the key press "
+            "(Ctrl+Enter in the sentence box, or an arrow key on the layer slider): when the app showed *running*, when "
+            "it showed *not running* again, when the last chart changed, and how long the browser's main thread was "
+            "in tasks over 50 ms in between. Variants are patched copies of the app served side by side, rounds "
+            "alternating (bench/whatif.py); they are evidence for fixes, not the app as it is.",
+            "",
+            "| app | action | all heatmaps drawn | script started | script done | browser busy |",
+            "|---|---|---|---|---|---|",
+        ]
         for label, v in it["variants"].items():
             for act, key in (("new sentence", "new_sentence"), ("layer change", "layer_change")):
                 L.append(
@@ -241,27 +294,40 @@ def render(r: dict, figure: str | None) -> str:
     if c or s_:
         L += ["## Cold start and server memory (details)", ""]
         if c:
-            L.append(f"Cold start over {c['first_heatmap']['n']} fresh servers: healthy after {_s(c['healthy'])}, "
-                     f"first heatmap drawn after {_s(c['first_heatmap'])} (from the Popen; Chromium already running).")
+            L.append(
+                f"Cold start over {c['first_heatmap']['n']} fresh servers: healthy after {_s(c['healthy'])}, "
+                f"first heatmap drawn after {_s(c['first_heatmap'])} (from the Popen; Chromium already running)."
+            )
         if s_:
             each = ", ".join(f"{x:.0f}" for x in s_["rss_after_each_mb"])
-            L.append(f"\nServer RSS: {s_['rss_idle_mb']:.0f} MB idle after start; after each of {s_['n_sessions']} sessions "
-                     f"(each a new browser context tracing its own {s_['n_tokens']}-token sentence, all kept open): {each} MB; "
-                     f"{s_['rss_after_all_mb']:.0f} MB after all settled.")
+            L.append(
+                f"\nServer RSS: {s_['rss_idle_mb']:.0f} MB idle after start; after each of {s_['n_sessions']} sessions "
+                f"(each a new browser context tracing its own {s_['n_tokens']}-token sentence, all kept open): {each} MB; "
+                f"{s_['rss_after_all_mb']:.0f} MB after all settled."
+            )
         L.append("")
     sc = r.get("scaling")
     if sc:
         L += ["## Trace time and memory vs sentence length", ""]
         L += scaling_rows(sc)
-        for key, what in (("fit_cpu1", "1-thread CPU time (the quadratic-share column)"), ("fit", "wall time at the app's threads")):
+        for key, what in (
+            ("fit_cpu1", "1-thread CPU time (the quadratic-share column)"),
+            ("fit", "wall time at the app's threads"),
+        ):
             fit = sc.get(key)
             if not fit:
                 continue
             cross = fit.get("crossover_tokens")
-            L += ["", f"Least-squares fit of the median trace {what}: t(T) = {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e6:.1f} µs·T "
-                  f"+ {fit['c'] * 1e9:.2f} ns·T². "
-                  + (f"The quadratic term equals the linear one at T ≈ {cross:.0f} tokens and dominates beyond it."
-                     if cross else "The fit found no positive quadratic/linear pair (too noisy or too few sizes).")]
+            L += [
+                "",
+                f"Least-squares fit of the median trace {what}: t(T) = {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e6:.1f} µs·T "
+                f"+ {fit['c'] * 1e9:.2f} ns·T². "
+                + (
+                    f"The quadratic term equals the linear one at T ≈ {cross:.0f} tokens and dominates beyond it."
+                    if cross
+                    else "The fit found no positive quadratic/linear pair (too noisy or too few sizes)."
+                ),
+            ]
         if figure:
             L += ["", f"![trace time and memory vs length]({figure})"]
         L.append("")

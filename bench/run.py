@@ -30,33 +30,55 @@ GROUPS = ("trace", "mha", "fix", "scaling", "browser")
 FULL = dict(
     trace=dict(n_tokens=128, repeat=40, warmup=5),
     mha=dict(batch=128, n_tokens=64, d_model=512, n_head=8, repeat=40, warmup=5),
-    fix=dict(n_tokens=128, repeat=30, warmup=3),
+    fix=dict(n_tokens=128, repeat=60, warmup=5, long_tokens=512, long_repeat=20),
     scaling=dict(sizes=(16, 64, 128, 256, 512), repeat=15, warmup=3, memory_sizes=None),
     browser=dict(
-        cold_runs=3, rounds=10, warmup=2, n_tokens=20, bytes_sizes=(128, 512), sessions=8, session_tokens=128,
-        whatif=("overview unchanged by a layer change", "+ head grid without automargin and x tick labels",
-                "postScriptGC off (app unchanged)", "gc.freeze() after the model load"),
+        cold_runs=3,
+        rounds=10,
+        warmup=2,
+        n_tokens=20,
+        bytes_sizes=(128, 512),
+        sessions=8,
+        session_tokens=128,
+        whatif=(
+            "overview unchanged by a layer change",
+            "+ head grid without automargin and x tick labels",
+            "postScriptGC off (app unchanged)",
+            "gc.freeze() after the model load",
+        ),
     ),
 )
 QUICK = dict(
     trace=dict(n_tokens=16, repeat=3, warmup=1),
     mha=dict(batch=4, n_tokens=16, d_model=64, n_head=4, repeat=3, warmup=1),
-    fix=dict(n_tokens=16, repeat=3, warmup=1),
+    fix=dict(n_tokens=16, repeat=3, warmup=1, long_tokens=None),
     scaling=dict(sizes=(8, 16, 32), repeat=3, warmup=1, memory_sizes=(32,)),
     browser=dict(
-        cold_runs=1, rounds=2, warmup=1, n_tokens=20, bytes_sizes=(16, 32), sessions=2, session_tokens=16,
+        cold_runs=1,
+        rounds=2,
+        warmup=1,
+        n_tokens=20,
+        bytes_sizes=(16, 32),
+        sessions=2,
+        session_tokens=16,
         whatif=("postScriptGC off (app unchanged)",),
     ),
 )
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: checks that every bench runs")
     p.add_argument("--only", default=",".join(GROUPS), help=f"comma-separated subset of {','.join(GROUPS)}")
     p.add_argument("--no-bench-env", action="store_true", help="do not create/use bench/.venv-bench")
-    p.add_argument("--json", type=Path, default=None, help="where to write the results (default bench/out/results[-quick].json)")
-    p.add_argument("--doc", type=Path, default=None, help="Markdown to update (default docs/benchmarks.md; never for --quick)")
+    p.add_argument(
+        "--json", type=Path, default=None, help="where to write the results (default bench/out/results[-quick].json)"
+    )
+    p.add_argument(
+        "--doc", type=Path, default=None, help="Markdown to update (default docs/benchmarks.md; never for --quick)"
+    )
     args = p.parse_args(argv)
     args.only = [g.strip() for g in args.only.split(",") if g.strip()]
     bad = [g for g in args.only if g not in GROUPS]
@@ -229,7 +251,12 @@ def main(argv=None) -> int:
         log(f"[bench] wrote {_rel(doc)}")
     log(f"[bench] results in {_rel(out)}")
     print()
-    print("\n".join(["| what | compared with | measured | ratio | target | status |", "|---|---|---|---|---|---|"] + report.summary_rows(res)))
+    print(
+        "\n".join(
+            ["| what | compared with | measured | ratio | target | status |", "|---|---|---|---|---|---|"]
+            + report.summary_rows(res)
+        )
+    )
     for name, err in res["errors"].items():
         print(f"\n[bench] {name} failed:\n{err}", file=sys.stderr)
     return 1 if res["errors"] else 0

@@ -65,9 +65,7 @@ def compare(fns: dict, *, warmup: int = 3, repeat: int = 20, clock=time.perf_cou
             gc.enable()
     out = {n: Summary.of(times[n]) for n in names}
     base = names[0]
-    out["ratios"] = {
-        n: Summary.of([a / b for a, b in zip(times[n], times[base])]) for n in names[1:]
-    }
+    out["ratios"] = {n: Summary.of([a / b for a, b in zip(times[n], times[base])]) for n in names[1:]}
     out["raw"] = times
     return out
 

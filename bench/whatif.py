@@ -35,9 +35,9 @@ GRID_MARGIN = (
 
 GC_FREEZE = (
     "attnviz/ui.py",
-    "    print(f\"attnviz: loaded model {name!r} in",
+    '    print(f"attnviz: loaded model {name!r} in',
     "    import gc\n\n    gc.collect()\n    gc.freeze()  # imports + model: never garbage; later full collections skip them\n"
-    "    print(f\"attnviz: loaded model {name!r} in",
+    '    print(f"attnviz: loaded model {name!r} in',
 )
 
 WHATIF = {

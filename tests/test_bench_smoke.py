@@ -29,7 +29,17 @@ def _finite_summary(s: dict) -> None:
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "results.json"
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    cmd = [sys.executable, "-m", "bench", "--quick", "--no-bench-env", "--only", "trace,mha,fix,scaling", "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench",
+        "--quick",
+        "--no-bench-env",
+        "--only",
+        "trace,mha,fix,scaling",
+        "--json",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(out.read_text())
