@@ -148,7 +148,7 @@ def render(r: dict, figure: str | None) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores ({m['cores_usable']} usable), {m['memory_gb']} GB RAM, {m['os']}; "
         f"Python {m['python']}, torch {m['torch']} ({m['torch_threads']} threads, as the dashboard sets them), "
         f"transformers {m['transformers']}, streamlit {m['streamlit']}, plotly {m['plotly']}, numpy {m['numpy']}, "
-        f"bertviz {m['bertviz']} (bench environment only), playwright {m['playwright']}, Chromium {r.get('chromium', '?')}. "
+        f"bertviz {m['bertviz']} (bench environment only), playwright {m['playwright']}, {r.get('chromium', 'Chromium ?')}. "
         f"Load average at start {m['loadavg_start']}, at end {r.get('loadavg_end')} (the machine is shared: "
         "compare ratios, not absolute times)."
     )
@@ -157,7 +157,7 @@ def render(r: dict, figure: str | None) -> str:
             "",
             "Some sections were re-measured later by "
             + ", ".join(f"`{c}`" for c in r["partial_commands"])
-            + " (when the machine was quieter); when and under which load each section ran:",
+            + " (partial runs merge into the last results); when and under which load each section ran:",
             "",
         ]
         L += [f"- {name}: {v['at']}, load average {v['loadavg']}" for name, v in r.get("measured_at", {}).items()]

@@ -263,7 +263,8 @@ def main(argv=None) -> int:
 
 
 def _rel(p) -> str:
+    """A path relative to the checkout when it is inside it (symlinks not followed: .venv/bin/python stays)."""
     try:
-        return str(Path(p).resolve().relative_to(ROOT)) if Path(p).is_absolute() else str(p)
+        return str(Path(os.path.abspath(p)).relative_to(ROOT))
     except ValueError:
         return str(p)
