@@ -59,7 +59,7 @@ if tr.n_layer > 1:  # our module is one layer: its overview would repeat the gri
     st.subheader("All layers × heads")
     st.caption("Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above.")
     st.plotly_chart(
-        hm.overview(tr, stage, selected=(layer, head)),
+        hm.overview(tr, stage),  # no selected-tile outline: the overview then need not redraw on a layer change
         key="overview",
         on_select=_open_tile,
         selection_mode="points",

@@ -188,14 +188,17 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
             col=h % cols + 1,
         )
     tick_x, tick_y = ticks(trace.tokens, start, stop, MAX_TICKS // 2), ticks(trace.tokens, start, stop, MAX_TICKS // 2)
-    fig.update_xaxes(**tick_x, tickangle=-60, tickfont_size=9, showgrid=False, range=[start - 0.5, stop - 0.5])
-    fig.update_yaxes(**tick_y, tickfont_size=9, showgrid=False, range=[stop - 0.5, start - 0.5])
+    # Fixed margins and no key labels under the panels: with 2 x n_head axes, Plotly's automatic margin
+    # passes and tick-label layout were most of the browser's redraw time (bench/whatif.py, docs/benchmarks.md).
+    # The keys are named in the hover and on the large single-head view below.
+    fig.update_xaxes(**tick_x, showticklabels=False, automargin=False, showgrid=False, range=[start - 0.5, stop - 0.5])
+    fig.update_yaxes(**tick_y, tickfont_size=9, automargin=False, showgrid=False, range=[stop - 0.5, start - 0.5])
     fig.update_annotations(font_size=12)
     panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
     fig.update_layout(
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
-        height=rows * panel + 150,
-        margin=dict(l=10, r=10, t=40, b=10),
+        height=rows * panel + 100,
+        margin=dict(l=100, r=10, t=60, b=10),
         title=dict(text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"),
     )
     return fig
