@@ -154,7 +154,7 @@ def trace_module(
     with torch.inference_mode():
         _, st = module(x, mask=mask, causal=causal, scale=scale, fill=fill)  # stages [nh, T, T]
     causal_used = module.causal if causal is None else causal
-    full_mask = mask & torch.ones(T, T, dtype=torch.bool).tril() if causal_used else mask
+    full_mask = module.build_mask(1, T, T, mask, causal=causal)[0, 0]  # exactly the mask forward applied
     used_scale = 1.0 / np.sqrt(module.d_head) if scale is None else float(scale)
     options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hide, scale=scale, fill=fill).items()))
     return AttentionTrace(

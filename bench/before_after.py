@@ -74,19 +74,8 @@ def fixes(
     old_recorder = ("attnviz.models", "_Recorder", _recorder_before_fix())
 
     torch.set_num_threads(core.app_threads())
-    torch.manual_seed(0)
     d, h, b, t = mha_sizes["d_model"], mha_sizes["n_head"], mha_sizes["batch"], mha_sizes["n_tokens"]
-    theirs = torch.nn.MultiheadAttention(d, h, batch_first=True).eval()
-    ours = attnviz.MultiHeadAttention.from_torch(theirs).eval()
-    x = torch.randn(b, t, d)
-
-    def run_theirs():
-        with torch.inference_mode():
-            return theirs(x, x, x, need_weights=True, average_attn_weights=False)
-
-    def run_ours():
-        with torch.inference_mode():
-            return ours(x)
+    _, _, run_theirs, run_ours = core.mha_pair(b, t, d, h)
 
     lm, eager = core.models()
     mha_fns = {"torch": run_theirs, "before": _with(run_ours, old_softmax), "after": run_ours}

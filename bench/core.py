@@ -120,13 +120,10 @@ def trace_overhead(n_tokens: int = 128, repeat: int = 30, warmup: int = 5) -> di
 # --- 2. our MultiHeadAttention vs torch.nn.MultiheadAttention ------------------------------------------
 
 
-def mha_vs_torch(
-    batch: int = 128, n_tokens: int = 64, d_model: int = 512, n_head: int = 8, repeat: int = 30, warmup: int = 5
-) -> dict:
-    """Seed 000's sizes. Both return per-head weights; same weights via MultiHeadAttention.from_torch."""
+def mha_pair(batch: int, n_tokens: int, d_model: int, n_head: int):
+    """torch's module, an input, and two callables: torch with per-head weights, and ours with the same weights."""
     from attnviz import MultiHeadAttention
 
-    torch.set_num_threads(app_threads())
     torch.manual_seed(0)
     theirs = torch.nn.MultiheadAttention(d_model, n_head, batch_first=True).eval()
     ours = MultiHeadAttention.from_torch(theirs).eval()
@@ -139,6 +136,17 @@ def mha_vs_torch(
     def run_ours():
         with torch.inference_mode():
             return ours(x)
+
+    return theirs, x, run_theirs, run_ours
+
+
+def mha_vs_torch(
+    batch: int = 128, n_tokens: int = 64, d_model: int = 512, n_head: int = 8, repeat: int = 30, warmup: int = 5
+) -> dict:
+    """Seed 000's sizes. Both return per-head weights; same weights via MultiHeadAttention.from_torch."""
+
+    torch.set_num_threads(app_threads())
+    theirs, x, run_theirs, run_ours = mha_pair(batch, n_tokens, d_model, n_head)
 
     def run_theirs_no_weights():
         with torch.inference_mode():

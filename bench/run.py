@@ -41,8 +41,6 @@ FULL = dict(
         sessions=8,
         session_tokens=128,
         whatif=(
-            "overview unchanged by a layer change",
-            "+ head grid without automargin and x tick labels",
             "postScriptGC off (app unchanged)",
             "gc.freeze() after the model load",
         ),

@@ -13,26 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ROOT / "bench" / "out" / "variant"
 COPY = ("app.py", "attnviz", "pages", ".streamlit")
+# The overview / head-grid redraw variants measured earlier are now part of the app (docs/benchmarks.md).
 
 # (file, old text, new text)
-OVERVIEW_STATIC = (
-    "pages/heads.py",
-    "hm.overview(tr, stage, selected=(layer, head))",
-    "hm.overview(tr, stage)",
-)
-GRID_LIGHT = (
-    "attnviz/plots/heatmaps.py",
-    "    fig.update_annotations(font_size=12)\n    panel = max(160",
-    "    fig.update_xaxes(automargin=False, showticklabels=False)\n"
-    "    fig.update_yaxes(automargin=False)\n"
-    "    fig.update_annotations(font_size=12)\n    panel = max(160",
-)
-GRID_MARGIN = (
-    "attnviz/plots/heatmaps.py",
-    'margin=dict(l=10, r=10, t=40, b=10),\n        title=dict(text=f"{_where(trace, layer)}',
-    'margin=dict(l=90, r=10, t=60, b=10),\n        title=dict(text=f"{_where(trace, layer)}',
-)
-
 GC_FREEZE = (
     "attnviz/ui.py",
     '    print(f"attnviz: loaded model {name!r} in',
@@ -41,16 +24,6 @@ GC_FREEZE = (
 )
 
 WHATIF = {
-    "overview unchanged by a layer change": dict(
-        patches=[OVERVIEW_STATIC],
-        why="pages/heads.py: draw the overview without the selected-tile outline, so its spec (and the chart) "
-        "does not change when only the layer changes",
-    ),
-    "+ head grid without automargin and x tick labels": dict(
-        patches=[OVERVIEW_STATIC, GRID_LIGHT, GRID_MARGIN],
-        why="attnviz/plots/heatmaps.py head_grid: automargin=False on every axis, no x tick labels in the grid "
-        "(the hover and the one-head chart name the tokens), fixed margins instead",
-    ),
     "gc.freeze() after the model load": dict(
         patches=[GC_FREEZE],
         why="attnviz/ui.py get_model: gc.collect(); gc.freeze() once the model is loaded, so Streamlit's full "

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-from helpers import APP, array, figures
-from streamlit.testing.v1 import AppTest
-
+from helpers import array, figures, run_page
 
 
 def z(at, figure: str, name: str | None = None) -> np.ndarray:
@@ -22,9 +19,7 @@ def bar(at, name: str) -> np.ndarray:
 
 @pytest.fixture
 def page():
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page("pages/masks.py").run()
+    at = run_page("pages/masks.py")
     assert not at.exception, [e.value for e in at.exception]
     return at
 

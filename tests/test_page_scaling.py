@@ -6,11 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from helpers import APP, array, figures
-from streamlit.testing.v1 import AppTest
+from helpers import array, figures, run_page
 
 import attnviz
-
 
 
 def trace_named(fig: dict, name: str) -> dict:
@@ -22,9 +20,7 @@ def trace_named(fig: dict, name: str) -> dict:
 
 @pytest.fixture
 def page():
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page("pages/scaling.py").run()
+    at = run_page("pages/scaling.py")
     assert not at.exception, [e.value for e in at.exception]
     return at
 
