@@ -4,14 +4,14 @@ import streamlit as st
 
 from attnviz import ui
 
-st.set_page_config(page_title="attnviz: see transformer attention", page_icon=":material/visibility:", layout="wide")
+st.set_page_config(page_title="attnviz: see transformer attention", page_icon="🔍", layout="wide")
 ui.setup()
 
 PAGES = [
-    st.Page("pages/heads.py", title="Heads", icon=":material/grid_view:", default=True),
-    st.Page("pages/scaling.py", title="Scaling", icon=":material/functions:"),
-    st.Page("pages/masks.py", title="Masks", icon=":material/visibility_off:"),
-    st.Page("pages/module.py", title="Our module", icon=":material/build:"),
+    st.Page("app_pages/heads.py", title="Heads", icon=":material/grid_view:", default=True),
+    st.Page("app_pages/scaling.py", title="Scaling", icon=":material/functions:"),
+    st.Page("app_pages/masks.py", title="Masks", icon=":material/visibility_off:"),
+    st.Page("app_pages/module.py", title="Our module", icon=":material/build:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()

@@ -1,19 +1,21 @@
 """attnviz: see every stage of transformer attention (scores, scaled, masked, weights).
 
-    import attnviz
-    model = attnviz.load_model()                    # bundled all-MiniLM-L6-v2, offline
-    trace = attnviz.trace(model, "The cat sat on the mat.")
-    trace.weights.shape                             # [layer, head, query, key]
+import attnviz
+model = attnviz.load_model()                    # bundled all-MiniLM-L6-v2, offline
+trace = attnviz.trace(model, "The cat sat on the mat.")
+trace.layer(0).weights.shape                    # [head, query, key]
 """
 
 from __future__ import annotations
 
+from .analysis.law import LawRow, sqrt_d_law
 from .attention import (
-    FILLS,
+    DEFAULT_FILL,
     MultiHeadAttention,
     Stages,
     attention,
     causal_mask,
+    default_scale,
     seeded_module,
     seeded_vectors,
     softmax,
@@ -21,26 +23,25 @@ from .attention import (
     valid_length_mask,
 )
 from .errors import AttnvizError, InputError, ModelLoadError
-from .models import BUNDLED, LoadedModel, attention_inputs, load_model, trace_pretrained
-from .own import ModuleSource, trace_module
-from .scaling import LawRow, sqrt_d_law
-from .trace import STAGES, AttentionTrace
+from .hf import BUNDLED, LoadedModel, attention_inputs, load_model, module_from_layer, trace_pretrained
+from .scratch import ModuleSource, trace_module
+from .trace import STAGES, AttentionTrace, LayerRecord, Provenance
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
-def trace(model, text: str, **options) -> AttentionTrace:
+def trace(source, text: str, **options) -> AttentionTrace:
     """Trace attention on `text` for a LoadedModel (pretrained) or a ModuleSource (our own module).
 
     Options for pretrained models: pair, pad_to, pad_mask, causal, hide, layers, scale, fill, max_tokens.
     Options for our module: pair, causal, hide, scale, fill, max_tokens.
     """
-    if isinstance(model, ModuleSource):
-        return trace_module(model, text, **options)
-    if isinstance(model, LoadedModel):
-        return trace_pretrained(model, text, **options)
+    if isinstance(source, ModuleSource):
+        return trace_module(source, text, **options)
+    if isinstance(source, LoadedModel):
+        return trace_pretrained(source, text, **options)
     raise AttnvizError(
-        f"attnviz.trace needs a model from attnviz.load_model() or an attnviz.ModuleSource, got {type(model).__name__}."
+        f"attnviz.trace needs a model from attnviz.load_model() or an attnviz.ModuleSource, got {type(source).__name__}."
     )
 
 
@@ -48,19 +49,23 @@ __all__ = [
     "AttentionTrace",
     "AttnvizError",
     "BUNDLED",
-    "FILLS",
+    "DEFAULT_FILL",
     "InputError",
     "LawRow",
+    "LayerRecord",
     "LoadedModel",
     "ModelLoadError",
     "ModuleSource",
     "MultiHeadAttention",
+    "Provenance",
     "STAGES",
     "Stages",
     "attention",
     "attention_inputs",
     "causal_mask",
+    "default_scale",
     "load_model",
+    "module_from_layer",
     "seeded_module",
     "seeded_vectors",
     "softmax",

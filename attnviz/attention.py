@@ -25,20 +25,26 @@ from torch import nn
 
 from .errors import AttnvizError, InputError
 
-#: Fill values people meet in the wild: seed 000 uses -10000, many codebases -1e9, seed 001 -inf.
-#: Hugging Face models use the dtype's minimum (about -3.4e38 in float32).
-FILLS = {"-10000": -10000.0, "-1e9": -1e9, "-inf": float("-inf"), "min": float(torch.finfo(torch.float32).min)}
-DEFAULT_FILL = FILLS["min"]
+#: What masked cells become before the softmax, as Hugging Face models do it: the float32 minimum
+#: (about -3.4e38). Other common choices are -10000, -1e9 and -inf; see `softmax` for fully masked rows.
+DEFAULT_FILL = float(torch.finfo(torch.float32).min)
 
 
 MAX_SCALE = 1e4  # scores are O(10-100); a larger multiplier only overflows float32 towards inf
+
+
+def default_scale(d_head: int) -> float:
+    """1/sqrt(d_head): brings Var(q.k) back to 1 when q and k have unit-variance entries."""
+    return 1.0 / math.sqrt(d_head)
 
 
 def check_scale(scale: float) -> float:
     """A usable scale: finite, non-zero and small enough that scores * scale stays finite in float32."""
     scale = float(scale)
     if not math.isfinite(scale) or scale == 0 or abs(scale) > MAX_SCALE:
-        raise InputError(f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}.")
+        raise InputError(
+            f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}."
+        )
     return scale
 
 
@@ -103,8 +109,7 @@ def attention(
 
     q: [..., Tq, d], k: [..., Tk, d], v: [..., Tk, dv] -> output [..., Tq, dv].
     """
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = default_scale(q.shape[-1]) if scale is None else scale
     scores = q @ k.transpose(-2, -1)  # [..., Tq, Tk]
     stages = stages_from_scores(scores, scale, mask, fill)
     return stages.weights @ v, stages
@@ -120,7 +125,7 @@ def causal_mask(n_query: int, n_key: int | None = None, device=None) -> torch.Te
 
 
 def valid_length_mask(valid_lens: torch.Tensor, n_query: int, n_key: int) -> torch.Tensor:
-    """Padding mask from valid lengths (seed 001): [batch] or [batch, Tq] -> [batch, 1, Tq, Tk].
+    """Padding mask from valid lengths: [batch] or [batch, Tq] -> [batch, 1, Tq, Tk].
 
     Key j is visible to a query when j < valid_len; a [batch, Tq] tensor gives one length per query.
     """
@@ -128,13 +133,15 @@ def valid_length_mask(valid_lens: torch.Tensor, n_query: int, n_key: int) -> tor
     if valid_lens.dim() == 1:
         valid_lens = valid_lens[:, None].expand(-1, n_query)  # [B, Tq]
     if valid_lens.shape[-1] != n_query:
-        raise AttnvizError(f"valid_lens has {valid_lens.shape[-1]} entries per row, expected {n_query} (one per query).")
+        raise AttnvizError(
+            f"valid_lens has {valid_lens.shape[-1]} entries per row, expected {n_query} (one per query)."
+        )
     keys = torch.arange(n_key, device=valid_lens.device)
     return (keys[None, None, :] < valid_lens[:, :, None])[:, None]  # [B, 1, Tq, Tk]
 
 
 def as_bool_mask(mask: torch.Tensor) -> torch.Tensor:
-    """Accept boolean masks (True = may attend) and seed-000-style 0/1 masks (0 = blocked)."""
+    """Accept boolean masks (True = may attend) and 0/1 masks (0 = blocked)."""
     mask = torch.as_tensor(mask)
     return mask if mask.dtype == torch.bool else mask != 0
 
@@ -145,8 +152,9 @@ def as_bool_mask(mask: torch.Tensor) -> torch.Tensor:
 class MultiHeadAttention(nn.Module):
     """Multi-head attention written from scratch, keeping every stage of every head.
 
-    Separate q, k, v and output projections (as in seed 000); heads are split and merged with
-    explicit reshapes. `forward` returns `(output, stages)`, stages shaped [batch, head, query, key].
+    Separate q, k, v and output projections; heads are split and merged with explicit reshapes.
+    `forward` returns `(output, stages)`, stages shaped [batch, head, query, key]. Queries may come from
+    one sequence and keys and values from another (cross-attention: Tq queries over Tk keys).
     """
 
     def __init__(self, d_model: int, n_head: int, bias: bool = True, causal: bool = False):
@@ -159,7 +167,7 @@ class MultiHeadAttention(nn.Module):
                 f"dimensions. Try n_head in {[h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]}."
             )
         self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
-        self.causal = causal  # used when forward(causal=None); from_pretrained_layer sets it for GPT-2
+        self.causal = causal  # used when forward(causal=None); a copied decoder layer sets it
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
@@ -177,6 +185,13 @@ class MultiHeadAttention(nn.Module):
         batch, _, time, _ = x.shape
         x = x.transpose(1, 2)  # (B, T, nh, hd)
         return x.reshape(batch, time, self.d_model)  # (B, T, d_model)
+
+    def project(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """[B, T, d_model] inputs -> per-head queries, keys and values [B, nh, T, hd]."""
+        qh = self.split_heads(self.w_q(q))  # (B, nh, Tq, hd)
+        kh = self.split_heads(self.w_k(k))  # (B, nh, Tk, hd)
+        vh = self.split_heads(self.w_v(v))  # (B, nh, Tk, hd)
+        return qh, kh, vh
 
     def build_mask(
         self, batch: int, n_query: int, n_key: int, mask=None, valid_lens=None, causal: bool | None = None, device=None
@@ -228,11 +243,9 @@ class MultiHeadAttention(nn.Module):
             raise AttnvizError(f"k and v must have the same length, got {k.shape[1]} and {v.shape[1]}.")
         batch, n_query, n_key = q.shape[0], q.shape[1], k.shape[1]
 
-        qh = self.split_heads(self.w_q(q))  # (B, nh, Tq, hd)
-        kh = self.split_heads(self.w_k(k))  # (B, nh, Tk, hd)
-        vh = self.split_heads(self.w_v(v))  # (B, nh, Tk, hd)
+        qh, kh, vh = self.project(q, k, v)
         full_mask = self.build_mask(batch, n_query, n_key, mask, valid_lens, causal, device=q.device)
-        scale = 1.0 / math.sqrt(self.d_head) if scale is None else scale
+        scale = default_scale(self.d_head) if scale is None else scale
         context, stages = attention(qh, kh, vh, full_mask, scale, fill)  # (B, nh, Tq, hd)
         output = self.w_o(self.merge_heads(context))  # (B, Tq, d_model)
         if unbatched:
@@ -243,12 +256,12 @@ class MultiHeadAttention(nn.Module):
     # --- loading weights from elsewhere ---
 
     @classmethod
-    def from_torch(cls, m: nn.MultiheadAttention) -> "MultiHeadAttention":
-        """Copy a torch.nn.MultiheadAttention, unpacking its packed in_proj weights (seed 003).
+    def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Copy a torch.nn.MultiheadAttention, unpacking its packed in_proj weights.
 
         in_proj_weight is [3*d, d]: rows [0, d) project queries, [d, 2d) keys, [2d, 3d) values.
         """
-        if not m._qkv_same_embed_dim:
+        if m.kdim != m.embed_dim or m.vdim != m.embed_dim:
             raise AttnvizError("from_torch needs q, k and v of the same size (kdim == vdim == embed_dim).")
         if m.bias_k is not None or m.add_zero_attn:
             raise AttnvizError("from_torch does not support add_bias_kv or add_zero_attn.")
@@ -265,28 +278,6 @@ class MultiHeadAttention(nn.Module):
                 for lin, b in ((ours.w_q, b_q), (ours.w_k, b_k), (ours.w_v, b_v)):
                     lin.bias.copy_(b)
                 ours.w_o.bias.copy_(m.out_proj.bias)
-        return ours
-
-    @classmethod
-    def from_pretrained_layer(cls, model, layer: int) -> "MultiHeadAttention":
-        """Copy the attention projections of one layer of a pretrained model.
-
-        `model` is an `attnviz.LoadedModel` or a transformers model. Run on the input of that layer's
-        attention (`attnviz.attention_inputs`), the copy reproduces the layer's weights and its
-        attention output (before the residual connection). BERT-style and GPT-2 layers are supported.
-        """
-        from .models import pretrained_attention_projections  # models is the only transformers importer
-
-        proj = pretrained_attention_projections(model, layer)
-        d_model, n_head = proj["w_q"].shape[1], proj["n_head"]
-        ours = cls(d_model, n_head, bias=proj["b_q"] is not None, causal=proj["causal"])
-        with torch.no_grad():
-            for name in ("q", "k", "v", "o"):
-                lin = getattr(ours, f"w_{name}")
-                lin.weight.copy_(proj[f"w_{name}"])
-                if proj[f"b_{name}"] is not None:
-                    lin.bias.copy_(proj[f"b_{name}"])
-        ours.pretrained_scale = proj["scale"]
         return ours
 
 

@@ -1,25 +1,22 @@
 """A small thread-safe LRU cache bounded by bytes as well as entries.
 
-Streamlit's caches bound entries only, and one 512-token trace of a 6 x 12 model holds ~150 MB
-(scores and weights, float32), so a count-bounded cache could grow to gigabytes on a shared server.
+Streamlit's caches bound entries only; traces of long texts on big models (and the layers they have computed)
+differ in size by orders of magnitude, so the dashboard's shared trace cache is bounded by bytes.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable, Hashable, TypeVar
-
-import numpy as np
+from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 V = TypeVar("V")
 
 
 def nbytes(obj) -> int:
-    """Bytes held by the numpy arrays of a dataclass-like object (its other fields are negligible)."""
-    fields = getattr(obj, "__dataclass_fields__", None)
-    values = (getattr(obj, f) for f in fields) if fields else [obj]
-    return sum(v.nbytes for v in values if isinstance(v, np.ndarray))
+    """Bytes an object holds: its own `nbytes` (numpy arrays, AttentionTrace), else 0."""
+    return int(getattr(obj, "nbytes", 0) or 0)
 
 
 class BytesLRU:
@@ -44,6 +41,10 @@ class BytesLRU:
                     _, (_, old) = self._items.popitem(last=False)
                     self.bytes -= old
         return value
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
 
     def __len__(self) -> int:
         return len(self._items)

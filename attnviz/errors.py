@@ -11,3 +11,14 @@ class ModelLoadError(AttnvizError):
 
 class InputError(AttnvizError):
     """Text or options that cannot be traced."""
+
+
+def check_index(name: str, index, size: int) -> int:
+    """`index` as an int in 0..size-1 (negative counts from the end), else an InputError naming the range."""
+    try:
+        i = int(index)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a whole number, got {index!r}.") from None
+    if not -size <= i < size:
+        raise InputError(f"{name.capitalize()} {i} does not exist: choose {name} 0..{size - 1}.")
+    return i % size

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 
-from .errors import AttnvizError
+from .errors import check_index
 from .trace import AttentionTrace
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -27,14 +27,9 @@ def _cell(token: str) -> str:
     return "'" + token if len(token) > 1 and token.startswith(_FORMULA_START) else token
 
 
-def _check(trace: AttentionTrace, layer: int) -> None:
-    if not 0 <= layer < trace.n_layer:
-        raise AttnvizError(f"layer {layer} out of range 0..{trace.n_layer - 1}")
-
-
 def file_name(trace: AttentionTrace, layer: int, ext: str) -> str:
     """attnviz_<model>_layer<k>.<ext>, safe for every file system."""
-    name = "module" if trace.source == "module" else trace.model_name.split(" (")[0]
+    name = "module" if trace.provenance.kind == "module" else trace.model_name.split(" (")[0]
     model = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60]
     return f"attnviz_{model or 'trace'}_layer{layer}.{ext}"
 
@@ -46,26 +41,34 @@ def layer_csv(trace: AttentionTrace, layer: int) -> bytes:
     """
     import pandas as pd
 
-    _check(trace, layer)
+    layer = check_index("layer", layer, trace.n_layer)
     n_head, n = trace.n_head, trace.n_tokens
     h, q, k = (a.ravel() for a in np.meshgrid(np.arange(n_head), np.arange(n), np.arange(n), indexing="ij"))
     toks = np.array([_cell(t) for t in trace.tokens], dtype=object)
-    cols = {"layer": np.full(h.size, layer), "head": h, "query": q, "query_token": toks[q], "key": k, "key_token": toks[k]}
+    cols = {
+        "layer": np.full(h.size, layer),
+        "head": h,
+        "query": q,
+        "query_token": toks[q],
+        "key": k,
+        "key_token": toks[k],
+    }
     for s in trace.stages:
-        cols[s] = np.asarray(trace.stage(s)[layer], dtype=np.float32).ravel()
+        cols[s] = np.asarray(trace.stage(s, layer), dtype=np.float32).ravel()
     if not trace.weights_only:
-        cols["may_attend"] = np.broadcast_to(trace.mask[layer], (n_head, n, n)).ravel().astype(np.int8)
+        cols["may_attend"] = np.broadcast_to(trace.layer_mask(layer), (n_head, n, n)).ravel().astype(np.int8)
     return pd.DataFrame(cols).to_csv(index=False, float_format="%.7g", lineterminator="\n").encode("utf-8")
 
 
 def layer_npz(trace: AttentionTrace, layer: int) -> bytes:
     """Arrays [head, query, key] for every available stage, plus tokens, scale, fill and mask of the layer."""
-    _check(trace, layer)
+    layer = check_index("layer", layer, trace.n_layer)
     out = {"tokens": np.array(trace.tokens, dtype=str), "layer": np.array(layer)}
     for s in trace.stages:
-        out[s] = np.asarray(trace.stage(s)[layer], dtype=np.float32)
+        out[s] = np.asarray(trace.stage(s, layer), dtype=np.float32)
     if not trace.weights_only:
-        out.update(scale=np.array(trace.scale[layer]), fill=np.array(trace.fill[layer]), mask=trace.mask[layer])
+        record = trace.records[layer]
+        out.update(scale=np.array(record.scale), fill=np.array(record.fill), mask=trace.layer_mask(layer))
     buf = io.BytesIO()
     np.savez_compressed(buf, **out)
     return buf.getvalue()

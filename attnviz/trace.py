@@ -1,167 +1,319 @@
-"""AttentionTrace: one immutable record of what attention did on one sentence, every layer and head."""
+"""AttentionTrace: the record of what attention did on one input, every layer and head.
+
+Axes everywhere: [layer, head, query, key]; query and key lengths may differ (cross-attention).
+
+A trace stores what the stages are made from, per layer: q and k as the model used them (after position
+encoding; k with its key/value heads not yet shared out), the scale, the boolean mask (True = may attend),
+the fill for masked cells and any additive bias. A layer's four stages are computed when asked for, so a
+trace grows linearly with the tokens, not with their square. Families whose attention code cannot be
+reached give only their final weights: a weights-only trace stores those.
+"""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from .attention import DEFAULT_FILL, Stages, check_scale, stages_from_scores
-from .errors import AttnvizError
+from .errors import AttnvizError, check_index
 
 STAGES = ("scores", "scaled", "masked", "weights")
+_LAYER_CACHE = 2  # computed layers kept per trace: a page switching stages or heads does not recompute
 
 
-def _frozen(a, dtype) -> np.ndarray | None:
-    if a is None:
-        return None
-    a = np.ascontiguousarray(a, dtype=dtype)
-    if not a.flags.owndata:  # a view of someone else's memory (a slice, a torch tensor): could change under us
-        a = a.copy()
+@dataclass(frozen=True, eq=False)
+class LayerRecord:
+    """What one layer's stages are made from (one batch item).
+
+    q     [head, query, d_head]       queries as the model used them
+    k     [kv_head, key, d_head]      keys; kv_head divides head (grouped-query attention shares each)
+    scores [head, query, key]         instead of q and k, for stages given as arrays (`from_scores`)
+    scale                              what the model multiplied q.k by
+    mask  [query, key] bool           True = may attend
+    fill                               what masked cells were replaced by before the softmax
+    bias  [head or 1, query, key]     additive position bias some models put in the mask, else None
+    """
+
+    q: torch.Tensor | None
+    k: torch.Tensor | None
+    scale: float
+    mask: torch.Tensor
+    fill: float
+    bias: torch.Tensor | None = None
+    scores: torch.Tensor | None = None
+
+    @property
+    def n_head(self) -> int:
+        return (self.q if self.scores is None else self.scores).shape[0]
+
+    @property
+    def n_query(self) -> int:
+        return (self.q if self.scores is None else self.scores).shape[1]
+
+    @property
+    def n_key(self) -> int:
+        return self.k.shape[1] if self.scores is None else self.scores.shape[2]
+
+    def stages(self, heads=None, queries: slice | None = None, scale=None, mask=None, fill=None) -> Stages:
+        """The four stages in float32 torch tensors [head, query, key] (on the record's device)."""
+        heads = slice(None) if heads is None else heads
+        queries = slice(None) if queries is None else queries
+        mask = self.mask if mask is None else torch.as_tensor(mask, dtype=torch.bool, device=self.mask.device)
+        bias = None if self.bias is None else self.bias.expand(self.n_head, -1, -1)[heads, queries].float()
+        return stages_from_scores(
+            self.raw_scores(heads, queries),
+            self.scale if scale is None else scale,
+            mask[queries],
+            self.fill if fill is None else fill,
+            bias=bias,
+        )
+
+    def raw_scores(self, heads=slice(None), queries=slice(None)) -> torch.Tensor:
+        """q.k^T in float32, [head, query, key]."""
+        if self.scores is not None:
+            return self.scores[heads, queries].float()
+        q, k = self.q, self.k
+        if k.shape[0] != q.shape[0]:  # grouped-query attention: each key head serves several query heads
+            k = k.repeat_interleave(q.shape[0] // k.shape[0], dim=0)
+        return q[heads, queries].float() @ k[heads].float().transpose(-2, -1)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held, the mask left out (layers often share one)."""
+        return sum(_bytes(t) for t in (self.q, self.k, self.bias, self.scores))
+
+
+def _bytes(t: torch.Tensor | None) -> int:
+    return 0 if t is None else t.element_size() * t.nelement()
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What produced a trace, so anyone can reproduce it."""
+
+    model: str = ""  # the model's label (hub id, folder, "all-MiniLM-L6-v2 (bundled)" or our module's description)
+    kind: str = "pretrained"  # "pretrained", "module" (our MultiHeadAttention) or "attentions" (given weights)
+    revision: str = ""
+    dtype: str = "float32"
+    device: str = "cpu"
+    attn_implementation: str = ""
+    options: tuple = ()  # the experiment, as sorted (name, value) pairs
+    input_ids: tuple[int, ...] = ()
+    n_dropped: int = 0  # tokens cut off because the text was longer than the limit
+
+
+def _read_only(a, dtype) -> np.ndarray:
+    a = np.array(a, dtype=dtype)  # always a copy: nobody else holds a reference that could change it
     a.setflags(write=False)
     return a
 
 
-def _per_layer(name: str, value, n_layer: int) -> np.ndarray:
-    """One number for every layer, or one per layer."""
-    value = np.asarray(value, dtype=np.float64)
-    if value.size not in (1, n_layer) or value.ndim > 1:
-        raise AttnvizError(f"{name} must be one number or one per layer ({n_layer}), got shape {value.shape}")
-    return _frozen(np.broadcast_to(value.reshape(-1), (n_layer,)), np.float64)
-
-
 @dataclass(frozen=True, eq=False)
 class AttentionTrace:
-    """Every stage of attention for one sentence; arrays are numpy, read-only, axis order [layer, head, query, key].
+    """Every stage of attention for one input; numpy out, axis order [layer, head, query, key].
 
-    scores   float32 [L, H, T, T]  raw q.k^T, before scaling and mask (None when weights-only)
-    scale    float64 [L]           what the model multiplied scores by
-    mask     bool    [L, T, T]     True where the query may attend the key
-    fill     float64 [L]           what masked cells were replaced by before the softmax
-    weights  float32 [L, H, T, T]  the softmax weights the model used
-    bias     float32 [L, H, T, T]  additive position bias some models put in the mask (T5-style), else None
-
-    `scaled` and `masked` are derived, so stored stages cannot disagree.
-    A weights-only trace (model families that bypass transformers' attention seam) has scores,
-    scale, mask and fill set to None; `stages` says which stages exist and `notes` says why.
+    Per layer (the normal path, what pages use): `layer(i)` -> Stages of [head, query, key] float32 arrays,
+    `head(i, h, queries=...)` for one head or a window of queries. Whole-trace arrays (`weights`, `scores`,
+    `scaled`, `masked`, `mask`, `scale`, `fill`) stack every layer and suit small traces.
     """
 
-    tokens: tuple[str, ...]
-    weights: np.ndarray
-    scores: np.ndarray | None = None
-    scale: np.ndarray | None = None
-    mask: np.ndarray | None = None
-    fill: np.ndarray | None = None
-    bias: np.ndarray | None = None
-    model_name: str = ""
-    source: str = "pretrained"  # "pretrained" or "module" (our MultiHeadAttention)
+    tokens: tuple[str, ...]  # query tokens
+    records: tuple[LayerRecord, ...] | None = None
+    stored_weights: np.ndarray | None = None  # [layer, head, query, key] for weights-only traces
+    key_tokens: tuple[str, ...] | None = None  # None: the same as tokens (self-attention)
     d_head: int = 0
-    n_dropped: int = 0  # tokens cut off because the text was longer than the model's limit
-    options: tuple = ()  # the experiment that produced this trace, as sorted (name, value) pairs
-    notes: tuple[str, ...] = field(default=())
+    provenance: Provenance = field(default_factory=Provenance)
+    notes: tuple[str, ...] = ()
+    _cache: dict = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         set_("tokens", tuple(str(t) for t in self.tokens))
-        set_("weights", _frozen(self.weights, np.float32))
-        set_("scores", _frozen(self.scores, np.float32))
-        set_("mask", _frozen(self.mask, bool))
-        set_("bias", _frozen(self.bias, np.float32))
+        set_("key_tokens", self.tokens if self.key_tokens is None else tuple(str(t) for t in self.key_tokens))
         set_("notes", tuple(self.notes))
-        set_("options", tuple(self.options))
-        if self.weights.ndim != 4:
-            raise AttnvizError(f"weights must be [layer, head, query, key], got shape {self.weights.shape}")
-        L, H, T, K = self.weights.shape
-        if T != K or T != len(self.tokens):
-            raise AttnvizError(f"weights {self.weights.shape} do not match {len(self.tokens)} tokens")
-        if self.scores is None:
-            if any(x is not None for x in (self.scale, self.mask, self.fill, self.bias)):
-                raise AttnvizError("scale, mask, fill and bias need scores")
-            return
-        set_("scale", _per_layer("scale", self.scale, L))
-        set_("fill", _per_layer("fill", DEFAULT_FILL if self.fill is None else self.fill, L))
-        if self.mask is None:
-            set_("mask", _frozen(np.ones((L, T, T), bool), bool))
-        checks = {"scores": (self.scores, (L, H, T, T)), "mask": (self.mask, (L, T, T))}
-        if self.bias is not None:
-            checks["bias"] = (self.bias, (L, H, T, T))
-        for name, (arr, shape) in checks.items():
-            if arr.shape != shape:
-                raise AttnvizError(f"{name} has shape {arr.shape}, expected {shape}")
+        if (self.records is None) == (self.stored_weights is None):
+            raise AttnvizError("a trace needs either layer records or weights, not both")
+        if self.records is not None:
+            set_("records", tuple(self.records))
+            self._check_records()
+        else:
+            set_("stored_weights", _read_only(self.stored_weights, np.float32))
+            w = self.stored_weights
+            if w.ndim != 4 or w.shape[2:] != (len(self.tokens), len(self.key_tokens)):
+                raise AttnvizError(f"weights {w.shape} do not match {len(self.tokens)} x {len(self.key_tokens)} tokens")
 
-    # --- sizes ---
+    def _check_records(self) -> None:
+        if not self.records:
+            raise AttnvizError("a trace needs at least one layer")
+        n_q, n_k, n_head = len(self.tokens), len(self.key_tokens), self.records[0].n_head
+        for i, r in enumerate(self.records):
+            grouped = r.scores is not None or n_head % r.k.shape[0] == 0
+            if (r.n_head, r.n_query, r.n_key) != (n_head, n_q, n_k) or not grouped:
+                raise AttnvizError(f"layer {i}: {r.n_head} heads x {r.n_query} x {r.n_key} do not match the tokens")
+            if tuple(r.mask.shape) != (n_q, n_k):
+                raise AttnvizError(f"layer {i}: mask has shape {tuple(r.mask.shape)}, expected {(n_q, n_k)}")
+
+    @classmethod
+    def from_scores(cls, tokens, scores, scale, mask=None, fill=DEFAULT_FILL, bias=None, **kw) -> AttentionTrace:
+        """A trace from stage arrays: scores [layer, head, query, key], scale one number or [layer],
+        mask [layer, query, key] (True = may attend), fill one number or [layer], bias [layer, head, query, key]."""
+        scores = torch.as_tensor(np.asarray(scores, np.float32))
+        n_layer = scores.shape[0]
+        per = lambda v: np.broadcast_to(np.asarray(v, np.float64).reshape(-1), (n_layer,))  # noqa: E731
+        masks = torch.ones(scores.shape[0], *scores.shape[2:], dtype=torch.bool) if mask is None else mask
+        masks = torch.as_tensor(np.asarray(masks, bool))
+        records = [
+            LayerRecord(None, None, check_scale(s), m, float(f), None if bias is None else torch.as_tensor(b), x)
+            for x, s, m, f, b in zip(scores.clone(), per(scale), masks, per(fill), bias if bias is not None else masks)
+        ]
+        return cls(tokens, records=tuple(records), **kw)
+
+    @classmethod
+    def from_attentions(cls, attentions, tokens, key_tokens=None, model: str = "") -> AttentionTrace:
+        """A weights-only trace from what a transformers model returns with output_attentions=True
+        (a tuple of [batch, head, query, key] tensors, one per layer; batch item 0 is taken)."""
+        weights = np.stack([np.asarray(torch.as_tensor(a)[0].float().cpu()) for a in attentions])
+        return cls(tokens, stored_weights=weights, key_tokens=key_tokens, provenance=Provenance(model, "attentions"))
+
+    # --- sizes and kind ---
     @property
     def n_layer(self) -> int:
-        return self.weights.shape[0]
+        return len(self.records) if self.records is not None else self.stored_weights.shape[0]
 
     @property
     def n_head(self) -> int:
-        return self.weights.shape[1]
+        return self.records[0].n_head if self.records is not None else self.stored_weights.shape[1]
 
     @property
     def n_tokens(self) -> int:
+        """Query tokens (equal to the key tokens except in cross-attention)."""
         return len(self.tokens)
+
+    @property
+    def n_keys(self) -> int:
+        return len(self.key_tokens)
+
+    @property
+    def weights_only(self) -> bool:
+        return self.records is None
 
     @property
     def stages(self) -> tuple[str, ...]:
         """The stages this trace can show: all four, or only ("weights",) for a weights-only trace."""
-        return STAGES if self.scores is not None else ("weights",)
+        return ("weights",) if self.weights_only else STAGES
 
     @property
-    def weights_only(self) -> bool:
-        return self.scores is None
-
-    # --- derived stages ---
-    @property
-    def scaled(self) -> np.ndarray | None:
-        """scores * scale (plus the model's additive position bias, if it has one)."""
-        if self.scores is None:
-            return None
-        out = self.scores * self.scale[:, None, None, None].astype(np.float32)
-        return out if self.bias is None else out + self.bias
+    def model_name(self) -> str:
+        return self.provenance.model
 
     @property
-    def masked(self) -> np.ndarray | None:
-        """scaled with disallowed cells replaced by the fill value of their layer."""
-        if self.scores is None:
-            return None
-        fill = self.fill[:, None, None, None].astype(np.float32)
-        return np.where(self.mask[:, None], self.scaled, fill)
+    def options(self) -> tuple:
+        return self.provenance.options
 
-    def stage(self, name: str) -> np.ndarray:
-        """One stage by name, [layer, head, query, key]; a clear error if this trace lacks it."""
+    @property
+    def nbytes(self) -> int:
+        """Bytes the trace holds (a mask shared by several layers is counted once)."""
+        if self.weights_only:
+            return int(self.stored_weights.nbytes)
+        masks = {id(r.mask): _bytes(r.mask) for r in self.records}
+        return sum(r.nbytes for r in self.records) + sum(masks.values())
+
+    # --- per layer: the normal path ---
+    def layer(self, layer: int) -> Stages:
+        """One layer's stages as read-only float32 numpy arrays [head, query, key] (weights only: the others None)."""
+        layer = check_index("layer", layer, self.n_layer)
+        if self.weights_only:
+            return Stages(None, None, None, self.stored_weights[layer])
+        with self._lock:
+            hit = self._cache.pop(layer, None)
+            if hit is not None:
+                self._cache[layer] = hit  # most recently used last
+                return hit
+        with torch.inference_mode():
+            out = Stages(*(_read_only(s.cpu(), np.float32) for s in self.records[layer].stages()))
+        with self._lock:
+            self._cache[layer] = out
+            while len(self._cache) > _LAYER_CACHE:
+                self._cache.pop(next(iter(self._cache)))
+        return out
+
+    def head(self, layer: int, head: int, queries: tuple[int, int] | None = None) -> Stages:
+        """One head's stages [query, key], optionally for queries start..stop only (every key is kept)."""
+        layer = check_index("layer", layer, self.n_layer)
+        head = check_index("head", head, self.n_head)
+        rows = slice(None) if queries is None else slice(int(queries[0]), int(queries[1]))
+        if self.weights_only:
+            return Stages(None, None, None, self.stored_weights[layer, head, rows])
+        with torch.inference_mode():
+            stages = self.records[layer].stages(heads=slice(head, head + 1), queries=rows)
+        return Stages(*(s[0].cpu().numpy() for s in stages))
+
+    def stage(self, name: str, layer: int | None = None) -> np.ndarray:
+        """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""
         if name not in STAGES:
             raise AttnvizError(f"unknown stage {name!r}; choose one of {', '.join(STAGES)}")
         if name not in self.stages:
             raise AttnvizError(
-                f"the {name!r} stage was not captured for {self.model_name}: this model family bypasses "
-                "transformers' attention interface, so only the final weights are available."
+                f"the {name!r} stage was not captured for {self.model_name}: this model family computes attention "
+                "inside its own code, so only the final weights are available."
             )
-        return getattr(self, name)
+        if layer is not None:
+            return getattr(self.layer(layer), name)
+        out = np.stack([getattr(self.layer(i), name) for i in range(self.n_layer)])
+        out.setflags(write=False)
+        return out
 
     def recompute(self, layer: int, scale: float | None = None, mask=None, fill: float | None = None) -> Stages:
-        """What-if without a new forward pass: re-derive one layer's stages from its stored scores.
+        """What-if without a new forward pass: one layer's stages with another scale, mask or fill.
 
-        Any of scale, mask ([T, T] boolean, True = may attend) and fill may be replaced; the rest keep
-        their captured values. Only this layer changes: later layers still saw the original weights.
-        Returns numpy `Stages`, each [head, query, key].
+        Only this layer changes: later layers still saw the original weights. Returns numpy [head, query, key].
         """
-        if self.scores is None:
+        if self.weights_only:
             raise AttnvizError(f"{self.model_name} gave weights only; there are no scores to recompute from.")
-        if not -self.n_layer <= layer < self.n_layer:
-            raise AttnvizError(f"layer {layer} out of range 0..{self.n_layer - 1}")
-        scale = float(self.scale[layer]) if scale is None else check_scale(scale)
-        mask = self.mask[layer] if mask is None else np.asarray(mask, bool)
-        fill = float(self.fill[layer]) if fill is None else float(fill)
-        scores = torch.from_numpy(np.array(self.scores[layer]))
-        bias = None if self.bias is None else torch.from_numpy(np.array(self.bias[layer]))
-        st = stages_from_scores(scores, scale, torch.from_numpy(np.array(mask)), fill, bias=bias)
-        return Stages(*(s.numpy() for s in st))
+        layer = check_index("layer", layer, self.n_layer)
+        scale = None if scale is None else check_scale(scale)
+        with torch.inference_mode():
+            stages = self.records[layer].stages(scale=scale, mask=mask, fill=fill)
+        return Stages(*(s.cpu().numpy() for s in stages))
 
-    def summary(self) -> str:
-        kind = "weights only" if self.weights_only else "all stages"
-        return (
-            f"{self.model_name}: {self.n_layer} layers x {self.n_head} heads, d_head={self.d_head}, "
-            f"{self.n_tokens} tokens, {kind}"
-        )
+    # --- whole-trace arrays (small traces) ---
+    @property
+    def weights(self) -> np.ndarray:
+        return self.stage("weights")
+
+    @property
+    def scores(self) -> np.ndarray | None:
+        return None if self.weights_only else self.stage("scores")
+
+    @property
+    def scaled(self) -> np.ndarray | None:
+        return None if self.weights_only else self.stage("scaled")
+
+    @property
+    def masked(self) -> np.ndarray | None:
+        return None if self.weights_only else self.stage("masked")
+
+    @property
+    def scale(self) -> np.ndarray | None:
+        """[layer] the scale each layer applied to q.k."""
+        return None if self.weights_only else np.array([r.scale for r in self.records], np.float64)
+
+    @property
+    def fill(self) -> np.ndarray | None:
+        return None if self.weights_only else np.array([r.fill for r in self.records], np.float64)
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        """[layer, query, key] bool, True = may attend."""
+        return None if self.weights_only else np.stack([r.mask.cpu().numpy() for r in self.records])
+
+    def layer_mask(self, layer: int) -> np.ndarray | None:
+        return None if self.weights_only else self.records[check_index("layer", layer, self.n_layer)].mask.cpu().numpy()
+
+    @property
+    def has_bias(self) -> bool:
+        return not self.weights_only and any(r.bias is not None for r in self.records)

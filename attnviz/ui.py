@@ -18,20 +18,43 @@ from dataclasses import dataclass
 import streamlit as st
 import torch
 
-from . import models
+from . import settings
+from .analysis.masks import COMMON_FILLS
 from .cache import BytesLRU
 from .errors import AttnvizError, InputError
-from .own import INPUTS, MODULE_OPTIONS, WEIGHTS, ModuleSource, trace_module
+from .hf import BUNDLED, LoadedModel, load_model, trace_pretrained
+from .plots.common import chart_config
+from .scratch import INPUTS, MODULE_OPTIONS, WEIGHTS, ModuleSource, trace_module
 from .trace import AttentionTrace
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 SOURCES = {"bundled": "Bundled model", "hub": "Hugging Face model", "module": "Our module"}
 URL = "query-params"  # bind widgets to the address bar: a link reproduces the view
+#: Fill choices on the Masks page: URL id -> name in analysis.masks.COMMON_FILLS.
+FILL_IDS = {"min": "float32 min", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
+FILL_LABELS = {"min": "float32 min (the model's own)", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
+
+#: What each stage is, in the words the pages use next to the figures.
+STAGE_HELP = {
+    "scores": "**scores**: the raw dot product of each query vector with each key vector (q·k). "
+    "Large positive means 'these two tokens match'; the numbers can be any size and sign.",
+    "scaled": "**scaled**: the scores multiplied by the scale the model used (1/√d_head for BERT), so "
+    "their size no longer grows with the vector length and the softmax does not saturate.",
+    "masked": "**masked**: the scaled scores with forbidden pairs removed (padding, future tokens in a causal "
+    "model). Removed cells are drawn as gaps; the model puts a huge negative number there.",
+    "weights": "**weights**: the softmax of each row of the masked scores: how much each query takes from "
+    "each key. Every row sums to 1; masked cells get 0.",
+}
 
 
 def max_tokens() -> int:
-    """Longest text traced, in tokens: ATTNVIZ_MAX_TOKENS, else 256 when hosted (shared CPU) and 512 locally."""
-    return int(os.environ.get("ATTNVIZ_MAX_TOKENS", "256" if models.hosted() else "512"))
+    """Longest text the dashboard traces (ATTNVIZ_MAX_TOKENS; 512, or 256 when hosted)."""
+    return settings.current().max_tokens
+
+
+def fill_value(fill_id: str) -> float:
+    """The fill a Masks-page choice stands for."""
+    return COMMON_FILLS[FILL_IDS[fill_id]]
 
 
 def setup() -> None:
@@ -45,9 +68,9 @@ def setup() -> None:
 
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the model… (the first load takes a few seconds)")
-def get_model(name: str) -> models.LoadedModel:
+def get_model(name: str) -> LoadedModel:
     t0 = time.perf_counter()
-    loaded = models.load_model(None if name in ("", models.BUNDLED) else name)
+    loaded = load_model(None if name in ("", BUNDLED) else name)
     # one line per real load in the server log: operators (and the concurrency test) count loads with it
     print(f"attnviz: loaded model {name!r} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     return loaded
@@ -56,7 +79,7 @@ def get_model(name: str) -> models.LoadedModel:
 @st.cache_resource
 def _trace_cache() -> BytesLRU:
     """One trace cache for all sessions, bounded in bytes (ATTNVIZ_TRACE_CACHE_MB, default 1024)."""
-    return BytesLRU(int(float(os.environ.get("ATTNVIZ_TRACE_CACHE_MB", "1024")) * 2**20), max_entries=64)
+    return BytesLRU(settings.current().trace_cache_bytes, max_entries=64)
 
 
 def _cached_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
@@ -70,17 +93,17 @@ def _compute_trace(model_name: str, module_key: tuple | None, text: str, options
     opts = dict(options)
     if module_key is not None:
         return trace_module(ModuleSource(loaded, **dict(module_key)), text, **opts)
-    return models.trace_pretrained(loaded, text, **opts)
+    return trace_pretrained(loaded, text, **opts)
 
 
 # --- the shared sidebar -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Source:
+class Selection:
     """What the sidebar selected: the loaded base model, our module's settings if that is the source, the layer."""
 
-    model: models.LoadedModel
+    model: LoadedModel
     module: tuple | None  # sorted ModuleSource kwargs, or None for the pretrained model itself
     layer: int  # the base model's layer (for our module: where its inputs / copied weights come from)
 
@@ -105,7 +128,7 @@ class Source:
         return None if self.module is None else ModuleSource(self.model, **dict(self.module))
 
 
-def sidebar() -> Source:
+def sidebar() -> Selection:
     """The frame every page shares: sentence, optional pair, source, model or module settings, layer."""
     with st.sidebar:
         st.text_area(
@@ -119,70 +142,60 @@ def sidebar() -> Source:
         )
         st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, help="For sentence pairs.")
         kind = st.radio("Source", list(SOURCES), format_func=SOURCES.get, key="source", bind=URL)
-        name = models.BUNDLED
+        conf = settings.current()
+        name = BUNDLED
         if kind == "hub":
-            name = st.text_input(
-                "Model id or local folder",
-                value="",
-                key="model",
-                bind=URL,
-                placeholder="bert-base-uncased, gpt2, ./my-model",
-                help=(
-                    f"This hosted dashboard loads only: {', '.join(models.allowed_models()) or 'the bundled model'}."
-                    if models.hosted()
-                    else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
-                    "Remote code is never run."
-                ),
-            ).strip() or models.BUNDLED
+            name = (
+                st.text_input(
+                    "Model id or local folder",
+                    value="",
+                    key="model",
+                    bind=URL,
+                    placeholder="bert-base-uncased, gpt2, ./my-model",
+                    help=(
+                        f"This hosted dashboard loads only: {', '.join(conf.allowed_models) or 'the bundled model'}."
+                        if conf.hosted
+                        else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
+                        "Remote code is never run."
+                    ),
+                ).strip()
+                or BUNDLED
+            )
         loaded = _load_or_fallback(name)
         layer = 0
         if loaded.n_layer > 1:
             what = "Layer (inputs / weights taken from)" if kind == "module" else "Layer"
-            layer = st.slider(what, 0, loaded.n_layer - 1, 0, key="layer", bind=URL, help="Layer 0 is nearest the input.")
+            layer = st.slider(
+                what, 0, loaded.n_layer - 1, 0, key="layer", bind=URL, help="Layer 0 is nearest the input."
+            )
         module = module_settings(loaded, layer) if kind == "module" else None
-    src = Source(loaded, module, layer)
+    src = Selection(loaded, module, layer)
     st.session_state["_source"] = src
     st.session_state["_notes_shown"] = set()  # notes are shown once per run
     return src
 
 
-def current() -> Source:
-    """The Source the frame built for this run (pages call this)."""
-    _leave_legacy_pages_mode()
+def current() -> Selection:
+    """The Selection the frame built for this run (pages call this)."""
     src = st.session_state.get("_source")
     return src if src is not None else sidebar()
 
 
-def _leave_legacy_pages_mode() -> None:
-    """Run the page inside app.py's frame even on the first request after the server starts.
-
-    Until some run calls st.navigation, Streamlit 1.67 treats our `pages/` folder as a legacy multipage app
-    and runs a deep link (/scaling) as a bare script: no frame, no shared sidebar, lower-case legacy
-    navigation, for the whole session. Switching the process-wide flag off and rerunning makes this run
-    (and every later one) start from app.py, which then opens the requested page.
-    """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
-def _load_or_fallback(name: str) -> models.LoadedModel:
+def _load_or_fallback(name: str) -> LoadedModel:
     """Load `name`; if that fails, say why and stay on the last model that worked (else the bundled one)."""
     try:
         loaded = get_model(name)
         st.session_state["_last_good_model"] = name
         return loaded
     except AttnvizError as e:
-        fallback = st.session_state.get("_last_good_model", models.BUNDLED)
-        fallback = models.BUNDLED if fallback == name else fallback
-        shown = "the bundled model" if fallback == models.BUNDLED else fallback
+        fallback = st.session_state.get("_last_good_model", BUNDLED)
+        fallback = BUNDLED if fallback == name else fallback
+        shown = "the bundled model" if fallback == BUNDLED else fallback
         st.error(f"{e}\n\nShowing {shown} instead.")
         return get_model(fallback)
 
 
-def head_picker(src: Source, container=None, disabled: bool = False) -> int:
+def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
     """The head slider; bound to the URL so links open on the same head.
 
     `disabled` greys it out (e.g. while a page pools all heads) without dropping the chosen head from the URL.
@@ -190,7 +203,7 @@ def head_picker(src: Source, container=None, disabled: bool = False) -> int:
     return (container or st).slider("Head", 0, src.n_head - 1, 0, key="head", bind=URL, disabled=disabled)
 
 
-def module_preview(src: Source) -> Source:
+def module_preview(src: Selection) -> Selection:
     """Our module as the Our module page shows it while the sidebar's source is a pretrained model.
 
     It mirrors the sidebar's layer (weights copied, run on the vectors entering the layer), so the page
@@ -198,21 +211,30 @@ def module_preview(src: Source) -> Source:
     copied get seeded random weights on random inputs instead.
     """
     m = src.model
-    cfg = dict(d_model=m.d_model, n_head=m.n_head, bias=True, seed=0, layer=src.layer, inputs="hidden", weights="pretrained")
+    cfg = dict(
+        d_model=m.d_model, n_head=m.n_head, bias=True, seed=0, layer=src.layer, inputs="hidden", weights="pretrained"
+    )
     try:
         ModuleSource(m, **cfg).build()
     except AttnvizError:
         cfg.update(inputs="random", weights="random")
-    return Source(m, tuple(sorted(cfg.items())), src.layer)
+    return Selection(m, tuple(sorted(cfg.items())), src.layer)
 
 
 def stage_picker(trace: AttentionTrace) -> str:
     """The stage selector shared by the Heads and Our module pages (one URL key, "stage")."""
     if trace.weights_only:
-        st.caption("Stage: **weights**, the only stage this model exposes (its scores are computed inside its own code).")
+        st.caption(
+            "Stage: **weights**, the only stage this model exposes (its scores are computed inside its own code)."
+        )
         return "weights"
     stage = st.segmented_control(
-        "Stage", trace.stages, default="weights", required=True, key="stage", bind=URL,
+        "Stage",
+        trace.stages,
+        default="weights",
+        required=True,
+        key="stage",
+        bind=URL,
         help="scores = q·k → scaled (× scale) → masked (forbidden pairs removed) → weights (softmax).",
     )
     return stage or "weights"
@@ -224,7 +246,10 @@ def token_window(trace: AttentionTrace, limit: int) -> tuple[int, int] | None:
         return None
     return st.slider(
         f"Tokens shown (at most {limit} at a time, queries and keys alike)",
-        0, trace.n_tokens, (0, limit), key="tokens",
+        0,
+        trace.n_tokens,
+        (0, limit),
+        key="tokens",
         help="Long texts are shown through a window so the page stays fast; the overview below covers every token.",
     )
 
@@ -232,7 +257,7 @@ def token_window(trace: AttentionTrace, limit: int) -> tuple[int, int] | None:
 # --- our module's settings (sidebar, shown when the source is our module) ---------------------------
 
 
-def module_settings(loaded: models.LoadedModel, layer: int) -> tuple:
+def module_settings(loaded: LoadedModel, layer: int) -> tuple:
     """Widgets for our MultiHeadAttention; returns its settings as a hashable tuple of ModuleSource kwargs."""
     st.caption("Our module: `attnviz.MultiHeadAttention`, written from scratch.")
     inputs = st.selectbox(
@@ -240,10 +265,18 @@ def module_settings(loaded: models.LoadedModel, layer: int) -> tuple:
         INPUTS,
         key="m_inputs",
         bind=URL,
-        format_func={"embeddings": "model embeddings", "hidden": "hidden states entering the layer", "random": "random (seeded)"}.get,
+        format_func={
+            "embeddings": "model embeddings",
+            "hidden": "hidden states entering the layer",
+            "random": "random (seeded)",
+        }.get,
     )
     weights = st.selectbox(
-        "Weights", WEIGHTS, key="m_weights", bind=URL, format_func={"random": "random (seeded)", "pretrained": "copied from the layer"}.get
+        "Weights",
+        WEIGHTS,
+        key="m_weights",
+        bind=URL,
+        format_func={"random": "random (seeded)", "pretrained": "copied from the layer"}.get,
     )
     fixed_width = inputs != "random" or weights == "pretrained"
     d_model = loaded.d_model
@@ -255,12 +288,22 @@ def module_settings(loaded: models.LoadedModel, layer: int) -> tuple:
     n_head = loaded.n_head
     if weights != "pretrained":
         default = loaded.n_head if loaded.n_head in choices else choices[-1]
-        n_head = st.select_slider("Heads", choices, value=default, key="m_heads", bind=URL, help="Only divisors of d_model.")
+        n_head = st.select_slider(
+            "Heads", choices, value=default, key="m_heads", bind=URL, help="Only divisors of d_model."
+        )
         bias = st.toggle("Bias", value=True, key="m_bias", bind=URL)
         seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="m_seed", bind=URL)
     else:
         bias, seed = True, 0
-    cfg = dict(d_model=int(d_model), n_head=int(n_head), bias=bool(bias), seed=int(seed), inputs=inputs, weights=weights, layer=layer)
+    cfg = dict(
+        d_model=int(d_model),
+        n_head=int(n_head),
+        bias=bool(bias),
+        seed=int(seed),
+        inputs=inputs,
+        weights=weights,
+        layer=layer,
+    )
     return tuple(sorted(cfg.items()))
 
 
@@ -273,7 +316,7 @@ def text_inputs() -> tuple[str, str | None]:
     return text, pair
 
 
-def get_trace(src: Source, **options) -> AttentionTrace | None:
+def get_trace(src: Selection, **options) -> AttentionTrace | None:
     """The trace for the sidebar's sentence and `options` (cached); None after showing a clear message."""
     text, pair = text_inputs()
     if not text or not text.strip():
@@ -301,12 +344,11 @@ def get_trace(src: Source, **options) -> AttentionTrace | None:
     return tr
 
 
-def section(fig, title: str, why: str, key: str, filename: str) -> None:
-    """A heading, what the figure shows and why, then the figure at full width (SVG export from the modebar)."""
+def section(fig, title: str, why: str, key: str, *name_parts) -> None:
+    """A heading, what the figure shows and why, then the figure at full width."""
     st.subheader(title, divider="gray")
     st.markdown(why)
-    config = {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": filename}}
-    st.plotly_chart(fig, key=key, config=config)
+    st.plotly_chart(fig, key=key, config=chart_config(*name_parts, key))
 
 
 def copy_link() -> None:
@@ -326,3 +368,26 @@ def _current_url() -> str:
     params = {k: st.query_params.get_all(k) for k in st.query_params}
     query = urlencode([(k, v) for k, vs in params.items() for v in vs])
     return f"{base.split('?')[0]}?{query}" if query else base
+
+
+def selected_tile(event) -> tuple[int, int] | None:
+    """(layer, head) from a Streamlit plotly selection event on the overview, or None if nothing usable.
+
+    Expects {"selection": {"points": [{"customdata": [layer, head], ...}], ...}} (dicts or Streamlit's
+    attribute dicts); takes the first point that carries a [layer, head] pair. Customdata sent as a numpy
+    typed array comes back from the browser as {"0": layer, "1": head}, so that form is accepted too.
+    """
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError, IndexError):
+        return None
+    for point in points or ():
+        data = point.get("customdata") if hasattr(point, "get") else None
+        if hasattr(data, "get"):
+            data = [data.get("0"), data.get("1")]
+        if isinstance(data, (list, tuple)) and len(data) >= 2:
+            try:
+                return int(data[0]), int(data[1])
+            except (TypeError, ValueError):
+                continue
+    return None

@@ -6,7 +6,8 @@ Fixtures other test files can use:
     tiny_bert_dir, tiny_gpt2_dir, tiny_llama_dir   folders written with save_pretrained (safetensors)
     tiny_bert, tiny_gpt2, tiny_llama               those folders loaded through attnviz.load_model
     tiny_gptneo_dir, tiny_deberta_dir              families that bypass the attention seam (weights only)
-    eager_copy       eager_copy(folder) -> the same weights loaded with eager attention (cached per folder)
+    eager_copy       eager_copy(folder, implementation="eager") -> the same weights loaded independently with
+                     transformers' eager (or "sdpa") attention, cached per folder
     eager_reference  eager_reference(eager_model, loaded, text, pad_to=None) -> (attentions, last_hidden_state)
     tiny_text        a sentence made only of words the tiny tokenizers know
 
@@ -28,7 +29,7 @@ if str(ROOT) not in sys.path:  # the package is used from the checkout, not inst
     sys.path.insert(0, str(ROOT))
 
 import attnviz  # noqa: E402
-from attnviz.models import bundled_model_path  # noqa: E402
+from attnviz.hf import bundled_model_path  # noqa: E402
 
 #: Words the tiny tokenizers know; everything else becomes the unknown token.
 TINY_WORDS = "the cat sat on mat a dog ran away . , hello world it was tired because".split()
@@ -196,12 +197,13 @@ def eager_copy():
 
     cache = {}
 
-    def load(folder) -> torch.nn.Module:
-        key = str(folder)
+    def load(folder, implementation: str = "eager") -> torch.nn.Module:
+        key = (str(folder), implementation)
         if key not in cache:
             cache[key] = AutoModel.from_pretrained(
-                key, attn_implementation="eager", dtype=torch.float32, use_safetensors=True, trust_remote_code=False
-            ).eval()
+                key[0], attn_implementation=implementation, dtype=torch.float32, use_safetensors=True,
+                trust_remote_code=False,
+            ).eval()  # fmt: skip
         return cache[key]
 
     return load
@@ -226,8 +228,11 @@ def _eager_reference(eager_model, loaded, text: str, pad_to: int | None = None):
             v += [0] * n_pad
     inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.tensor([attn])}
     inputs.update({k: torch.tensor([v]) for k, v in extra.items()})
+    eager = eager_model.config._attn_implementation == "eager"
     with torch.no_grad():
-        out = eager_model(**inputs, output_attentions=True)
+        out = eager_model(**inputs, output_attentions=eager)
+    if not eager:  # an SDPA copy gives outputs only
+        return None, out.last_hidden_state[0].float().numpy()
     assert out.attentions, "the eager reference returned no attentions"
     attentions = np.stack([a[0].float().numpy() for a in out.attentions])
     return attentions, out.last_hidden_state[0].float().numpy()

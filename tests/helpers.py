@@ -15,7 +15,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attnviz.attention import stages_from_scores
-from attnviz.trace import AttentionTrace
+from attnviz.trace import AttentionTrace, Provenance
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -78,10 +78,8 @@ def make_trace(tokens, n_layer=2, n_head=3, causal=False, weights_only=False, se
     if causal:
         mask &= torch.ones(T, T, dtype=torch.bool).tril()
     scale = 0.25
-    st = stages_from_scores(scores, scale, mask[:, None])
+    provenance = Provenance(model="synthetic")
     if weights_only:
-        return AttentionTrace(tokens=tokens, weights=st.weights.numpy(), model_name="synthetic")
-    return AttentionTrace(
-        tokens=tokens, weights=st.weights.numpy(), scores=scores.numpy(), scale=np.full(n_layer, scale),
-        mask=mask.numpy(), model_name="synthetic",
-    )
+        weights = stages_from_scores(scores, scale, mask[:, None]).weights.numpy()
+        return AttentionTrace(tokens, stored_weights=weights, provenance=provenance)
+    return AttentionTrace.from_scores(tokens, scores.numpy(), scale, mask.numpy(), provenance=provenance)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import attnviz
-from attnviz import analysis
+from attnviz.analysis import masks, scaling, stats
 from attnviz.attention import stages_from_scores
 from attnviz.plots import distributions
 
@@ -28,15 +28,9 @@ def synthetic_trace(n_layer=2, n_head=3, T=5, d_head=16, seed=0, mask=None) -> a
             for i in range(n_layer)
         ]
     )
-    return attnviz.AttentionTrace(
-        tokens=[f"t{i}" for i in range(T)],
-        weights=weights,
-        scores=scores,
-        scale=scale,
-        mask=mask,
-        fill=-1e9,
-        d_head=d_head,
-    )
+    trace = attnviz.AttentionTrace.from_scores([f"t{i}" for i in range(T)], scores, scale, mask, -1e9, d_head=d_head)
+    np.testing.assert_allclose(trace.weights, weights, atol=1e-7)  # the record derives what the math gives
+    return trace
 
 
 # --- histograms and reference curves ---------------------------------------------------------------------------
@@ -45,23 +39,23 @@ def synthetic_trace(n_layer=2, n_head=3, T=5, d_head=16, seed=0, mask=None) -> a
 def test_histogram_counts_every_finite_value_and_nothing_else():
     values = np.array([[1.0, 2.0, np.inf], [-np.inf, np.nan, 3.0], [-3.4e38, 0.5, 0.25]])
     finite = values[np.isfinite(values)]
-    h = analysis.histogram(values, bins=7)
+    h = stats.histogram(values, bins=7)
     assert h.counts.sum() == h.n == finite.size
     assert h.edges.size == 8 and h.counts.size == 7
     assert h.mean == pytest.approx(finite.mean()) and h.var == pytest.approx(finite.var())
 
 
 def test_histogram_of_nothing_finite_and_of_a_constant():
-    empty = analysis.histogram(np.full(4, -np.inf), bins=5)
+    empty = stats.histogram(np.full(4, -np.inf), bins=5)
     assert empty.n == 0 and empty.counts.sum() == 0 and math.isnan(empty.var)
-    const = analysis.histogram(np.full(10, 2.0), bins=4)
+    const = stats.histogram(np.full(10, 2.0), bins=4)
     assert const.counts.sum() == 10 and const.edges[0] < 2.0 < const.edges[-1]
 
 
 def test_normal_curve_is_in_counts_per_bin():
     rng = np.random.default_rng(1)
-    h = analysis.histogram(rng.normal(0, 3, 20000), bins=50)
-    x, y = analysis.normal_curve(h, var=9.0)
+    h = stats.histogram(rng.normal(0, 3, 20000), bins=50)
+    x, y = stats.normal_curve(h, var=9.0)
     area = np.trapezoid(y, x) / h.width  # expected counts summed over bins
     assert area == pytest.approx(h.n, rel=0.02)
     # it follows the bars: expected count at the centre bin is close to the observed one
@@ -72,44 +66,44 @@ def test_normal_curve_is_in_counts_per_bin():
 def test_row_max_and_entropy_at_the_extremes():
     uniform, onehot, dead = np.full(8, 1 / 8), np.eye(8)[2], np.zeros(8)
     w = np.stack([uniform, onehot, dead])
-    assert analysis.row_max(w).tolist() == pytest.approx([1 / 8, 1.0, 0.0])
-    assert analysis.row_entropy(w).tolist() == pytest.approx([math.log(8), 0.0, 0.0])
+    assert stats.row_max(w).tolist() == pytest.approx([1 / 8, 1.0, 0.0])
+    assert stats.row_entropy(w).tolist() == pytest.approx([math.log(8), 0.0, 0.0])
 
 
 # --- the divisor what-if --------------------------------------------------------------------------------------
 
 
-def test_divisor_stops_run_from_1_through_sqrt_d_to_d():
-    stops = analysis.divisor_stops(32, model=math.sqrt(32))
-    assert stops[0] == 1 and stops[-1] == 32 and stops == sorted(stops)
-    assert round(math.sqrt(32), 6) in stops and len(stops) == len(set(stops))
-    labels = [analysis.divisor_label(x, 32, math.sqrt(32)) for x in stops]
-    assert labels == ["1", "2", "4", "√32 ≈ 5.66", "8", "16", "32"]
-    # a model that does not divide by sqrt(d) gets its own, marked stop
-    t5 = analysis.divisor_stops(64, model=1.0)
-    assert t5[0] == 1.0 and 8.0 in t5
-    assert analysis.divisor_label(3.7, 16, 3.7) == "3.7 (model)"
+def test_scale_stops_run_from_1_through_1_over_sqrt_d_to_1_over_d():
+    stops = scaling.scale_stops(32, model=1 / math.sqrt(32))
+    assert stops[0] == 1 and stops[-1] == pytest.approx(1 / 32) and stops == sorted(stops, reverse=True)
+    assert len(stops) == len(set(stops))
+    labels = [scaling.scale_label(x, 32, 1 / math.sqrt(32)) for x in stops]
+    assert labels == ["1", "1/2", "1/4", "1/√32 ≈ 0.177 (the model's)", "1/8", "1/16", "1/32"]
+    # a model that does not scale by 1/sqrt(d) gets its own, marked stop
+    t5 = scaling.scale_stops(64, model=1.0)
+    assert t5[0] == 1.0 and 1 / 8 in t5
+    assert scaling.scale_label(0.27, 16, 0.27) == "0.27 (the model's)"
 
 
-def test_compare_divisor_reproduces_the_model_and_the_variance_law():
+def test_compare_scale_reproduces_the_model_and_the_variance_law():
     tr = synthetic_trace()
-    own = analysis.model_divisor(tr, 1)
-    assert own == pytest.approx(4.0)
-    cmp = analysis.compare_divisor(tr, 1, own)  # all heads
-    assert cmp.heads == (0, 1, 2) and cmp.divided.weights.shape == (3, 5, 5)
-    np.testing.assert_allclose(cmp.divided.weights, tr.weights[1], atol=1e-6)
-    # dividing by x divides the variance by x^2
-    assert cmp.hist_scaled.var == pytest.approx(cmp.hist_scores.var / own**2, rel=1e-4)
+    own = scaling.model_scale(tr, 1)
+    assert own == pytest.approx(0.25)
+    cmp = scaling.compare_scale(tr, 1, own)  # all heads
+    assert cmp.heads == (0, 1, 2) and cmp.rescaled.weights.shape == (3, 5, 5)
+    np.testing.assert_allclose(cmp.rescaled.weights, tr.weights[1], atol=1e-6)
+    # multiplying by s multiplies the variance by s^2 (numpy's own variance of the raw scores, times s^2)
+    assert cmp.hist_scaled.var == pytest.approx(np.var(tr.scores[1].astype(np.float64)) * own**2, rel=1e-4)
     assert cmp.hist_scores.n == cmp.hist_scaled.n == 3 * 5 * 5
-    one = analysis.compare_divisor(tr, 1, 1.0, head=2)
+    one = scaling.compare_scale(tr, 1, 1.0, head=2)
     assert one.heads == (2,)
-    np.testing.assert_allclose(one.divided.weights, one.raw.weights, atol=1e-7)
+    np.testing.assert_allclose(one.rescaled.weights, one.raw.weights, atol=1e-7)
     # unscaled rows are more peaked than scaled ones
-    assert cmp.max_raw.mean() > cmp.max_divided.mean() and cmp.entropy_raw.mean() < cmp.entropy_divided.mean()
+    assert cmp.max_raw.mean() > cmp.max_rescaled.mean() and cmp.entropy_raw.mean() < cmp.entropy_rescaled.mean()
 
 
 def test_law_rows_reproduce_the_seed_numbers():
-    rows = analysis.law_rows()
+    rows = scaling.law_rows()
     assert [r.d for r in rows] == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     for r in rows:
         assert r.var_scores == pytest.approx(r.d, rel=0.2)  # Var(q.k) = d
@@ -117,25 +111,25 @@ def test_law_rows_reproduce_the_seed_numbers():
     first, last = rows[0], rows[-1]
     assert last.max_weight_scores > 0.9 and last.entropy_scores < 0.3  # unscaled: saturated
     assert abs(last.max_weight_scaled - first.max_weight_scaled) < 0.1  # scaled: unchanged with d
-    assert analysis.law_rows() is rows  # cached: the same for every sentence
+    assert scaling.law_rows() is rows  # cached: the same for every sentence
 
 
 # --- masks ----------------------------------------------------------------------------------------------------
 
 
 def test_mask_options_and_their_unmasked_twin():
-    opts = analysis.mask_options(
-        is_module=False, pad_to=20, pad_mask=True, causal=True, hide=[3, 1], layers=(2,), fill="-inf"
+    opts = masks.mask_options(
+        is_module=False, pad_to=20, pad_mask=True, causal=True, hide=[3, 1], layers=(2,), fill=-math.inf
     )
     assert opts == dict(causal=True, hide=(1, 3), fill=-math.inf, pad_to=20, pad_mask=True, layers=(2,))
-    off = analysis.unmasked_options(opts)
+    off = masks.unmasked_options(opts)
     assert off == dict(causal=False, hide=(), fill=None, pad_to=20, pad_mask=False, layers=(2,))
-    module = analysis.mask_options(
-        is_module=True, pad_to=20, pad_mask=False, causal=False, hide=(), layers=(0,), fill="-10000"
+    module = masks.mask_options(
+        is_module=True, pad_to=20, pad_mask=False, causal=False, hide=(), layers=(0,), fill=-10000.0
     )
     assert module == dict(causal=False, hide=(), fill=-10000.0)
     assert (
-        analysis.mask_options(is_module=False, pad_to=0, pad_mask=True, causal=False, hide=(), layers=None, fill="min")[
+        masks.mask_options(is_module=False, pad_to=0, pad_mask=True, causal=False, hide=(), layers=None, fill=-1e9)[
             "pad_to"
         ]
         is None
@@ -143,32 +137,35 @@ def test_mask_options_and_their_unmasked_twin():
 
 
 def test_forbidden_cells():
-    f = analysis.forbidden_cells(5, 4, causal=True, hide=[1])
+    f = masks.forbidden_cells(5, 4, causal=True, hide=[1])
     assert f[:, 4].all() and f[:, 1].all()  # padding and hidden columns
     assert f[0, 2] and not f[2, 0] and not f[3, 3]  # the future is forbidden, the past is not
-    assert not analysis.forbidden_cells(3, 3).any()
+    assert not masks.forbidden_cells(3, 3).any()
 
 
 def test_leak_is_zero_with_the_padding_mask_and_positive_without(bundled):
     n_real = attnviz.trace(bundled, TEXT).n_tokens
     masked = attnviz.trace(bundled, TEXT, pad_to=n_real + 5, pad_mask=True)
     open_ = attnviz.trace(bundled, TEXT, pad_to=n_real + 5, pad_mask=False)
-    forbidden = analysis.forbidden_cells(masked.n_tokens, n_real)
-    assert (analysis.leaked(masked.weights, forbidden, n_real) == 0).all()
-    assert (analysis.leaked(open_.weights, forbidden, n_real) > 0.01).all()
+    forbidden = masks.forbidden_cells(masked.n_tokens, n_real)
+    for layer in range(masked.n_layer):
+        assert masks.leaked(masked.layer(layer).weights, forbidden, n_real) == 0
+        assert masks.leaked(open_.layer(layer).weights, forbidden, n_real) > 0.01
 
 
 def test_leak_counts_only_real_queries():
-    w = np.zeros((1, 1, 3, 3))
-    w[0, 0, :, 0] = 1.0  # every query on key 0
-    w[0, 0, 2] = [0, 0, 1]  # the padding query attends the padding key: not a leak of a real query
-    assert analysis.leaked(w, analysis.forbidden_cells(3, 2), n_real=2).tolist() == [0.0]
+    w = np.zeros((1, 3, 3))
+    w[0, :, 0] = 1.0  # every query on key 0
+    w[0, 2] = [0, 0, 1]  # the padding query attends the padding key: not a leak of a real query
+    assert masks.leaked(w, masks.forbidden_cells(3, 2), n_real=2) == 0.0
+    w[0, 1] = [0.5, 0, 0.5]  # a real query puts half its weight on the padding key
+    assert masks.leaked(w, masks.forbidden_cells(3, 2), n_real=2) == pytest.approx(0.25)
 
 
 def test_a_forward_pass_mask_reaches_later_layers_only(bundled):
     without = attnviz.trace(bundled, TEXT, layers=(2,))
     with_mask = attnviz.trace(bundled, TEXT, causal=True, layers=(2,))
-    rep = analysis.mask_report(with_mask, without, layer=2, head=0, n_real=with_mask.n_tokens, causal=True, hide=())
+    rep = masks.mask_report(with_mask, without, layer=2, head=0, n_real=with_mask.n_tokens, causal=True, hide=())
     assert rep.change[:2].tolist() == [0.0, 0.0]  # layers before the mask are untouched
     assert (rep.change[2:] > 0).all()  # the masked layer and every later one changed
     assert rep.leak_with[2] == 0 and rep.leak_without[2] > 0  # no look-ahead where the mask holds
@@ -178,10 +175,10 @@ def test_a_forward_pass_mask_reaches_later_layers_only(bundled):
 def test_fill_demo_zero_row_for_minus_inf_and_uniform_for_finite_fills():
     row = np.array([3.0, -1.0, 0.5, 2.0, -2.0], np.float32)
     visible = np.array([True, True, False, True, False])
-    demo = {r.fill: r for r in analysis.fill_demo(row, visible)}
-    assert set(demo) == {"min", "-10000", "-1e9", "-inf"}
+    demo = {r.fill: r for r in masks.fill_demo(row, visible)}
+    assert set(demo) == {"float32 min", "-10000", "-1e9", "-inf"}
     assert (demo["-inf"].every_masked == 0).all()
-    for fill in ("min", "-10000", "-1e9"):  # every finite fill, the model's float32 min included
+    for fill in ("float32 min", "-10000", "-1e9"):  # every finite fill, the model's float32 min included
         np.testing.assert_allclose(demo[fill].every_masked, 1 / 5)
     for r in demo.values():  # a partially masked row: the same weights whatever the fill
         np.testing.assert_array_equal(r.some_masked, demo["-inf"].some_masked)
@@ -190,16 +187,16 @@ def test_fill_demo_zero_row_for_minus_inf_and_uniform_for_finite_fills():
 
 def test_demo_row_picks_the_widest_partial_row():
     causal = np.tril(np.ones((4, 4), bool))
-    q, visible = analysis.demo_row(causal, n_real=4)
+    q, visible = masks.demo_row(causal, n_real=4)
     assert q == 2 and visible.tolist() == [True, True, True, False]
-    q, visible = analysis.demo_row(np.ones((4, 4), bool), n_real=4)  # nothing masked: a made-up half row
+    q, visible = masks.demo_row(np.ones((4, 4), bool), n_real=4)  # nothing masked: a made-up half row
     assert q == 0 and visible.tolist() == [True, True, False, False]
 
 
 def test_dead_rows_are_reported(bundled):
     tr = attnviz.trace(bundled, TEXT, causal=True, hide=(0,), fill=-math.inf, layers=(0,))
     base = attnviz.trace(bundled, TEXT, layers=(0,))
-    rep = analysis.mask_report(tr, base, 0, 0, tr.n_tokens, causal=True, hide=(0,))
+    rep = masks.mask_report(tr, base, 0, 0, tr.n_tokens, causal=True, hide=(0,))
     assert rep.dead_rows == (0,)
     assert (tr.weights[0, :, 0] == 0).all()  # -inf: the fully masked query attends to nothing
 
@@ -209,12 +206,12 @@ def test_dead_rows_are_reported(bundled):
 
 def test_figures_name_themselves_and_use_float32():
     tr = synthetic_trace()
-    cmp = analysis.compare_divisor(tr, 0, 4.0, head=0)
+    cmp = scaling.compare_scale(tr, 0, 0.25, head=0)
     figs = [
-        distributions.score_histograms(cmp, 16),
-        distributions.softmax_pair(cmp, tr.tokens, "head 0"),
-        distributions.row_saturation(cmp, tr.tokens),
-        distributions.law_figure(list(analysis.law_rows()), 16),
+        distributions.score_histograms(cmp, 16, "1/4"),
+        distributions.softmax_pair(cmp, tr.tokens, "head 0", "1/4"),
+        distributions.row_saturation(cmp, tr.tokens, "1/4"),
+        distributions.law_figure(list(scaling.law_rows()), 16),
     ]
     assert [f.layout.meta["figure"] for f in figs] == [
         "score_histograms",
@@ -234,14 +231,14 @@ def test_figures_name_themselves_and_use_float32():
 def test_token_labels_in_figures_are_escaped():
     tr = synthetic_trace(T=3)
     tokens = ["<b>x</b>", "<a href='javascript:alert(1)'>y</a>", "z"]
-    cmp = analysis.compare_divisor(tr, 0, 4.0, head=0)
-    fig = distributions.softmax_pair(cmp, tokens, "head 0")
+    cmp = scaling.compare_scale(tr, 0, 0.25, head=0)
+    fig = distributions.softmax_pair(cmp, tokens, "head 0", "1/4")
     text = fig.to_json()
     assert "<b>x</b>" not in text and "<a href" not in text and "&lt;b&gt;" in text
 
 
 def test_reach_note_says_which_layers_changed():
-    assert "layer 2 only" in analysis.reach_note((2,), 2, 6) and "layers 3..5" in analysis.reach_note((2,), 2, 6)
-    assert "changed too" not in analysis.reach_note((5,), 5, 6)
-    assert "every layer" in analysis.reach_note(None, 0, 6)
-    assert "module" in analysis.reach_note(None, 0, 1, is_module=True)
+    assert "layer 2 only" in masks.reach_note((2,), 2, 6) and "layers 3..5" in masks.reach_note((2,), 2, 6)
+    assert "changed too" not in masks.reach_note((5,), 5, 6)
+    assert "every layer" in masks.reach_note(None, 0, 6)
+    assert "module" in masks.reach_note(None, 0, 1, is_module=True)

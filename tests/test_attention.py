@@ -13,10 +13,11 @@ import pytest
 import torch
 
 import attnviz
-from attnviz import FILLS, causal_mask, softmax, stages_from_scores, valid_length_mask
+from attnviz import causal_mask, softmax, stages_from_scores, valid_length_mask
+from attnviz.analysis.masks import COMMON_FILLS
 
 TEXT = "The cat sat on the mat because it was tired."
-FILL_VALUES = [FILLS["-10000"], FILLS["-1e9"], FILLS["-inf"]]
+FILL_VALUES = [COMMON_FILLS["-10000"], COMMON_FILLS["-1e9"], COMMON_FILLS["-inf"]]
 FILL_IDS = ["-10000", "-1e9", "-inf"]
 
 
@@ -35,8 +36,8 @@ def plain(bundled):
 
 
 def test_fills_are_the_documented_values():
-    assert FILLS["-10000"] == -10000.0 and FILLS["-1e9"] == -1e9 and FILLS["-inf"] == float("-inf")
-    assert FILLS["min"] == torch.finfo(torch.float32).min
+    assert COMMON_FILLS["-10000"] == -10000.0 and COMMON_FILLS["-1e9"] == -1e9 and COMMON_FILLS["-inf"] == float("-inf")
+    assert COMMON_FILLS["float32 min"] == torch.finfo(torch.float32).min
 
 
 def test_softmax_matches_torch_on_ordinary_rows():
@@ -52,7 +53,9 @@ def test_softmax_of_an_all_minus_inf_row_is_zero_not_nan():
     assert w[1, 1] == 0 and w[1, 3] == 0 and torch.isclose(w[1].sum(), torch.tensor(1.0))
 
 
-@pytest.mark.parametrize("fill", [FILLS["-10000"], FILLS["-1e9"], FILLS["min"]], ids=["-10000", "-1e9", "min"])
+@pytest.mark.parametrize(
+    "fill", [COMMON_FILLS["-10000"], COMMON_FILLS["-1e9"], COMMON_FILLS["float32 min"]], ids=["-10000", "-1e9", "min"]
+)
 def test_softmax_of_a_fully_masked_row_with_finite_fill_is_uniform(fill):
     w = softmax(torch.full((2, 6), fill))
     torch.testing.assert_close(w, torch.full((2, 6), 1 / 6))
@@ -304,5 +307,5 @@ def test_recompute_changes_only_what_it_is_given(plain):
 
 
 def test_recompute_rejects_a_layer_out_of_range(plain):
-    with pytest.raises(attnviz.AttnvizError, match="out of range"):
+    with pytest.raises(attnviz.AttnvizError, match="0..5"):
         plain.recompute(plain.n_layer)

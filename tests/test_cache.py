@@ -29,11 +29,13 @@ def test_bounded_by_entries_and_skips_values_larger_than_the_budget():
         cache.get_or_compute(i, lambda: np.zeros(10, np.float32))
     assert len(cache) == 2
     big = cache.get_or_compute("big", lambda: np.zeros(100_000, np.float32))
-    assert big.size == 100_000 and "big" not in cache._items and cache.bytes <= 10_000
+    assert big.size == 100_000 and "big" not in cache and cache.bytes <= 10_000
 
 
-def test_nbytes_counts_the_arrays_of_a_trace(bundled):
+def test_nbytes_counts_what_a_trace_stores(bundled):
     import attnviz
 
     tr = attnviz.trace(bundled, "The cat sat on the mat.")
-    assert nbytes(tr) == tr.weights.nbytes + tr.scores.nbytes + tr.mask.nbytes + tr.scale.nbytes + tr.fill.nbytes
+    T, L, H, d = tr.n_tokens, tr.n_layer, tr.n_head, tr.d_head
+    # q and k in float32 for every layer, plus one [T, T] boolean mask that all six layers share
+    assert nbytes(tr) == L * 2 * H * T * d * 4 + T * T

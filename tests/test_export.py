@@ -11,15 +11,26 @@ from helpers import make_trace
 
 from attnviz import export
 from attnviz.errors import AttnvizError, InputError
-from attnviz.own import parity
+from attnviz.scratch import parity
 
 
 def test_csv_has_one_row_per_head_query_key_with_every_stage():
     tr = make_trace(["=cmd", "the", "the", "-"], n_layer=2, n_head=3, causal=True)
     rows = list(csv.DictReader(io.StringIO(export.layer_csv(tr, 1).decode())))
     assert len(rows) == 3 * 4 * 4
-    assert list(rows[0]) == ["layer", "head", "query", "query_token", "key", "key_token",
-                             "scores", "scaled", "masked", "weights", "may_attend"]
+    assert list(rows[0]) == [
+        "layer",
+        "head",
+        "query",
+        "query_token",
+        "key",
+        "key_token",
+        "scores",
+        "scaled",
+        "masked",
+        "weights",
+        "may_attend",
+    ]
     r = next(r for r in rows if (r["head"], r["query"], r["key"]) == ("2", "3", "1"))
     assert float(r["weights"]) == pytest.approx(tr.weights[1, 2, 3, 1], rel=1e-6)
     assert float(r["scaled"]) == pytest.approx(tr.scaled[1, 2, 3, 1], rel=1e-6)

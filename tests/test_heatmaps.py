@@ -9,8 +9,10 @@ import plotly.graph_objects as go
 import pytest
 from helpers import make_trace
 
+from attnviz import ui
 from attnviz.errors import AttnvizError
 from attnviz.plots import heatmaps as hm
+from attnviz.plots.common import chart_config
 
 XSS = ["<b>x</b>", "<img src=x onerror=alert(1)>", "the", "the", "&amp;", "<br>"]
 
@@ -220,16 +222,31 @@ def test_overview_masked_stage_keeps_masked_cells_as_gaps(trace):
 def test_selected_tile_reads_streamlit_selection_events():
     # what st.plotly_chart(on_select=...) stores after a click on a marker, as seen in the browser:
     # customdata made from a numpy array arrives as {"0": layer, "1": head}; plain lists stay lists
-    event = {"selection": {"points": [{"curve_number": 1, "point_number": 55, "point_index": 55, "x": 104, "y": 62,
-                                       "customdata": {"0": 4, "1": 7}}], "point_indices": [55], "box": [], "lasso": []}}
-    assert hm.selected_tile(event) == (4, 7)
+    event = {
+        "selection": {
+            "points": [
+                {
+                    "curve_number": 1,
+                    "point_number": 55,
+                    "point_index": 55,
+                    "x": 104,
+                    "y": 62,
+                    "customdata": {"0": 4, "1": 7},
+                }
+            ],
+            "point_indices": [55],
+            "box": [],
+            "lasso": [],
+        }
+    }
+    assert ui.selected_tile(event) == (4, 7)
     event["selection"]["points"][0]["customdata"] = [2, 11]
-    assert hm.selected_tile(event) == (2, 11)
+    assert ui.selected_tile(event) == (2, 11)
     # a click on the heatmap underneath carries no customdata; empty and missing selections give None
-    assert hm.selected_tile({"selection": {"points": [{"curve_number": 0, "x": 1, "y": 2}]}}) is None
-    assert hm.selected_tile({"selection": {"points": [], "point_indices": [], "box": [], "lasso": []}}) is None
-    assert hm.selected_tile(None) is None and hm.selected_tile({}) is None
-    assert hm.selected_tile({"selection": {"points": [{"customdata": ["a", "b"]}, {"customdata": [1, 0]}]}}) == (1, 0)
+    assert ui.selected_tile({"selection": {"points": [{"curve_number": 0, "x": 1, "y": 2}]}}) is None
+    assert ui.selected_tile({"selection": {"points": [], "point_indices": [], "box": [], "lasso": []}}) is None
+    assert ui.selected_tile(None) is None and ui.selected_tile({}) is None
+    assert ui.selected_tile({"selection": {"points": [{"customdata": ["a", "b"]}, {"customdata": [1, 0]}]}}) == (1, 0)
 
 
 # --- small helpers ------------------------------------------------------------------------------------
@@ -245,16 +262,18 @@ def test_stage_note_explains_what_the_picture_cannot():
 
 
 def test_chart_config_names_the_png():
-    cfg = hm.chart_config("layer2", "head 3", "weights")
+    cfg = chart_config("layer2", "head 3", "weights")
     assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "attnviz_layer2_head-3_weights", "scale": 2}
-    assert "/" not in hm.chart_config("../../etc", "<b>")["toImageButtonOptions"]["filename"]
+    assert "/" not in chart_config("../../etc", "<b>")["toImageButtonOptions"]["filename"]
 
 
 def test_uniform_attention_is_called_out_and_module_titles_say_module():
-    from attnviz.trace import AttentionTrace
+    from attnviz.trace import AttentionTrace, Provenance
 
     T = 5
-    flat = AttentionTrace(tokens=list("abcde"), weights=np.full((1, 2, T, T), 1 / T), source="module")
+    flat = AttentionTrace(
+        list("abcde"), stored_weights=np.full((1, 2, T, T), 1 / T), provenance=Provenance(kind="module")
+    )
     assert "nearly uniform" in hm.stage_note(flat, 0, "weights")
     assert hm.stage_note(make_trace(["a", "b", "c"]), 0, "weights") == ""
     assert hm.head_grid(flat, 0).layout.title.text.startswith("Our module")

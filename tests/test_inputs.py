@@ -3,7 +3,6 @@ out-of-range options, and the AttentionTrace record itself (immutable, shape-che
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz import AttentionTrace, AttnvizError, InputError, ModelLoadError
+from attnviz import AttnvizError, InputError, ModelLoadError
 
 TEXT = "The cat sat on the mat."
 
@@ -43,7 +42,7 @@ def test_text_longer_than_the_model_limit_is_cut_with_a_note(bundled):
     text = " ".join(["word"] * 3000)
     tr = attnviz.trace(bundled, text)
     assert tr.n_tokens == bundled.max_tokens == 512
-    assert tr.n_dropped == 3002 - 512  # 3000 words + [CLS] + [SEP]
+    assert tr.provenance.n_dropped == 3002 - 512  # 3000 words + [CLS] + [SEP]
     assert tr.tokens[0] == "[CLS]" and tr.tokens[-1] == "[SEP]"
     assert any("3002 tokens" in n and "512" in n for n in tr.notes)
     assert np.isfinite(tr.weights).all()
@@ -51,13 +50,13 @@ def test_text_longer_than_the_model_limit_is_cut_with_a_note(bundled):
 
 def test_max_tokens_cuts_earlier(bundled):
     tr = attnviz.trace(bundled, "one two three four five six seven eight nine ten", max_tokens=6)
-    assert tr.n_tokens == 6 and tr.n_dropped == 6
+    assert tr.n_tokens == 6 and tr.provenance.n_dropped == 6
     assert tr.notes
 
 
 def test_short_text_has_no_note_and_drops_nothing(bundled):
     tr = attnviz.trace(bundled, TEXT)
-    assert tr.n_dropped == 0 and tr.notes == ()
+    assert tr.provenance.n_dropped == 0 and tr.notes == ()
 
 
 UNUSUAL = {
@@ -201,95 +200,3 @@ def test_empty_name_means_the_bundled_model(name, bundled):
     loaded = attnviz.load_model(name)
     assert loaded.name == "bundled" and loaded.label == "all-MiniLM-L6-v2 (bundled)"
     assert (loaded.n_layer, loaded.n_head) == (bundled.n_layer, bundled.n_head)
-
-
-# --- the AttentionTrace record ------------------------------------------------------------------------
-
-
-def _arrays(L=2, H=3, T=4):
-    rng = np.random.default_rng(0)
-    scores = rng.standard_normal((L, H, T, T)).astype(np.float32)
-    weights = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
-    return dict(tokens=[f"t{i}" for i in range(T)], weights=weights, scores=scores, scale=0.5)
-
-
-def test_trace_fields_cannot_be_reassigned(bundled):
-    tr = attnviz.trace(bundled, TEXT)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        tr.weights = np.zeros_like(tr.weights)
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        tr.tokens = ("x",)
-
-
-@pytest.mark.parametrize("name", ["weights", "scores", "mask", "scale", "fill"])
-def test_trace_arrays_are_read_only(bundled, name):
-    tr = attnviz.trace(bundled, TEXT)
-    arr = getattr(tr, name)
-    with pytest.raises(ValueError, match="read-only"):
-        arr[0] = arr[0]
-    with pytest.raises(ValueError, match="read-only"):
-        arr += 1
-
-
-def test_trace_does_not_share_memory_with_a_writable_caller_array():
-    """Writing through the caller's own array must not change the trace behind its back."""
-    a = _arrays()
-    base = np.array(a["weights"])
-    tr = AttentionTrace(tokens=a["tokens"], weights=base[:], scores=a["scores"], scale=0.5)
-    before = tr.weights.copy()
-    try:
-        base[0, 0, 0, 0] = 123.0
-    except ValueError:
-        pass  # or the caller's array became read-only: also fine
-    np.testing.assert_array_equal(tr.weights, before)
-
-
-def test_trace_builds_from_consistent_arrays():
-    tr = AttentionTrace(**_arrays())
-    assert (tr.n_layer, tr.n_head, tr.n_tokens) == (2, 3, 4)
-    assert tr.mask.all() and tr.mask.shape == (2, 4, 4)
-    assert tr.scale.tolist() == [0.5, 0.5]
-    assert tr.stages == attnviz.STAGES
-
-
-@pytest.mark.parametrize(
-    "change",
-    [
-        dict(tokens=["a", "b", "c"]),  # 3 tokens for 4x4 weights
-        dict(weights=np.ones((3, 4, 4), np.float32)),  # no head axis
-        dict(weights=np.ones((2, 3, 4, 5), np.float32), tokens=list("abcd")),  # not square
-        dict(scores=np.ones((2, 3, 5, 5), np.float32)),
-        dict(scores=np.ones((1, 3, 4, 4), np.float32)),
-        dict(mask=np.ones((2, 4, 5), bool)),
-        dict(mask=np.ones((2, 3, 4, 4), bool)),
-        dict(bias=np.ones((2, 3, 4, 3), np.float32)),
-        dict(scale=np.array([0.5, 0.5, 0.5])),  # one scale per layer: 2, not 3
-        dict(fill=np.array([-1e9, -1e9, -1e9])),
-    ],
-    ids=[
-        "tokens",
-        "weights-3d",
-        "weights-not-square",
-        "scores-T",
-        "scores-L",
-        "mask-T",
-        "mask-4d",
-        "bias",
-        "scale",
-        "fill",
-    ],
-)
-def test_trace_with_mismatched_shapes_raises_attnviz_error(change):
-    with pytest.raises(AttnvizError):
-        AttentionTrace(**{**_arrays(), **change})
-
-
-def test_weights_only_trace_cannot_carry_other_stages():
-    a = _arrays()
-    with pytest.raises(AttnvizError, match="need scores"):
-        AttentionTrace(tokens=a["tokens"], weights=a["weights"], scale=0.5)
-
-
-def test_unknown_stage_name_raises():
-    with pytest.raises(AttnvizError, match="choose one of"):
-        AttentionTrace(**_arrays()).stage("probabilities")

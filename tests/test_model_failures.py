@@ -113,11 +113,12 @@ def test_a_family_that_bypasses_the_seam_gives_a_weights_only_trace(tmp_path):
     )  # fmt: skip
     m = attnviz.load_model(save_tiny(tmp_path / "deberta", DebertaV2Model, cfg))
     assert m.captures is False
-    tr = attnviz.trace(m, "the cat sat", causal=True)
+    tr = attnviz.trace(m, "the cat sat")
     assert tr.weights_only and tr.stages == ("weights",)
     assert tr.scores is None and tr.scaled is None and tr.masked is None
     assert np.allclose(tr.weights.sum(-1), 1, atol=1e-5)
-    assert any("only the weights" in n for n in tr.notes)
-    assert any("not applied" in n for n in tr.notes)  # the causal experiment could not be honoured
+    assert any("only the weights stage" in n for n in tr.notes)
+    with pytest.raises(attnviz.InputError, match="cannot change its mask"):  # refused, not silently ignored
+        attnviz.trace(m, "the cat sat", causal=True)
     with pytest.raises(attnviz.AttnvizError, match="weights"):
         tr.stage("scores")

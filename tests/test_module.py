@@ -19,17 +19,18 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import np_multihead, np_packed_multihead
 
 import attnviz
-from attnviz import FILLS, MultiHeadAttention, ModuleSource, causal_mask, seeded_module, softmax
-from attnviz.models import pretrained_attention_projections
-from attnviz.oracle import np_multihead, np_packed_multihead
+from attnviz import ModuleSource, MultiHeadAttention, causal_mask, module_from_layer, seeded_module, softmax
+from attnviz.analysis.masks import COMMON_FILLS
+from attnviz.hf.layers import output_projection
 
 ROOT = Path(__file__).resolve().parents[1]
 
 TEXT = "The cat sat on the mat because it was tired."
 ATOL = 1e-5
-FILL_VALUES = [FILLS["-10000"], FILLS["-1e9"], FILLS["-inf"], FILLS["min"]]
+FILL_VALUES = [COMMON_FILLS["-10000"], COMMON_FILLS["-1e9"], COMMON_FILLS["-inf"], COMMON_FILLS["float32 min"]]
 FILL_IDS = ["-10000", "-1e9", "-inf", "min"]
 
 
@@ -241,7 +242,7 @@ def test_cross_attention_with_valid_lens_matches_oracle(seed001, fill):
 def test_cross_attention_with_per_query_valid_lens_matches_oracle(seed001):
     m, x, y = seed001
     valid = torch.tensor([[1, 2, 3, 6], [6, 5, 0, 1]])  # one query sees nothing
-    for fill in (FILLS["-inf"], FILLS["-10000"]):
+    for fill in (COMMON_FILLS["-inf"], COMMON_FILLS["-10000"]):
         with torch.no_grad():
             out, stages = m(x, y, y, valid_lens=valid, fill=fill)
         ref_out, ref_w = oracle(m, x, y, y, valid_lens=valid.numpy(), fill=fill)
@@ -249,7 +250,7 @@ def test_cross_attention_with_per_query_valid_lens_matches_oracle(seed001):
         close(stages.weights, ref_w)
     assert (stages.weights[1, :, 2] == 1 / 6).all()  # finite fill: the empty row is uniform
     with torch.no_grad():
-        _, dead = m(x, y, y, valid_lens=valid, fill=FILLS["-inf"])
+        _, dead = m(x, y, y, valid_lens=valid, fill=COMMON_FILLS["-inf"])
     assert (dead.weights[1, :, 2] == 0).all()  # -inf: it attends to nothing
 
 
@@ -267,8 +268,8 @@ def test_seed000_style_zero_one_mask_means_zero_is_blocked(seed001):
     m, x, y = seed001
     mask01 = torch.tensor([[1, 1, 0, 1, 0, 1]] * 4)
     with torch.no_grad():
-        _, a = m(x, y, y, mask=mask01, fill=FILLS["-10000"])
-        _, b = m(x, y, y, mask=mask01.bool(), fill=FILLS["-10000"])
+        _, a = m(x, y, y, mask=mask01, fill=COMMON_FILLS["-10000"])
+        _, b = m(x, y, y, mask=mask01.bool(), fill=COMMON_FILLS["-10000"])
     assert torch.equal(a.weights, b.weights)
     assert (a.weights[..., [2, 4]] == 0).all()
 
@@ -380,8 +381,8 @@ def test_property_valid_lens_match_oracle(batch, n_q, n_k, data):
     m = seeded_module(6, 2, seed=batch * 100 + n_q * 10 + n_k)
     q, kv = randn(batch, n_q, 6, seed=n_q), randn(batch, n_k, 6, seed=n_k + 50)
     with torch.no_grad():
-        out, s = m(q, kv, kv, valid_lens=torch.from_numpy(valid), fill=FILLS["-inf"])
-    ref_out, ref_w = oracle(m, q, kv, kv, valid_lens=valid, fill=FILLS["-inf"])
+        out, s = m(q, kv, kv, valid_lens=torch.from_numpy(valid), fill=COMMON_FILLS["-inf"])
+    ref_out, ref_w = oracle(m, q, kv, kv, valid_lens=valid, fill=COMMON_FILLS["-inf"])
     close(s.weights, ref_w)
     close(out, ref_out)
 
@@ -391,7 +392,7 @@ def test_property_valid_lens_match_oracle(batch, n_q, n_k, data):
 
 def _layer_reference(loaded, text, layer):
     """(trace weights of `layer` [H, T, T], output of that layer's attention output projection [T, d])."""
-    out_module = pretrained_attention_projections(loaded, layer)["out_module"]
+    out_module = output_projection(loaded, layer)
     seen = []
     handle = out_module.register_forward_hook(lambda mod, args, out: seen.append(out[0].detach().clone()))
     try:
@@ -404,9 +405,8 @@ def _layer_reference(loaded, text, layer):
 
 @pytest.mark.parametrize("layer", [0, 3, 5])
 def test_from_pretrained_layer_reproduces_the_bundled_layer(bundled, layer):
-    ours = MultiHeadAttention.from_pretrained_layer(bundled, layer)
+    ours = module_from_layer(bundled, layer)
     assert (ours.d_model, ours.n_head, ours.causal) == (384, 12, False)
-    assert ours.pretrained_scale == pytest.approx(1 / math.sqrt(32))
     x, tokens, _ = attnviz.attention_inputs(bundled, TEXT, layer)
     assert x.shape == (len(tokens), 384)
     ref_w, ref_out = _layer_reference(bundled, TEXT, layer)
@@ -420,12 +420,12 @@ def test_from_pretrained_layer_reproduces_the_bundled_layer(bundled, layer):
 @pytest.mark.parametrize("layer", [0, 1])
 def test_from_pretrained_layer_reproduces_tiny_layers(request, kind, layer, tiny_text):
     loaded = request.getfixturevalue(f"tiny_{kind}")
-    ours = MultiHeadAttention.from_pretrained_layer(loaded, layer)
-    assert ours.causal == (kind == "gpt2")  # set by from_pretrained_layer for GPT-2
+    ours = module_from_layer(loaded, layer)
+    assert ours.causal == (kind == "gpt2")  # a copied decoder layer is causal
     x, _, _ = attnviz.attention_inputs(loaded, tiny_text, layer)
     ref_w, ref_out = _layer_reference(loaded, tiny_text, layer)
     with torch.no_grad():
-        out, stages = ours(x, scale=ours.pretrained_scale)
+        out, stages = ours(x)  # GPT-2 and BERT both scale by 1/sqrt(d_head)
     close(stages.weights, ref_w)
     close(out, ref_out)
     if kind == "gpt2":
@@ -435,12 +435,12 @@ def test_from_pretrained_layer_reproduces_tiny_layers(request, kind, layer, tiny
 
 def test_from_pretrained_layer_explains_unsupported_rotary_models(tiny_llama):
     with pytest.raises(attnviz.InputError, match="rotary"):
-        MultiHeadAttention.from_pretrained_layer(tiny_llama, 0)
+        module_from_layer(tiny_llama, 0)
 
 
 def test_from_pretrained_layer_rejects_a_missing_layer(bundled):
     with pytest.raises(attnviz.InputError, match="0..5"):
-        MultiHeadAttention.from_pretrained_layer(bundled, 6)
+        module_from_layer(bundled, 6)
 
 
 # --- our module traced on a sentence ----------------------------------------------------------------------
@@ -451,7 +451,7 @@ def test_module_source_with_pretrained_weights_equals_the_pretrained_trace(bundl
     plain = attnviz.trace(bundled, TEXT)
     src = ModuleSource(bundled, weights="pretrained", inputs="hidden", layer=layer)
     tr = attnviz.trace(src, TEXT)
-    assert tr.source == "module" and tr.n_layer == 1 and tr.tokens == plain.tokens
+    assert tr.provenance.kind == "module" and tr.n_layer == 1 and tr.tokens == plain.tokens
     close(tr.weights[0], plain.weights[layer])
     close(tr.scores[0], plain.scores[layer], atol=1e-4)
     np.testing.assert_allclose(tr.scale, plain.scale[layer])

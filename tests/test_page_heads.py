@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import figures, heatmaps, run_page, texts, z_arrays
 
-PAGE = "pages/heads.py"
+PAGE = "app_pages/heads.py"
 
 
 def heads(**state):
@@ -93,7 +93,7 @@ def test_changing_the_sentence_changes_the_token_axes():
 
 
 def test_markup_in_the_sentence_never_reaches_plotly_unescaped():
-    at = heads(text='<img src=x onerror=alert(1)> <b>bold</b>')
+    at = heads(text="<img src=x onerror=alert(1)> <b>bold</b>")
     for fig in figures(at).values():
         assert "<img" not in str(fig) and "<b>bold" not in str(fig)
 

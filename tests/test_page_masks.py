@@ -19,7 +19,7 @@ def bar(at, name: str) -> np.ndarray:
 
 @pytest.fixture
 def page():
-    at = run_page("pages/masks.py")
+    at = run_page("app_pages/masks.py")
     assert not at.exception, [e.value for e in at.exception]
     return at
 

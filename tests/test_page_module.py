@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import figures, heatmaps, run_page, texts, z_arrays
 
-PAGE = "pages/module.py"
+PAGE = "app_pages/module.py"
 
 
 def module(**state):

@@ -20,7 +20,7 @@ def trace_named(fig: dict, name: str) -> dict:
 
 @pytest.fixture
 def page():
-    at = run_page("pages/scaling.py")
+    at = run_page("app_pages/scaling.py")
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -39,7 +39,7 @@ def test_default_view_shows_every_figure_and_the_model_weights(page, bundled):
     assert not page.error and not page.exception
     tr = attnviz.trace(bundled, page.session_state["text"])
     scaled = array(trace_named(figs["softmax_pair"], "softmax scaled")["z"])
-    np.testing.assert_allclose(scaled, tr.weights[0, 0], atol=1e-6)  # the model's divisor reproduces the model
+    np.testing.assert_allclose(scaled, tr.weights[0, 0], atol=1e-6)  # the model's scale reproduces the model
     raw = array(trace_named(figs["softmax_pair"], "softmax raw")["z"])
     assert raw.max(axis=-1).mean() > scaled.max(axis=-1).mean()  # the raw softmax is more peaked
     np.testing.assert_allclose(raw.sum(-1), 1, atol=1e-5)
@@ -55,9 +55,9 @@ def test_histograms_count_every_cell_and_scaled_is_narrower(page, bundled):
     assert spread(x_div) == pytest.approx(spread(x_raw) / math.sqrt(32), rel=0.02)
 
 
-def test_divisor_changes_histogram_and_softmax(page):
+def test_scale_changes_histogram_and_softmax(page):
     before = figures(page)
-    page.select_slider(key="divisor").set_value(32.0).run()
+    page.select_slider(key="scale").set_value(round(1 / 32, 8)).run()
     assert not page.exception
     after = figures(page)
     x_before, _ = bars(before["score_histograms"], 1)
@@ -67,9 +67,9 @@ def test_divisor_changes_histogram_and_softmax(page):
     )
     w_before = array(trace_named(before["softmax_pair"], "softmax scaled")["z"])
     w_after = array(trace_named(after["softmax_pair"], "softmax scaled")["z"])
-    assert w_after.max(axis=-1).mean() < w_before.max(axis=-1).mean()  # a bigger divisor flattens the rows
-    # divisor 1 is the raw softmax on both sides
-    page.select_slider(key="divisor").set_value(1.0).run()
+    assert w_after.max(axis=-1).mean() < w_before.max(axis=-1).mean()  # a smaller scale flattens the rows
+    # scale 1 is the raw softmax on both sides
+    page.select_slider(key="scale").set_value(1.0).run()
     one = figures(page)["softmax_pair"]
     np.testing.assert_allclose(
         array(trace_named(one, "softmax scaled")["z"]), array(trace_named(one, "softmax raw")["z"]), atol=1e-7

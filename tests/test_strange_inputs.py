@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 import attnviz
 
 APP = str(Path(__file__).parents[1] / "app.py")
-PAGES = ["pages/heads.py", "pages/scaling.py", "pages/masks.py", "pages/module.py"]
+PAGES = ["app_pages/heads.py", "app_pages/scaling.py", "app_pages/masks.py", "app_pages/module.py"]
 TEXTS = {
     "one character": "a",
     "10,000 characters": ("Attention is all you need. " * 400)[:10_000],
@@ -34,7 +34,7 @@ def test_the_api_traces_strange_text(bundled, name):
 
 def test_ten_thousand_characters_are_truncated_and_say_so(bundled):
     tr = attnviz.trace(bundled, TEXTS["10,000 characters"])
-    assert tr.n_tokens == 512 and tr.n_dropped > 1000
+    assert tr.n_tokens == 512 and tr.provenance.n_dropped > 1000
     assert any("kept the first 512" in n for n in tr.notes)
 
 

@@ -12,9 +12,11 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import FillRow, MaskReport, ScalingComparison, normal_curve
-from ..scaling import LawRow
-from .common import DIFF_SCALE, SCORES_SCALE, WEIGHTS_SCALE, f32, symmetric_range, tick_labels
+from ..analysis.law import LawRow
+from ..analysis.masks import FillRow, MaskReport
+from ..analysis.scaling import ScalingComparison
+from ..analysis.stats import normal_curve
+from .common import DIFF_SCALE, SCORES_SCALE, WEIGHTS_SCALE, f32, symmetric_range, thin, tick_labels
 
 RAW_COLOUR = "#d62728"  # softmax of raw scores: red, the "too hot" one
 SCALED_COLOUR = "#1f77b4"
@@ -41,8 +43,7 @@ def _token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True,
     Long sentences label every n-th position so the labels stay legible; hover still names every token.
     """
     labels = tick_labels(tokens)
-    step = max(1, math.ceil(len(labels) / max_labels))
-    vals = list(range(0, len(labels), step))
+    vals = list(range(0, len(labels), thin(len(labels), max_labels)))
     font = dict(size=11 if max_labels >= 32 else 10)
     ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font)
     ticks |= dict(showgrid=False, zeroline=False)  # a white zero line would cross row 0 of the grey masked cells
@@ -94,14 +95,13 @@ def _weights_axis(x: float = 1.0, title: str = "weight") -> dict:
 # --- Scaling page -----------------------------------------------------------------------------------------
 
 
-def score_histograms(cmp: ScalingComparison, d_head: int) -> go.Figure:
-    """scores vs scores / divisor as server-side binned bars, each with N(0, observed variance) and the
-    textbook reference (unit-variance q and k): N(0, d) before, N(0, d / divisor²) after, i.e. N(0, 1) at sqrt(d)."""
-    div = cmp.divisor
-    titles = ("<b>scores</b> = q·k (divisor 1)", f"<b>scaled</b> = scores ÷ {div:.3g}")
+def score_histograms(cmp: ScalingComparison, d_head: int, scale_text: str) -> go.Figure:
+    """scores vs scores x scale as server-side binned bars, each with N(0, observed variance) and the
+    textbook reference (unit-variance q and k): N(0, d) before, N(0, d x scale²) after, i.e. N(0, 1) at 1/sqrt(d)."""
+    titles = ("<b>scores</b> = q·k (scale 1)", f"<b>scaled</b> = scores × {scale_text}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.08)
     for col, (h, theory, colour) in enumerate(
-        ((cmp.hist_scores, float(d_head), RAW_COLOUR), (cmp.hist_scaled, d_head / div**2, SCALED_COLOUR)), start=1
+        ((cmp.hist_scores, float(d_head), RAW_COLOUR), (cmp.hist_scaled, d_head * cmp.scale**2, SCALED_COLOUR)), start=1
     ):
         fig.add_trace(
             go.Bar(
@@ -119,7 +119,7 @@ def score_histograms(cmp: ScalingComparison, d_head: int) -> go.Figure:
         )
         for var, dash, label in (
             (h.var, "solid", "N(0, observed variance)"),
-            (theory, "dot", "N(0, d ÷ divisor²): unit-variance q, k"),
+            (theory, "dot", "N(0, d × scale²): unit-variance q, k"),
         ):
             x, y = normal_curve(h, var)
             fig.add_trace(
@@ -153,33 +153,32 @@ def score_histograms(cmp: ScalingComparison, d_head: int) -> go.Figure:
     return _finish(fig, "score_histograms", 380, bargap=0)
 
 
-def softmax_pair(cmp: ScalingComparison, tokens, head_label: str) -> go.Figure:
-    """softmax(scores) next to softmax(scores / divisor), 0..1 on one colour scale: saturation is visible as one bright cell per row."""
-    div = cmp.divisor
-    titles = (f"softmax(scores): divisor 1, {head_label}", f"softmax(scores ÷ {div:.3g}), {head_label}")
+def softmax_pair(cmp: ScalingComparison, tokens, head_label: str, scale_text: str) -> go.Figure:
+    """softmax(scores) next to softmax(scores x scale), 0..1 on one colour scale: saturation shows as one bright cell
+    per row."""
+    titles = (f"softmax(scores): scale 1, {head_label}", f"softmax(scores × {scale_text}), {head_label}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (w, name) in enumerate(
-        ((cmp.raw.weights, "softmax raw"), (cmp.divided.weights, "softmax scaled")), start=1
+        ((cmp.raw.weights, "softmax raw"), (cmp.rescaled.weights, "softmax scaled")), start=1
     ):
         fig.add_trace(_heatmap(w.mean(axis=0), tokens, "coloraxis", "weight", name), row=1, col=col)
         _token_axes(fig, tokens, 1, col, show_y=col == 1)
     return _finish(fig, "softmax_pair", _grid_height(len(tokens), 2), top=50, coloraxis=_weights_axis())
 
 
-def row_saturation(cmp: ScalingComparison, tokens) -> go.Figure:
-    """Per query row: the largest weight (1 = one-hot) and the entropy (0 = one-hot, log n = uniform), raw vs divided.
+def row_saturation(cmp: ScalingComparison, tokens, scale_text: str) -> go.Figure:
+    """Per query row: the largest weight (1 = one-hot) and the entropy (0 = one-hot, log n = uniform), raw vs scaled.
 
     With several heads, each point is the mean over those heads."""
     labels = tick_labels(tokens)
     x = np.arange(len(labels))
-    div = cmp.divisor
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("largest weight per row", "entropy per row (nats)"), horizontal_spacing=0.08
     )
     series = (
-        (cmp.max_raw, cmp.entropy_raw, "divisor 1 (raw scores)", RAW_COLOUR),
-        (cmp.max_divided, cmp.entropy_divided, f"divisor {div:.3g}", SCALED_COLOUR),
+        (cmp.max_raw, cmp.entropy_raw, "scale 1 (raw scores)", RAW_COLOUR),
+        (cmp.max_rescaled, cmp.entropy_rescaled, f"scale {scale_text}", SCALED_COLOUR),
     )
     for mx, ent, name, colour in series:
         for col, vals in ((1, mx), (2, ent)):
@@ -217,7 +216,7 @@ def row_saturation(cmp: ScalingComparison, tokens) -> go.Figure:
     )
     fig.update_yaxes(range=[0, 1.12], row=1, col=1)
     fig.update_yaxes(range=[0, uniform * 1.12], row=1, col=2)
-    step = max(1, math.ceil(len(labels) / 40))
+    step = thin(len(labels), 40)
     fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=labels[::step], tickangle=-60, title_text="query")
     return _finish(fig, "row_saturation", 380)
 
@@ -408,7 +407,7 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
             ygap=1,
         )
     )
-    step = max(1, math.ceil(len(labels) / 40))
+    step = thin(len(labels), 40)
     fig.update_xaxes(
         tickmode="array",
         tickvals=list(range(0, len(labels), step)),

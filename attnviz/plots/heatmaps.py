@@ -15,14 +15,13 @@ MAX_SHOWN tokens are shown and the title says so. The overview pools long texts 
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..trace import AttentionTrace
-from .common import SCORES_SCALE, WEIGHTS_SCALE, escape, f32, symmetric_range, tick_labels
+from .common import SCORES_SCALE, WEIGHTS_SCALE, escape, f32, symmetric_range, thin, tick_labels
 
 MAX_SHOWN = 128  # tokens per axis in the grid and the single head (the caller can move the window)
 MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
@@ -31,17 +30,6 @@ TILE = 24  # the overview pools every head to at most TILE x TILE cells
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
 STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights"}
-STAGE_HELP = {
-    "scores": "**scores**: the raw dot product of each query vector with each key vector (q·k). "
-    "Large positive means 'these two tokens match'; the numbers can be any size and sign.",
-    "scaled": "**scaled**: the scores multiplied by the scale the model used (1/√d_head for BERT), so "
-    "their size no longer grows with the vector length and the softmax does not saturate.",
-    "masked": "**masked**: the scaled scores with forbidden pairs removed (padding, future tokens in a causal "
-    "model). Removed cells are drawn as gaps; the model puts a huge negative number there.",
-    "weights": "**weights**: the softmax of each row of the masked scores: how much each query takes from "
-    "each key. Every row sums to 1; masked cells get 0.",
-}
-
 
 # --- small pure helpers -----------------------------------------------------------------------------
 
@@ -58,9 +46,9 @@ def window(n_tokens: int, token_range=None, limit: int = MAX_SHOWN) -> tuple[int
 
 def stage_values(trace: AttentionTrace, layer: int, stage: str) -> np.ndarray:
     """[head, query, key] float32 values of one stage, with masked cells as NaN for the masked stage."""
-    z = np.array(trace.stage(stage)[layer], dtype=np.float32)
+    z = np.array(trace.stage(stage, layer), dtype=np.float32)
     if stage == "masked":
-        z[:, ~trace.mask[layer]] = np.nan
+        z[:, ~trace.layer_mask(layer)] = np.nan
     return z
 
 
@@ -83,8 +71,7 @@ def colour(stage: str, values: np.ndarray, robust: bool = False) -> dict:
 def ticks(tokens, start: int, stop: int, max_ticks: int = MAX_TICKS) -> dict:
     """Positional tick values and '%03d token' labels for tokens[start:stop], thinned to max_ticks."""
     labels = tick_labels(tokens)
-    step = max(1, math.ceil((stop - start) / max_ticks))
-    vals = list(range(start, stop, step))
+    vals = list(range(start, stop, thin(stop - start, max_ticks)))
     return dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals])
 
 
@@ -105,7 +92,7 @@ def _fmt(a: np.ndarray) -> np.ndarray:
 
 def _where(trace: AttentionTrace, layer: int) -> str:
     """'Layer 3', or 'Our module' for our single-layer module (its layer 0 is not the model's layer 0)."""
-    return "Our module" if trace.source == "module" else f"Layer {layer}"
+    return "Our module" if trace.provenance.kind == "module" else f"Layer {layer}"
 
 
 def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
@@ -117,33 +104,27 @@ def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
     if stage == "weights":
-        w = trace.weights[layer]
+        w = trace.layer(layer).weights
         if trace.n_tokens > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_tokens):
-            return (f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
-                    f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
-                    "(what random weights give). Hover for exact values"
-                    + ("." if trace.weights_only else ", or look at the scores stage."))
+            return (
+                f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
+                f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
+                "(what random weights give). Hover for exact values"
+                + ("." if trace.weights_only else ", or look at the scores stage.")
+            )
     if trace.weights_only or stage not in ("masked", "weights"):
         return ""
-    blocked = int((~trace.mask[layer]).sum())
+    blocked = int((~trace.layer_mask(layer)).sum())
     if blocked == 0:
-        return ("Nothing is masked for this text at this layer (no padding, not causal), so masked equals scaled."
-                if stage == "masked" else "")
+        return (
+            "Nothing is masked for this text at this layer (no padding, not causal), so masked equals scaled."
+            if stage == "masked"
+            else ""
+        )
     n = trace.n_tokens**2
     return f"{blocked} of {n} query-key pairs are masked at this layer" + (
         ": they are the gaps." if stage == "masked" else ": their weight is exactly 0."
     )
-
-
-def chart_config(*parts) -> dict:
-    """Plotly modebar config whose PNG export gets a meaningful file name (e.g. attnviz_layer2_head3_weights)."""
-    name = "_".join(["attnviz", *(str(p) for p in parts if p not in (None, ""))])
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:120]
-    return {
-        "displaylogo": False,
-        "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2},
-        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
-    }
 
 
 # --- figures ----------------------------------------------------------------------------------------
@@ -199,7 +180,9 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 100,
         margin=dict(l=100, r=10, t=60, b=10),
-        title=dict(text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"),
+        title=dict(
+            text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"
+        ),
     )
     return fig
 
@@ -209,14 +192,15 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     start, stop = window(trace.n_tokens, token_range)
     z_layer = stage_values(trace, layer, stage)[:, start:stop, start:stop]
     z = z_layer[head]
-    sl = (layer, head, slice(start, stop), slice(start, stop))
+    stages = trace.layer(layer)
+    sl = (head, slice(start, stop), slice(start, stop))
     pairs = _token_pairs(trace.tokens, start, stop)
     hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weights %{customdata[2]}"
     if trace.weights_only:
-        custom = np.concatenate([pairs, _fmt(trace.weights[sl])[..., None]], axis=-1)
+        custom = np.concatenate([pairs, _fmt(stages.weights[sl])[..., None]], axis=-1)
         note = "Raw and scaled scores are unavailable: this model only gives its final weights."
     else:
-        numbers = [_fmt(trace.weights[sl]), _fmt(trace.scores[sl]), _fmt(trace.scaled[sl])]
+        numbers = [_fmt(stages.weights[sl]), _fmt(stages.scores[sl]), _fmt(stages.scaled[sl])]
         custom = np.concatenate([pairs, *(a[..., None] for a in numbers)], axis=-1)
         hover += "<br>scores %{customdata[3]}<br>scaled %{customdata[4]}"
         note = ""
@@ -238,7 +222,9 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     t = ticks(trace.tokens, start, stop)
     n = stop - start
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
-    fig.update_xaxes(**t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5])
+    fig.update_xaxes(
+        **t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5]
+    )
     fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
     title = f"{_where(trace, layer)} · head {head} · {label}{_range_note(trace, start, stop)}"
     fig.update_layout(
@@ -276,11 +262,11 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
 
     Texts longer than `tile` tokens are pooled to tile x tile blocks per head (see `_pool`); score stages use a
     robust colour range (see `colour`). The markers carry
-    customdata [layer, head]; `selected_tile` reads a click back. `selected` outlines the tile on show.
+    customdata [layer, head], which the dashboard reads back from a click. `selected` outlines the tile on show.
     """
     n_layer, n_head = trace.n_layer, trace.n_head
-    stack = np.stack([stage_values(trace, layer, stage) for layer in range(n_layer)])  # [L, H, T, T]
-    pooled = _pool(stack, tile, sum_keys=stage == "weights")
+    # pooled one layer at a time, so a long text never holds every layer at full size
+    pooled = np.stack([_pool(stage_values(trace, i, stage), tile, sum_keys=stage == "weights") for i in range(n_layer)])
     s = pooled.shape[-1]
     step = s + 1  # one empty (NaN) row and column between tiles
     image = np.full((n_layer * step - 1, n_head * step - 1), np.nan, dtype=np.float32)
@@ -294,7 +280,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
             z=image,
             hoverinfo="skip",
             colorbar=dict(title=dict(text=STAGE_LABELS[stage], side="right"), thickness=12),
-            **colour(stage, stack, robust=True),
+            **colour(stage, pooled, robust=True),
         )
     )
     row_px = int(max(28, min(120, 860 / n_head, 900 / n_layer)))  # tiles about square, figure at most ~1000 px
@@ -314,7 +300,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
     if selected is not None and 0 <= selected[0] < n_layer and 0 <= selected[1] < n_head:
         y0, x0 = selected[0] * step - 0.5, selected[1] * step - 0.5
         fig.add_shape(type="rect", x0=x0, x1=x0 + s, y0=y0, y1=y0 + s, line=dict(color="#ff4b4b", width=3))
-    hstep = max(1, math.ceil(n_head / 32))
+    hstep = thin(n_head, 32)
     fig.update_xaxes(
         tickmode="array",
         tickvals=[h * step + centre for h in range(0, n_head, hstep)],
@@ -326,7 +312,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         fixedrange=True,
         range=[-0.5, n_head * step - 1.5],
     )
-    lstep = max(1, math.ceil(n_layer / 32))
+    lstep = thin(n_layer, 32)
     fig.update_yaxes(
         tickmode="array",
         tickvals=[layer * step + centre for layer in range(0, n_layer, lstep)],
@@ -346,30 +332,13 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         clickmode="event+select",
         title=dict(
             text=f"All layers × heads · {STAGE_LABELS[stage]}{pooled_note}",
-            font_size=14, x=0, xanchor="left", y=1, yanchor="top", yref="container", pad=dict(t=8),
+            font_size=14,
+            x=0,
+            xanchor="left",
+            y=1,
+            yanchor="top",
+            yref="container",
+            pad=dict(t=8),
         ),
     )
     return fig
-
-
-def selected_tile(event) -> tuple[int, int] | None:
-    """(layer, head) from a Streamlit plotly selection event on the overview, or None if nothing usable.
-
-    Expects {"selection": {"points": [{"customdata": [layer, head], ...}], ...}} (dicts or Streamlit's
-    attribute dicts); takes the first point that carries a [layer, head] pair. Customdata sent as a numpy
-    typed array comes back from the browser as {"0": layer, "1": head}, so that form is accepted too.
-    """
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError, IndexError):
-        return None
-    for point in points or ():
-        data = point.get("customdata") if hasattr(point, "get") else None
-        if hasattr(data, "get"):
-            data = [data.get("0"), data.get("1")]
-        if isinstance(data, (list, tuple)) and len(data) >= 2:
-            try:
-                return int(data[0]), int(data[1])
-            except (TypeError, ValueError):
-                continue
-    return None

@@ -52,7 +52,6 @@ def start_server(port: int, log: Path, extra_env: dict | None = None) -> subproc
     raise RuntimeError(f"streamlit did not become healthy in 90 s; see {log}")
 
 
-
 # Benign console noise from the closed network of the test machine, never from our app.
 IGNORED_CONSOLE = ("net::ERR_", "Failed to load resource", "favicon")
 

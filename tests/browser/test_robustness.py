@@ -7,12 +7,13 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
+from browserkit import IDLE, OUT, rss_mb
 
 import attnviz
 
-from browserkit import IDLE, OUT, rss_mb
-
-MARKUP = '<img src=x onerror="window.__xss=1"> <script>window.__xss=2</script> <b>bold</b> <br> [a](javascript:alert(1))'
+MARKUP = (
+    '<img src=x onerror="window.__xss=1"> <script>window.__xss=2</script> <b>bold</b> <br> [a](javascript:alert(1))'
+)
 
 
 def first_heatmap_z(page) -> np.ndarray:
@@ -104,7 +105,6 @@ def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, st
     rss = rss_mb(proc.pid)
     (OUT.parent / "concurrency.txt").write_text(f"server RSS after 8 concurrent sessions: {rss:.0f} MB\n")
     assert rss < 2500, f"server RSS {rss:.0f} MB exceeds the stated 2.5 GB bound"
-
 
 
 LONG = "The quick brown fox jumps over the lazy dog while the cat sleeps. " * 45  # ~630 tokens: truncated

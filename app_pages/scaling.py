@@ -2,18 +2,21 @@
 
 import streamlit as st
 
-from attnviz import analysis, ui
+from attnviz import ui
+from attnviz.analysis import scaling
 from attnviz.plots import distributions as dp
 
 
-
 def show(fig, title: str, why: str, key: str) -> None:
-    ui.section(fig, title, why, key, "attnviz-scaling")
+    ui.section(fig, title, why, key, "scaling", src.model.name, f"layer{src.layer}")
 
 
 src = ui.current()
-st.title("Why divide the scores by √d_k?")
-st.caption("Attention computes softmax(q·kᵀ / √d_k). This page shows what the division does to one layer of the model.")
+st.title("Why scale the scores by 1/√d_k?")
+st.caption(
+    "Attention computes softmax(q·kᵀ × scale) with scale = 1/√d_k. This page shows what the scale does to one "
+    "layer of the model."
+)
 tr = ui.get_trace(src)
 if tr is not None and tr.weights_only:
     st.info(
@@ -21,59 +24,62 @@ if tr is not None and tr.weights_only:
     )
 elif tr is not None:
     layer, d = src.trace_layer, tr.d_head
-    own = analysis.model_divisor(tr, layer)
+    own = scaling.model_scale(tr, layer)
     c1, c2, c3 = st.columns([1, 2, 3])
     all_heads = c1.toggle(
         "All heads", key="all_heads", bind=ui.URL, help="Pool the heads of this layer instead of one."
     )
     head = ui.head_picker(src, c2, disabled=all_heads)
-    divisor = c3.select_slider(
-        "Divide the scores by",
-        analysis.divisor_stops(d, own),
-        value=round(own, 6),
-        key="divisor",
+    label = lambda x: scaling.scale_label(x, d, own)  # noqa: E731
+    scale = c3.select_slider(
+        "Multiply the scores by",
+        scaling.scale_stops(d, own),
+        value=round(own, 8),
+        key="scale",
         bind=ui.URL,
-        format_func=lambda x: analysis.divisor_label(x, d, own),
+        format_func=label,
+        help="The scale: 1/√d_k is what the model uses. Multiplying by 1/√d_k divides by √d_k.",
     )
-    cmp = analysis.compare_divisor(tr, layer, divisor, None if all_heads else head)
+    cmp = scaling.compare_scale(tr, layer, scale, None if all_heads else head)
     who = f"mean of {tr.n_head} heads" if all_heads else f"head {head}"
+    text = scaling.scale_label(scale, d)
     st.caption(
-        f"Layer {src.layer}, {'all heads' if all_heads else who}, d_k = {d}. The model divides by {own:.3g}. "
-        f"**What-if:** the divisor is applied to this layer's stored scores (`trace.recompute`); no new forward pass, "
+        f"Layer {src.layer}, {'all heads' if all_heads else who}, d_k = {d}. The model's scale is {label(own)}. "
+        f"**What-if:** the scale is applied to this layer's stored scores (`trace.recompute`); no new forward pass, "
         "so later layers still see the model's own weights."
     )
     show(
-        dp.score_histograms(cmp, d),
+        dp.score_histograms(cmp, d, text),
         "1 · The spread of the scores",
-        f"Dividing by {divisor:.3g} divides the variance by {divisor:.3g}² = {divisor**2:,.4g}: "
+        f"Multiplying by {text} multiplies the variance by its square, {scale**2:,.4g}: "
         f"**{cmp.hist_scores.var:.1f} → {cmp.hist_scaled.var:.2f}**. The solid curve is a normal curve with the "
         f"measured variance; the dotted one is the textbook case of q and k entries with variance 1: N(0, d = {d}) "
-        f"before, N(0, 1) after dividing by √{d}. Real q and k are not unit-variance, so the spreads differ, "
-        "but the division shrinks either by the same factor.",
+        f"before, N(0, 1) after multiplying by 1/√{d}. Real q and k are not unit-variance, so the spreads differ, "
+        "but the scale shrinks either by the same factor.",
         "hist",
     )
     show(
-        dp.softmax_pair(cmp, tr.tokens, who),
+        dp.softmax_pair(cmp, tr.tokens, who, text),
         "2 · What the softmax makes of them",
         "Each row is one query's attention over the keys (rows sum to 1). Without the division the largest score "
         "takes almost everything: rows turn into a single bright cell.",
         "softmax",
     )
     show(
-        dp.row_saturation(cmp, tr.tokens),
+        dp.row_saturation(cmp, tr.tokens, text),
         "3 · How peaked each row is",
         "A largest weight near 1 and an entropy near 0 mean a one-hot row: there the softmax is flat, its gradients "
-        "vanish and the layer stops learning. Dividing keeps the rows spread out."
+        "vanish and the layer stops learning. Scaling keeps the rows spread out."
         + (" Each point is the mean over the heads." if all_heads else ""),
         "rows",
     )
 
 show(
-    dp.law_figure(list(analysis.law_rows()), tr.d_head if tr is not None else None),
+    dp.law_figure(list(scaling.law_rows()), tr.d_head if tr is not None else None),
     "The law behind it: random vectors",
     "If q and k have independent entries of mean 0 and variance 1, q·k is a **sum of d products, each of variance 1**, "
-    "so **Var(q·k) = d** (left: the measured points lie on the grey band y = d). Dividing by √d brings the variance "
-    "back to **1** for every d. Unscaled, the softmax input spreads like √d: the largest weight climbs to 1 and the "
+    "so **Var(q·k) = d** (left: the measured points lie on the grey band y = d). Multiplying by 1/√d brings the "
+    "variance back to **1** for every d. Unscaled, the softmax input spreads like √d: the largest weight climbs to 1 and the "
     "entropy falls to 0, i.e. the softmax saturates and its gradients vanish. 1000 random queries × 64 keys per d, seed 0.",
     "law",
 )

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz import export, ui
 from attnviz.plots import heatmaps as hm
+from attnviz.plots.common import chart_config
 
 src = ui.current()
 st.title("Heads")
@@ -24,7 +25,7 @@ pick = "Its settings are in the sidebar" if src.is_module else "Pick the layer i
 st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its tokens and value.")
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
-st.plotly_chart(hm.head_grid(tr, layer, stage, token_range=span), config=hm.chart_config(f"layer{layer}", stage, "heads"))
+st.plotly_chart(hm.head_grid(tr, layer, stage, token_range=span), config=chart_config(f"layer{layer}", stage, "heads"))
 
 st.subheader("One head up close")
 left, right = st.columns([1, 2.4], gap="large")
@@ -38,17 +39,19 @@ with left:
         st.markdown("Every row of **weights** sums to 1: it is how the query shares its attention among the keys.")
     else:
         st.markdown("Score stages are not probabilities: red is above 0, blue below, white is 0.")
-    st.caption("Hover a cell to see the query, the key, the weight and (when the model exposes them) the raw and scaled scores.")
+    st.caption(
+        "Hover a cell to see the query, the key, the weight and (when the model exposes them) the raw and scaled scores."
+    )
 with right:
     st.plotly_chart(
         hm.head_detail(tr, layer, head, stage, token_range=span),
-        config=hm.chart_config(f"layer{layer}", f"head{head}", stage),
+        config=chart_config(f"layer{layer}", f"head{head}", stage),
     )
 
 
 def _open_tile():
     """Overview click: jump the sidebar layer and the head slider to the clicked tile."""
-    tile = hm.selected_tile(st.session_state.get("overview"))
+    tile = ui.selected_tile(st.session_state.get("overview"))
     if tile is not None:
         if not src.is_module:
             st.session_state["layer"] = tile[0]
@@ -57,34 +60,48 @@ def _open_tile():
 
 if tr.n_layer > 1:  # our module is one layer: its overview would repeat the grid
     st.subheader("All layers × heads")
-    st.caption("Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above.")
+    st.caption(
+        "Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above."
+    )
     st.plotly_chart(
         hm.overview(tr, stage),  # no selected-tile outline: the overview then need not redraw on a layer change
         key="overview",
         on_select=_open_tile,
         selection_mode="points",
-        config=hm.chart_config("overview", stage),
+        config=chart_config("overview", stage),
     )
 
 with st.expander("What the stages mean"):
     st.markdown("The model turns each token into a query vector q and a key vector k, then:")
-    for name in hm.STAGE_HELP:
-        st.markdown(f"- {hm.STAGE_HELP[name]}")
+    for name in ui.STAGE_HELP:
+        st.markdown(f"- {ui.STAGE_HELP[name]}")
     if tr.weights_only:
         st.markdown("This model computes attention inside its own code, so only **weights** can be shown.")
 
 st.subheader("Export")
-st.caption(f"{where.capitalize()}: every head and every stage, as a table (CSV) or numpy arrays (.npz). "
-           "Use the camera icon on a chart for a PNG.")
+st.caption(
+    f"{where.capitalize()}: every head and every stage, as a table (CSV) or numpy arrays (.npz). "
+    "Use the camera icon on a chart for a PNG."
+)
 if not export.csv_ok(tr):
-    st.caption(f"CSV is left out for {tr.n_tokens} tokens ({tr.n_head * tr.n_tokens**2:,} rows); the .npz holds the same data.")
+    st.caption(
+        f"CSV is left out for {tr.n_tokens} tokens ({tr.n_head * tr.n_tokens**2:,} rows); the .npz holds the same data."
+    )
 with st.container(horizontal=True):
     if export.csv_ok(tr):
         st.download_button(
-            "Download CSV", lambda: export.layer_csv(tr, layer), export.file_name(tr, layer, "csv"),
-            "text/csv", icon=":material/download:", on_click="ignore",
+            "Download CSV",
+            lambda: export.layer_csv(tr, layer),
+            export.file_name(tr, layer, "csv"),
+            "text/csv",
+            icon=":material/download:",
+            on_click="ignore",
         )
     st.download_button(
-        "Download .npz", lambda: export.layer_npz(tr, layer), export.file_name(tr, layer, "npz"),
-        "application/octet-stream", icon=":material/download:", on_click="ignore",
+        "Download .npz",
+        lambda: export.layer_npz(tr, layer),
+        export.file_name(tr, layer, "npz"),
+        "application/octet-stream",
+        icon=":material/download:",
+        on_click="ignore",
     )

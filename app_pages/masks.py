@@ -2,15 +2,15 @@
 
 import streamlit as st
 
-from attnviz import analysis, ui
+from attnviz import ui
+from attnviz.analysis import masks as analysis
 from attnviz.plots import distributions as dp
 
 APPLY = {"layer": "this layer only", "all": "all layers"}
-FILLS = {"min": "float32 min (the model's own)", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
 
 
 def show(fig, title: str, why: str, key: str) -> None:
-    ui.section(fig, title, why, key, "attnviz-masks")
+    ui.section(fig, title, why, key, "masks", src.model.name, f"layer{src.layer}")
 
 
 src = ui.current()
@@ -33,13 +33,14 @@ causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui
 hide = c2.multiselect("Hide tokens (no query may attend them)", range(n_real), key="hide", bind=ui.URL,
                       format_func=lambda i: f"{i:02d} {base.tokens[i]}")
 apply = c3.radio("Apply to", list(APPLY), key="apply", bind=ui.URL, disabled=src.is_module, format_func=APPLY.get)
-fill = c3.radio("Fill value for masked cells", list(FILLS), key="fill", bind=ui.URL, format_func=FILLS.get)
+fill = c3.radio("Fill value for masked cells", list(ui.FILL_IDS), key="fill", bind=ui.URL,
+                format_func=ui.FILL_LABELS.get)
 # fmt: on
 head = ui.head_picker(src, c4)
 
 layers = None if apply == "all" else (layer,)
 opts = analysis.mask_options(is_module=src.is_module, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
-                             layers=layers, fill=fill)  # fmt: skip
+                             layers=layers, fill=ui.fill_value(fill))  # fmt: skip
 with_mask = ui.get_trace(src, **opts)
 without = ui.get_trace(src, **analysis.unmasked_options(opts))
 if with_mask is None or without is None:
@@ -58,14 +59,16 @@ st.markdown(
 )
 who = f"head {head}"
 show(
-    dp.stage_pair(with_mask.scaled[layer, head], with_mask.mask[layer], with_mask.tokens, who),
+    dp.stage_pair(with_mask.layer(layer).scaled[head], with_mask.layer_mask(layer), with_mask.tokens, who),
     "1 · The stages before and after the mask",
     "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
     "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
     "stages",
 )
 show(
-    dp.weights_comparison(without.weights[layer, head], with_mask.weights[layer, head], with_mask.tokens, who),
+    dp.weights_comparison(
+        without.layer(layer).weights[head], with_mask.layer(layer).weights[head], with_mask.tokens, who
+    ),
     "2 · Where the weight went",
     "Left: the same layer with every key visible (no causal, hidden or padding mask). Rows still sum to 1, so the "
     "weight the removed keys had is shared out among the keys that remain (difference: orange gained, purple lost).",
@@ -81,7 +84,7 @@ show(
 )
 dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key masked." if rep.dead_rows else ""
 show(
-    dp.fill_demo_figure(rep.fills, with_mask.tokens, fill),
+    dp.fill_demo_figure(rep.fills, with_mask.tokens, ui.FILL_IDS[fill]),
     "4 · A row with every key masked",
     f"The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill value. "
     "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "

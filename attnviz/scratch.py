@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attention import DEFAULT_FILL, MultiHeadAttention, check_scale, seeded_module, seeded_vectors
+from .attention import DEFAULT_FILL, MultiHeadAttention, check_scale, default_scale, seeded_module, seeded_vectors
 from .errors import InputError
-from .models import LoadedModel, _encode, attention_inputs
-from .trace import AttentionTrace
+from .hf import LoadedModel, attention_inputs, module_from_layer
+from .hf.encode import encode
+from .trace import AttentionTrace, LayerRecord, Provenance
 
 INPUTS = ("embeddings", "hidden", "random")
 WEIGHTS = ("random", "pretrained")
@@ -59,7 +60,7 @@ class ModuleSource:
                     f"Copied weights fix d_model={self.base.d_model} and n_head={self.base.n_head}; "
                     f"got d_model={d_model}, n_head={n_head}."
                 )
-            return MultiHeadAttention.from_pretrained_layer(self.base, self.layer)
+            return module_from_layer(self.base, self.layer)
         return seeded_module(d_model, n_head, bias=self.bias, seed=self.seed)
 
     def describe(self) -> str:
@@ -123,7 +124,8 @@ def input_vectors(src: ModuleSource, text: str, pair=None, max_tokens=None):
     """([T, d_model] float tensor, tokens, notes) for a source and text."""
     d_model, _ = src.resolved()
     if src.inputs == "random":
-        enc = _encode(src.base, text, pair, max_tokens, None)
+        limit = src.base.max_tokens if max_tokens is None else max(2, min(int(max_tokens), src.base.max_tokens))
+        enc = encode(src.base.tokenizer, text, pair, limit)
         return seeded_vectors(len(enc.tokens), d_model, src.seed), enc.tokens, enc.notes
     layer = 0 if src.inputs == "embeddings" else src.layer
     return attention_inputs(src.base, text, layer, pair=pair, max_tokens=max_tokens)
@@ -152,22 +154,11 @@ def trace_module(
     fill = DEFAULT_FILL if fill is None else float(fill)
     scale = None if scale is None else check_scale(scale)
     with torch.inference_mode():
-        _, st = module(x, mask=mask, causal=causal, scale=scale, fill=fill)  # stages [nh, T, T]
+        full_mask = module.build_mask(1, T, T, mask, causal=causal)[0, 0]  # exactly the mask forward applies
+        qh, kh, _ = module.project(x[None], x[None], x[None])  # [1, head, T, d_head]
+    used_scale = default_scale(module.d_head) if scale is None else scale
     causal_used = module.causal if causal is None else causal
-    full_mask = module.build_mask(1, T, T, mask, causal=causal)[0, 0]  # exactly the mask forward applied
-    used_scale = 1.0 / np.sqrt(module.d_head) if scale is None else float(scale)
     options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hide, scale=scale, fill=fill).items()))
-    return AttentionTrace(
-        tokens=tokens,
-        weights=st.weights.numpy()[None],
-        scores=st.scores.numpy()[None],
-        scale=np.array([used_scale]),
-        mask=full_mask.numpy()[None],
-        fill=np.array([fill]),
-        model_name=src.describe(),
-        source="module",
-        d_head=module.d_head,
-        n_dropped=0,
-        options=options,
-        notes=tuple(notes),
-    )
+    record = LayerRecord(qh[0], kh[0], used_scale, full_mask, fill)
+    provenance = Provenance(model=src.describe(), kind="module", options=options)
+    return AttentionTrace(tokens, records=(record,), d_head=module.d_head, provenance=provenance, notes=tuple(notes))

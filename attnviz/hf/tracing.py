@@ -1,0 +1,108 @@
+"""Tracing a pretrained model on a sentence: encode, run one forward pass with the seam recording, assemble."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..attention import check_scale
+from ..errors import InputError
+from ..trace import AttentionTrace, Provenance
+from . import capture
+from .encode import Encoded, encode
+from .load import LoadedModel, model_inputs
+
+WEIGHTS_ONLY_NOTE = "{} computes attention inside its own code: only the weights stage is available."
+
+
+def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), layers=None, scale=None, fill=None,
+               pad_mask=True) -> capture.Experiment:  # fmt: skip
+    """A checked Experiment: positions and layers in range, a usable scale."""
+    hide = tuple(sorted({int(i) for i in hide}))
+    bad = [i for i in hide if not 0 <= i < n_tokens]
+    if bad:
+        raise InputError(f"Cannot hide token positions {bad}: the text has {n_tokens} tokens (0..{n_tokens - 1}).")
+    if layers is not None:
+        layers = tuple(sorted({int(i) for i in layers}))
+        bad = [i for i in layers if not 0 <= i < loaded.n_layer]
+        if bad:
+            raise InputError(f"Layers {bad} do not exist: the model has layers 0..{loaded.n_layer - 1}.")
+    scale = None if scale is None else check_scale(scale)
+    fill = None if fill is None else float(fill)
+    return capture.Experiment(bool(causal), hide, scale, fill, bool(pad_mask), layers)
+
+
+def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, max_tokens=None, **options):
+    """Trace `text` (and an optional second sentence) through `loaded`.
+
+    options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); max_tokens caps the text.
+    """
+    limit = loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
+    enc = encode(loaded.tokenizer, text, pair, limit, pad_to)
+    exp = experiment(loaded, len(enc.tokens), **options)
+    asked = dict(pair=pair, pad_to=pad_to, **{k: getattr(exp, k) for k in options})
+    provenance = Provenance(
+        model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
+        attn_implementation="attnviz seam over sdpa" if loaded.captures else "eager", options=tuple(sorted(asked.items())),
+        input_ids=tuple(enc.ids), n_dropped=enc.n_dropped,
+    )  # fmt: skip
+    common = dict(d_head=loaded.d_head, provenance=provenance)
+    if loaded.captures:
+        return AttentionTrace(enc.tokens, records=_captured(loaded, enc, exp), notes=tuple(enc.notes), **common)
+    return _weights_only(loaded, enc, exp, common)
+
+
+def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tuple:
+    inputs = model_inputs(loaded, enc.inputs)
+    if not exp.pad_mask and enc.pad_keys is not None:
+        inputs["attention_mask"] = torch.ones_like(
+            inputs["attention_mask"]
+        )  # layers outside the experiment put it back
+    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys)
+    try:
+        capture.forward(loaded.model, inputs, rec)
+    except capture.CaptureRefused as e:
+        raise InputError(f"{loaded.label} asked for {e}, which attnviz cannot capture.") from None
+    if len(rec.layers) != loaded.n_layer:
+        raise InputError(f"Captured {len(rec.layers)} attention calls, expected {loaded.n_layer}.")
+    return tuple(rec.layers)
+
+
+def _weights_only(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, common: dict) -> AttentionTrace:
+    if exp.changes_attention:
+        raise InputError(
+            f"{loaded.label} computes attention inside its own code, so attnviz cannot change its mask or scale: "
+            "causal, hidden tokens, scale and fill experiments need a model with all stages (the bundled one has them)."
+        )
+    inputs = model_inputs(loaded, enc.inputs)
+    if not exp.pad_mask and enc.pad_keys is not None:
+        inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
+    weights = np.stack([a[0].float().cpu().numpy() for a in capture.forward_eager(loaded.model, inputs)])
+    notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label))
+    return AttentionTrace(enc.tokens, stored_weights=weights, notes=notes, **common)
+
+
+def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, max_tokens=None):
+    """The vectors that enter layer `layer`'s attention for this text: ([T, d_model] tensor, tokens, notes).
+
+    Layer 0's input is the embedding output; for pre-LayerNorm models (GPT-2) it is the normed input,
+    i.e. exactly what the attention projections see.
+    """
+    if not 0 <= layer < loaded.n_layer:
+        raise InputError(f"Layer {layer} does not exist: the model has layers 0..{loaded.n_layer - 1}.")
+    if not loaded.attention_modules:
+        raise InputError(f"{loaded.label} computes attention in its own code; its attention inputs cannot be read.")
+    limit = loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
+    enc = encode(loaded.tokenizer, text, pair, limit)
+    seen = {}
+
+    def grab(module, args, kwargs):
+        x = args[0] if args else kwargs.get("hidden_states")
+        seen.setdefault("x", x.detach()[0].float().cpu().clone())
+
+    handle = loaded.attention_modules[layer].register_forward_pre_hook(grab, with_kwargs=True)
+    try:
+        capture.forward(loaded.model, model_inputs(loaded, enc.inputs), capture.Recorder())
+    finally:
+        handle.remove()
+    return seen["x"], enc.tokens, enc.notes

@@ -1,0 +1,297 @@
+"""The attention math, stage by stage, and our from-scratch multi-head attention module.
+
+Every stage keeps its own name, in code, UI and tests:
+
+    scores  = q @ k^T                      raw dot products, before any scaling or mask
+    scaled  = scores * scale               the scale the model really used (1/sqrt(d_head) by default)
+    masked  = scaled where mask else fill  disallowed cells replaced by `fill`
+    weights = softmax(masked)              rows sum to 1 (or to 0 on a row with every key masked by -inf)
+
+Axis order is always [batch, head, query, key]; a mask is boolean with True = "may attend".
+
+Why scale at all: if q and k have i.i.d. entries with mean 0 and variance 1, q.k is a sum of d
+products each of variance 1, so Var(q.k) = d. Without the scale, the softmax input grows like
+sqrt(d), the softmax saturates (one weight near 1, the rest near 0) and its gradients vanish.
+Multiplying by 1/sqrt(d) brings the variance back to 1 (see `attnviz.scaling`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from .errors import AttnvizError, InputError
+
+#: What masked cells become before the softmax, as Hugging Face models do it: the float32 minimum
+#: (about -3.4e38). Other common choices are -10000, -1e9 and -inf; see `softmax` for fully masked rows.
+DEFAULT_FILL = float(torch.finfo(torch.float32).min)
+
+
+MAX_SCALE = 1e4  # scores are O(10-100); a larger multiplier only overflows float32 towards inf
+
+
+def default_scale(d_head: int) -> float:
+    """1/sqrt(d_head): brings Var(q.k) back to 1 when q and k have unit-variance entries."""
+    return 1.0 / math.sqrt(d_head)
+
+
+def check_scale(scale: float) -> float:
+    """A usable scale: finite, non-zero and small enough that scores * scale stays finite in float32."""
+    scale = float(scale)
+    if not math.isfinite(scale) or scale == 0 or abs(scale) > MAX_SCALE:
+        raise InputError(f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}.")
+    return scale
+
+
+class Stages(NamedTuple):
+    """The four named stages of one attention computation, each [..., query, key]."""
+
+    scores: torch.Tensor
+    scaled: torch.Tensor
+    masked: torch.Tensor
+    weights: torch.Tensor
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis that never returns NaN.
+
+    A row whose every entry is -inf (every key masked with fill=-inf) gets all-zero weights:
+    the query attends to nothing, so its output is zero. torch.softmax would give NaN there.
+    A finite fill (-10000, -1e9, dtype min) needs no special case: a fully masked row holds
+    `fill` everywhere and its softmax is uniform over all keys, which is what the model computes.
+    """
+    weights = torch.softmax(x, dim=-1)  # the very kernel eager attention uses, so weights match it bit for bit
+    # An all -inf row comes out of torch.softmax as NaN in every column, so looking at the first column
+    # (T values per head, not T*T) finds every candidate; only then pay for the exact check over the rows.
+    # (Checking x.amax on every call cost a full extra pass over the scores: bench/, docs/benchmarks.md.)
+    if not bool(weights[..., :1].isnan().any()):
+        return weights
+    dead = torch.isneginf(x.amax(dim=-1, keepdim=True))
+    return weights.masked_fill(dead, 0.0)
+
+
+def stages_from_scores(
+    scores: torch.Tensor,
+    scale: float,
+    mask: torch.Tensor | None = None,
+    fill: float = DEFAULT_FILL,
+    bias: torch.Tensor | None = None,
+) -> Stages:
+    """scores -> scaled -> masked -> weights. The one place where the stages are defined.
+
+    `mask` is boolean (True = may attend) and broadcasts against `scores`. `bias` is an additive
+    position bias that a few models (T5-style) put into the mask; it joins the scaled stage.
+    """
+    scaled = scores * scale
+    if bias is not None:
+        scaled = scaled + bias
+    if mask is None:
+        masked = scaled
+    else:
+        masked = scaled.masked_fill(~mask, fill)
+    return Stages(scores, scaled, masked, softmax(masked))
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: float | None = None,
+    fill: float = DEFAULT_FILL,
+) -> tuple[torch.Tensor, Stages]:
+    """Scaled dot-product attention that returns the output and every stage.
+
+    q: [..., Tq, d], k: [..., Tk, d], v: [..., Tk, dv] -> output [..., Tq, dv].
+    """
+    scale = default_scale(q.shape[-1]) if scale is None else scale
+    scores = q @ k.transpose(-2, -1)  # [..., Tq, Tk]
+    stages = stages_from_scores(scores, scale, mask, fill)
+    return stages.weights @ v, stages
+
+
+# --- masks ---------------------------------------------------------------------------------------
+
+
+def causal_mask(n_query: int, n_key: int | None = None, device=None) -> torch.Tensor:
+    """[Tq, Tk] boolean: query i may attend keys 0..i (aligned to the end if Tk > Tq, as with a cache)."""
+    n_key = n_query if n_key is None else n_key
+    return torch.ones(n_query, n_key, dtype=torch.bool, device=device).tril(diagonal=n_key - n_query)
+
+
+def valid_length_mask(valid_lens: torch.Tensor, n_query: int, n_key: int) -> torch.Tensor:
+    """Padding mask from valid lengths: [batch] or [batch, Tq] -> [batch, 1, Tq, Tk].
+
+    Key j is visible to a query when j < valid_len; a [batch, Tq] tensor gives one length per query.
+    """
+    valid_lens = torch.as_tensor(valid_lens)
+    if valid_lens.dim() == 1:
+        valid_lens = valid_lens[:, None].expand(-1, n_query)  # [B, Tq]
+    if valid_lens.shape[-1] != n_query:
+        raise AttnvizError(f"valid_lens has {valid_lens.shape[-1]} entries per row, expected {n_query} (one per query).")
+    keys = torch.arange(n_key, device=valid_lens.device)
+    return (keys[None, None, :] < valid_lens[:, :, None])[:, None]  # [B, 1, Tq, Tk]
+
+
+def as_bool_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Accept boolean masks (True = may attend) and 0/1 masks (0 = blocked)."""
+    mask = torch.as_tensor(mask)
+    return mask if mask.dtype == torch.bool else mask != 0
+
+
+# --- our own multi-head attention ---------------------------------------------------------------
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention written from scratch, keeping every stage of every head.
+
+    Separate q, k, v and output projections; heads are split and merged with explicit reshapes.
+    `forward` returns `(output, stages)`, stages shaped [batch, head, query, key]. Queries may come from
+    one sequence and keys and values from another (cross-attention: Tq queries over Tk keys).
+    """
+
+    def __init__(self, d_model: int, n_head: int, bias: bool = True, causal: bool = False):
+        super().__init__()
+        if n_head <= 0 or d_model <= 0:
+            raise AttnvizError(f"d_model and n_head must be positive, got d_model={d_model}, n_head={n_head}.")
+        if d_model % n_head != 0:
+            raise AttnvizError(
+                f"d_model={d_model} is not divisible by n_head={n_head}: every head needs d_model / n_head "
+                f"dimensions. Try n_head in {[h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]}."
+            )
+        self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
+        self.causal = causal  # used when forward(causal=None); a copied decoder layer sets it
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_head={self.n_head}, d_head={self.d_head}, causal={self.causal}"
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, time, _ = x.shape
+        x = x.view(batch, time, self.n_head, self.d_head)  # (B, T, nh, hd)
+        return x.transpose(1, 2)  # (B, nh, T, hd)
+
+    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, _, time, _ = x.shape
+        x = x.transpose(1, 2)  # (B, T, nh, hd)
+        return x.reshape(batch, time, self.d_model)  # (B, T, d_model)
+
+    def project(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """[B, T, d_model] inputs -> per-head queries, keys and values [B, nh, T, hd]."""
+        qh = self.split_heads(self.w_q(q))  # (B, nh, Tq, hd)
+        kh = self.split_heads(self.w_k(k))  # (B, nh, Tk, hd)
+        vh = self.split_heads(self.w_v(v))  # (B, nh, Tk, hd)
+        return qh, kh, vh
+
+    def build_mask(
+        self, batch: int, n_query: int, n_key: int, mask=None, valid_lens=None, causal: bool | None = None, device=None
+    ) -> torch.Tensor | None:
+        """Combine a boolean mask, valid lengths and causality into one [B or 1, nh or 1, Tq, Tk] mask."""
+        causal = self.causal if causal is None else causal
+        combined = None
+        if mask is not None:
+            combined = as_bool_mask(mask).to(device)
+            if combined.dim() == 3:
+                combined = combined.unsqueeze(1)  # [B, Tq, Tk] -> [B, 1, Tq, Tk]: one mask per example, all heads
+            while combined.dim() < 4:
+                combined = combined.unsqueeze(0)  # [Tq, Tk] -> [1, 1, Tq, Tk]
+        if valid_lens is not None:
+            vl = valid_length_mask(torch.as_tensor(valid_lens, device=device), n_query, n_key)
+            combined = vl if combined is None else combined & vl
+        if causal:
+            cm = causal_mask(n_query, n_key, device=device)[None, None]
+            combined = cm if combined is None else combined & cm
+        return combined
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor | None = None,
+        v: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        valid_lens: torch.Tensor | None = None,
+        causal: bool | None = None,
+        scale: float | None = None,
+        fill: float = DEFAULT_FILL,
+    ) -> tuple[torch.Tensor, Stages]:
+        """q: [B, Tq, d_model] (or [Tq, d_model]); k, v: [B, Tk, d_model], default q (self-attention).
+
+        mask: boolean, True = may attend: [Tq, Tk], [B, Tq, Tk] (per example) or [B or 1, nh or 1, Tq, Tk];
+        0/1 masks are accepted.
+        valid_lens: [B] or [B, Tq] key lengths (padding). causal: query i sees keys <= i.
+        scale: default 1/sqrt(d_head). fill: what masked cells become before the softmax.
+        """
+        k = q if k is None else k
+        v = k if v is None else v
+        unbatched = q.dim() == 2
+        if unbatched:
+            q, k, v = q[None], k[None], v[None]
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if x.dim() != 3 or x.shape[-1] != self.d_model:
+                raise AttnvizError(f"{name} must be [batch, time, {self.d_model}], got {list(x.shape)}.")
+        if k.shape[1] != v.shape[1]:
+            raise AttnvizError(f"k and v must have the same length, got {k.shape[1]} and {v.shape[1]}.")
+        batch, n_query, n_key = q.shape[0], q.shape[1], k.shape[1]
+
+        qh, kh, vh = self.project(q, k, v)
+        full_mask = self.build_mask(batch, n_query, n_key, mask, valid_lens, causal, device=q.device)
+        scale = default_scale(self.d_head) if scale is None else scale
+        context, stages = attention(qh, kh, vh, full_mask, scale, fill)  # (B, nh, Tq, hd)
+        output = self.w_o(self.merge_heads(context))  # (B, Tq, d_model)
+        if unbatched:
+            output = output[0]
+            stages = Stages(*(s[0] for s in stages))
+        return output, stages
+
+    # --- loading weights from elsewhere ---
+
+    @classmethod
+    def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Copy a torch.nn.MultiheadAttention, unpacking its packed in_proj weights.
+
+        in_proj_weight is [3*d, d]: rows [0, d) project queries, [d, 2d) keys, [2d, 3d) values.
+        """
+        if m.kdim != m.embed_dim or m.vdim != m.embed_dim:
+            raise AttnvizError("from_torch needs q, k and v of the same size (kdim == vdim == embed_dim).")
+        if m.bias_k is not None or m.add_zero_attn:
+            raise AttnvizError("from_torch does not support add_bias_kv or add_zero_attn.")
+        d = m.embed_dim
+        bias = m.in_proj_bias is not None
+        ours = cls(d, m.num_heads, bias=bias)
+        w_q, w_k, w_v = m.in_proj_weight.detach().split(d, dim=0)  # each [d, d]
+        with torch.no_grad():
+            for lin, w in ((ours.w_q, w_q), (ours.w_k, w_k), (ours.w_v, w_v)):
+                lin.weight.copy_(w)
+            ours.w_o.weight.copy_(m.out_proj.weight)
+            if bias:
+                b_q, b_k, b_v = m.in_proj_bias.detach().split(d)
+                for lin, b in ((ours.w_q, b_q), (ours.w_k, b_k), (ours.w_v, b_v)):
+                    lin.bias.copy_(b)
+                ours.w_o.bias.copy_(m.out_proj.bias)
+        return ours
+
+
+def seeded_module(d_model: int, n_head: int, bias: bool = True, seed: int = 0) -> MultiHeadAttention:
+    """A MultiHeadAttention whose random weights depend only on `seed` (same in every process).
+
+    Uses its own torch.Generator so it neither reads nor disturbs the global RNG.
+    """
+    with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undo that
+        m = MultiHeadAttention(d_model, n_head, bias=bias)
+    g = torch.Generator().manual_seed(seed)
+    bound = 1.0 / math.sqrt(d_model)  # nn.Linear's default range, drawn from our generator
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.rand(p.shape, generator=g) * 2 * bound - bound)
+    return m
+
+
+def seeded_vectors(n: int, d: int, seed: int = 0) -> torch.Tensor:
+    """[n, d] standard normal input vectors that depend only on `seed`."""
+    return torch.randn(n, d, generator=torch.Generator().manual_seed(seed))

@@ -1,0 +1,205 @@
+"""The capture seam: one attention function registered with transformers that records what every stage is made of.
+
+Models that dispatch through `AttentionInterface` call it with q, k, v already projected, split into heads
+and position-encoded ([batch, head, seq, head_dim]). It records q and k (k with its key/value heads not yet
+expanded), the scale, the boolean mask and any additive bias, then runs transformers' own SDPA attention, so
+a trace costs about what the model's fastest forward pass costs. The stages are computed later, per layer,
+from the record (`attnviz.trace`). A layer under an experiment (causal, hidden keys, another scale or fill)
+is computed by `attnviz.attention.stages_from_scores` instead, so the experiment's exact effect reaches the
+later layers.
+
+The mask builder registered under the same name always gives an explicit mask (never "no mask, is_causal"),
+so the record holds the mask the model really used.
+
+Keyword arguments are handled by an allow-list: the ones that change the result are applied, the ones that
+only steer other kernels are ignored by name, and anything else with a value refuses the capture
+(`CaptureRefused`): an unknown argument such as a position bias is never silently dropped.
+
+Capture state lives in a ContextVar: Streamlit runs each session in its own thread and all sessions share
+one cached model, so a global would mix sessions up.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+from ..attention import DEFAULT_FILL, causal_mask, stages_from_scores
+from ..trace import LayerRecord
+
+CAPTURE_NAME = "attnviz"
+
+#: Arguments that only steer other kernels (flash, paged caches) or are already part of the mask.
+IGNORED_ARGUMENTS = frozenset(
+    {"is_causal", "sliding_window", "position_ids", "cache_position", "layer_idx", "output_attentions",
+     "use_cache", "past_key_values", "past_key_value", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q",
+     "max_length_k", "target_dtype", "attention_type"}
+)  # fmt: skip
+
+_CAPTURE: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("attnviz_capture", default=None)
+_register_lock = threading.Lock()
+
+
+class CaptureRefused(Exception):
+    """Raised inside a forward pass when the model asks for attention math the seam does not reproduce."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """Changes to the forward pass itself, so their effect reaches every later layer.
+
+    causal / hide / scale / fill / dropping the padding mask apply to `layers` (None = all layers).
+    """
+
+    causal: bool = False
+    hide: tuple[int, ...] = ()  # key positions no query may attend
+    scale: float | None = None  # replaces the model's own scale
+    fill: float | None = None  # replaces the model's fill (dtype min) for masked cells
+    pad_mask: bool = True  # False: padded positions stay visible (they soak up attention)
+    layers: tuple[int, ...] | None = None
+
+    def applies_to(self, layer: int) -> bool:
+        return self.layers is None or layer in self.layers
+
+    @property
+    def changes_attention(self) -> bool:
+        return self.causal or bool(self.hide) or self.scale is not None or self.fill is not None
+
+
+@dataclass
+class Recorder:
+    """Per-forward capture state: the experiment in force and what each attention call recorded."""
+
+    experiment: Experiment = field(default_factory=Experiment)
+    pad_keys: torch.Tensor | None = None  # [key] bool, True at padding positions
+    layers: list[LayerRecord] = field(default_factory=list)
+    modules: list[torch.nn.Module] = field(default_factory=list)
+
+    def keep(self, module, query, key, scale: float, allowed, fill: float, bias) -> None:
+        """Record batch item 0 of one attention call; a mask equal to the previous layer's is shared, not copied."""
+        n_q, n_k = query.shape[-2], key.shape[-2]
+        mask = torch.ones(n_q, n_k, dtype=torch.bool, device=query.device) if allowed is None else allowed
+        mask = mask.expand(query.shape[0], 1, n_q, n_k)[0, 0]  # [query, key]
+        if self.layers and self.layers[-1].mask.shape == mask.shape and torch.equal(self.layers[-1].mask, mask):
+            mask = self.layers[-1].mask
+        bias = None if bias is None else bias.expand(query.shape[0], query.shape[1], n_q, n_k)[0]
+        self.layers.append(LayerRecord(query[0], key[0], scale, mask, fill, bias))
+        self.modules.append(module)
+
+
+def check_arguments(kwargs: dict) -> None:
+    """Refuse any argument with a value that is neither handled nor known to be safe to ignore."""
+    unknown = sorted(k for k, v in kwargs.items() if v is not None and k not in IGNORED_ARGUMENTS)
+    if unknown:
+        raise CaptureRefused(f"attention with {', '.join(unknown)}")
+
+
+def split_mask(attention_mask: torch.Tensor | None, n_key: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The model's mask as (boolean "may attend", additive bias or None)."""
+    if attention_mask is None:
+        return None, None
+    mask = attention_mask[..., :n_key]
+    if mask.dtype == torch.bool:
+        return mask, None
+    allowed = mask > torch.finfo(mask.dtype).min / 2
+    bias = torch.where(allowed, mask, torch.zeros_like(mask))
+    return allowed, (bias if bias.any() else None)
+
+
+def apply_experiment(rec: Recorder, layer: int, allowed, scale: float, n_q: int, n_k: int, device):
+    """(allowed, scale, fill, changed) after this forward pass's experiment.
+
+    changed=False when the experiment leaves this layer's result as it was (a mask the model already had, its
+    own scale, a fill that no fully masked row ever sees): the layer then runs the model's own kernel.
+    """
+    exp, before = rec.experiment, allowed
+    if exp.applies_to(layer):
+        if exp.causal:
+            allowed = _and(allowed, causal_mask(n_q, n_k, device=device))
+        if exp.hide:
+            visible = torch.ones(n_k, dtype=torch.bool, device=device)
+            visible[list(exp.hide)] = False
+            allowed = _and(allowed, visible)
+        new_scale = scale if exp.scale is None else exp.scale
+        fill = DEFAULT_FILL if exp.fill is None else exp.fill
+    elif not exp.pad_mask and rec.pad_keys is not None:  # layers outside the experiment keep their padding mask
+        allowed, new_scale, fill = _and(allowed, ~rec.pad_keys.to(device)), scale, DEFAULT_FILL
+    else:
+        return allowed, scale, DEFAULT_FILL, False
+    mask_changed = allowed is not before and not (before is not None and torch.equal(allowed, before))
+    dead_rows = allowed is not None and bool((~allowed).all(-1).any())
+    changed = mask_changed or new_scale != scale or (fill != DEFAULT_FILL and dead_rows)
+    return allowed, new_scale, fill, changed
+
+
+def _and(allowed: torch.Tensor | None, extra: torch.Tensor) -> torch.Tensor:
+    return extra if allowed is None else allowed & extra
+
+
+def capture_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Attention as the model computes it, recording q, k, scale, mask, fill and bias of every call."""
+    check_arguments(kwargs)
+    rec = _CAPTURE.get()
+    scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
+    n_q, n_k = query.shape[-2], key.shape[-2]
+    allowed, bias = split_mask(attention_mask, n_k)
+    changed, fill = False, DEFAULT_FILL
+    if rec is not None:
+        allowed, scale, fill, changed = apply_experiment(rec, len(rec.layers), allowed, scale, n_q, n_k, query.device)
+        rec.keep(module, query, key, scale, allowed, fill, bias)
+    if not changed:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling)
+    if key.shape[1] != query.shape[1]:  # grouped-query attention: each key/value head serves several query heads
+        key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
+        value = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
+    stages = stages_from_scores(query @ key.transpose(-2, -1), scale, allowed, fill, bias=bias)
+    weights = torch.nn.functional.dropout(stages.weights.to(value.dtype), p=dropout, training=module.training)
+    return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
+def explicit_mask(*args, **kwargs):
+    """transformers' boolean SDPA mask, always materialised (never None with an implied is_causal)."""
+    from transformers.masking_utils import sdpa_mask
+
+    kwargs.pop("allow_is_causal_skip", None)
+    kwargs.pop("allow_is_bidirectional_skip", None)
+    return sdpa_mask(*args, allow_is_causal_skip=False, allow_is_bidirectional_skip=False, **kwargs)
+
+
+def register() -> None:
+    """Register the seam function and its mask builder with transformers (idempotent)."""
+    with _register_lock:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface
+
+        AttentionInterface.register(CAPTURE_NAME, capture_attention)
+        AttentionMaskInterface.register(CAPTURE_NAME, explicit_mask)  # without it the function gets mask=None
+
+
+def call_kwargs(model) -> dict:
+    """Keyword arguments every forward pass gets: no key/value cache (one pass over the whole text)."""
+    params = inspect.signature(model.forward).parameters
+    return {"use_cache": False} if "use_cache" in params else {}
+
+
+def forward(model, inputs: dict, rec: Recorder):
+    """One forward pass with `rec` as this thread's capture state."""
+    token = _CAPTURE.set(rec)
+    try:
+        with torch.inference_mode():
+            return model(**inputs, **call_kwargs(model))
+    finally:
+        _CAPTURE.reset(token)
+
+
+def forward_eager(model, inputs: dict) -> tuple:
+    """One forward pass of an eager-attention model returning its attention weights, [batch, head, q, k] per layer."""
+    with torch.inference_mode():
+        out = model(**inputs, output_attentions=True, **call_kwargs(model))
+    return out.attentions or ()

@@ -1,0 +1,62 @@
+"""Text -> the tensors a model takes, with the tokens shown on every axis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import InputError
+
+
+@dataclass(frozen=True)
+class Encoded:
+    inputs: dict  # tensors for the model, batch of one
+    tokens: list[str]
+    ids: list[int]
+    n_dropped: int  # tokens cut off at the limit
+    pad_keys: torch.Tensor | None  # [T] bool, True at padding positions
+    notes: list[str]
+
+
+def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = None) -> Encoded:
+    """Tokenize `text` (and an optional second sentence) for a model, truncated to `limit` tokens.
+
+    Typed special tokens ("[SEP]", "<|endoftext|>") are split as text, never read as control tokens.
+    `pad_to` appends padding tokens (with an attention_mask of 0) as in a batch.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise InputError("The text is empty: type a sentence to see its attention.")
+    pair = pair if pair is not None and str(pair).strip() else None
+    kw = dict(split_special_tokens=True, add_special_tokens=True, verbose=False)
+    full = tokenizer(text, pair, **kw)
+    enc, notes, n_dropped = full, [], 0
+    if len(full["input_ids"]) > limit:
+        enc = tokenizer(text, pair, truncation=True, max_length=limit, **kw)
+        n_dropped = len(full["input_ids"]) - len(enc["input_ids"])
+        notes.append(f"The text was {len(full['input_ids'])} tokens; kept the first {len(enc['input_ids'])} "
+                     f"(the limit is {limit}).")  # fmt: skip
+    ids = list(enc["input_ids"])
+    if not ids:
+        raise InputError("The tokenizer produced no tokens for this text.")
+    types = list(enc["token_type_ids"]) if "token_type_ids" in enc else None
+    n_pad = 0
+    if pad_to is not None and int(pad_to) > len(ids):
+        target = min(int(pad_to), limit)
+        if target < int(pad_to):
+            notes.append(f"Padding capped at the model's limit of {limit} tokens.")
+        n_pad = target - len(ids)
+    return _assemble(tokenizer, ids, types, n_pad, n_dropped, notes)
+
+
+def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes) -> Encoded:
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    real = len(ids)
+    ids = ids + [pad_id] * n_pad
+    tokens = [str(t) for t in tokenizer.convert_ids_to_tokens(ids)]
+    tokens[real:] = [tokenizer.pad_token or "[PAD]"] * n_pad
+    inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.tensor([[1] * real + [0] * n_pad])}
+    if types is not None:
+        inputs["token_type_ids"] = torch.tensor([types + [0] * n_pad])
+    pad_keys = torch.arange(len(ids)) >= real if n_pad else None
+    return Encoded(inputs, tokens, ids, n_dropped, pad_keys, notes)

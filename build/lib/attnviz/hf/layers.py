@@ -1,0 +1,73 @@
+"""Copy one pretrained attention layer into our from-scratch MultiHeadAttention.
+
+Two layouts are supported: BERT-style (separate query/key/value linears and an output dense) and GPT-2
+(one packed Conv1D for q|k|v and a Conv1D output). Layers with rotary positions or shared key/value
+heads have no equivalent in our module and are refused with a message.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..attention import MultiHeadAttention
+from ..errors import InputError, check_index
+from .load import LoadedModel
+
+
+def module_from_layer(loaded: LoadedModel, layer: int) -> MultiHeadAttention:
+    """Our module with the projections of `loaded`'s attention layer `layer`.
+
+    Run on the vectors entering that layer (`attnviz.attention_inputs`), it reproduces the layer's attention
+    weights and output (before the residual connection).
+    """
+    if not isinstance(loaded, LoadedModel):
+        raise InputError("module_from_layer needs a model from attnviz.load_model().")
+    if not loaded.attention_modules:
+        raise InputError(f"{loaded.label} computes attention in its own code; its layers cannot be copied.")
+    layer = check_index("layer", layer, loaded.n_layer)
+    proj = projections(loaded, layer)
+    d_model = proj["w_q"].shape[1]
+    ours = MultiHeadAttention(d_model, loaded.n_head, bias=proj["b_q"] is not None, causal=proj["causal"])
+    with torch.no_grad():
+        for name in ("q", "k", "v", "o"):
+            lin = getattr(ours, f"w_{name}")
+            lin.weight.copy_(proj[f"w_{name}"])
+            if proj[f"b_{name}"] is not None:
+                lin.bias.copy_(proj[f"b_{name}"])
+    return ours
+
+
+def output_projection(loaded: LoadedModel, layer: int) -> torch.nn.Module:
+    """The module that mixes layer `layer`'s heads back to d_model (BERT: output.dense; GPT-2: c_proj)."""
+    mod = loaded.attention_modules[check_index("layer", layer, loaded.n_layer)]
+    if hasattr(mod, "c_proj"):
+        return mod.c_proj
+    names = {m: n for n, m in loaded.model.named_modules()}
+    parent = loaded.model.get_submodule(names[mod].rsplit(".", 1)[0])
+    out = getattr(getattr(parent, "output", None), "dense", None)
+    if out is None:
+        raise InputError(f"Cannot find the output projection of layer {layer} in {loaded.label}.")
+    return out
+
+
+def projections(loaded: LoadedModel, layer: int) -> dict:
+    """Weights and biases w_q, w_k, w_v, w_o / b_q, ... in (out, in) layout, float32, plus `causal`."""
+    mod = loaded.attention_modules[layer]
+    t = lambda x: None if x is None else x.detach().float().cpu().clone()  # noqa: E731
+    if all(hasattr(mod, a) for a in ("query", "key", "value")):
+        out = output_projection(loaded, layer)
+        p = dict(w_q=t(mod.query.weight), w_k=t(mod.key.weight), w_v=t(mod.value.weight), w_o=t(out.weight))
+        p.update(b_q=t(mod.query.bias), b_k=t(mod.key.bias), b_v=t(mod.value.bias), b_o=t(out.bias))
+        p["causal"] = bool(getattr(mod, "is_causal", False) or getattr(loaded.model.config, "is_decoder", False))
+        return p
+    if hasattr(mod, "c_attn") and hasattr(mod, "c_proj"):
+        d = loaded.d_model
+        w, b = t(mod.c_attn.weight), t(mod.c_attn.bias)  # Conv1D stores (in, out): y = x @ w + b, q|k|v along out
+        p = dict(w_q=w[:, :d].T.clone(), w_k=w[:, d : 2 * d].T.clone(), w_v=w[:, 2 * d :].T.clone())
+        p.update(b_q=b[:d], b_k=b[d : 2 * d], b_v=b[2 * d :], w_o=t(mod.c_proj.weight).T.clone(), b_o=t(mod.c_proj.bias))
+        p["causal"] = True
+        return p
+    raise InputError(
+        f"Copying a layer of {loaded.model.config.model_type} is not supported: it uses rotary positions or a "
+        "layout our module does not have. BERT-style and GPT-2 models are supported."
+    )

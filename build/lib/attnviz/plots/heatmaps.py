@@ -1,0 +1,329 @@
+"""Attention heatmaps: every head of a layer, one head up close, and every layer x head at a glance.
+
+Builds plotly Figures from an AttentionTrace; never calls streamlit, so every figure is unit-testable.
+
+Conventions (see plots/__init__.py): rows are queries, columns are keys, axes are positional with
+"%03d token" tick labels, tokens are escaped, colour scales are explicit (weights 0..1 sequential;
+scores, scaled and masked diverging and centred on 0), masked cells are NaN gaps, arrays are float32.
+
+Payload: a float32 heatmap of T x T tokens costs about 5.5 * T^2 bytes of JSON, so a 12-head grid of a
+512-token text is ~17 MB. The grid and the single head therefore show at most MAX_SHOWN tokens: pass
+`token_range=(start, stop)` to choose the window (queries and keys alike); without it the first
+MAX_SHOWN tokens are shown and the title says so. The overview pools long texts into small tiles instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..trace import AttentionTrace
+from .common import SCORES_SCALE, WEIGHTS_SCALE, escape, f32, symmetric_range, thin, tick_labels
+
+MAX_SHOWN = 128  # tokens per axis in the grid and the single head (the caller can move the window)
+MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
+GRID_HOVER_TOKENS = 40  # up to this many tokens the grid's hover names the tokens (cheap enough)
+TILE = 24  # the overview pools every head to at most TILE x TILE cells
+
+#: One name per stage, used in titles, colour bars and the page that explains them.
+STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights"}
+
+# --- small pure helpers -----------------------------------------------------------------------------
+
+
+def window(n_tokens: int, token_range=None, limit: int = MAX_SHOWN) -> tuple[int, int]:
+    """The [start, stop) token window to draw: the caller's range clipped to the text and to `limit` tokens."""
+    if token_range is None:
+        return 0, min(n_tokens, limit)
+    start, stop = (int(v) for v in token_range)
+    start = min(max(0, start), max(0, n_tokens - 1))
+    stop = min(max(start + 1, stop), n_tokens, start + limit)
+    return start, stop
+
+
+def stage_values(trace: AttentionTrace, layer: int, stage: str) -> np.ndarray:
+    """[head, query, key] float32 values of one stage, with masked cells as NaN for the masked stage."""
+    z = np.array(trace.stage(stage, layer), dtype=np.float32)
+    if stage == "masked":
+        z[:, ~trace.layer_mask(layer)] = np.nan
+    return z
+
+
+def colour(stage: str, values: np.ndarray, robust: bool = False) -> dict:
+    """Explicit colour scale and range: 0..1 for weights, symmetric around 0 for the score stages.
+
+    robust=True sets the score range at the 99.5th percentile of |value| instead of the maximum, so one
+    extreme head does not wash out all the others (used by the overview, where patterns matter most).
+    """
+    if stage == "weights":
+        return dict(colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0)
+    r = symmetric_range(values)
+    if robust:
+        finite = np.abs(values[np.isfinite(values)])
+        r = float(np.percentile(finite, 99.5)) if finite.size else r
+    r = r if r > 0 else 1.0
+    return dict(colorscale=SCORES_SCALE, zmin=-r, zmax=r, zmid=0.0)
+
+
+def ticks(tokens, start: int, stop: int, max_ticks: int = MAX_TICKS) -> dict:
+    """Positional tick values and '%03d token' labels for tokens[start:stop], thinned to max_ticks."""
+    labels = tick_labels(tokens)
+    vals = list(range(start, stop, thin(stop - start, max_ticks)))
+    return dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals])
+
+
+def _token_pairs(tokens, start: int, stop: int) -> np.ndarray:
+    """[T, T, 2] object array of escaped (query label, key label) for hover text."""
+    labels = np.array(tick_labels(tokens)[start:stop], dtype=object)
+    n = stop - start
+    out = np.empty((n, n, 2), dtype=object)
+    out[..., 0] = labels[:, None]
+    out[..., 1] = labels[None, :]
+    return out
+
+
+def _fmt(a: np.ndarray) -> np.ndarray:
+    """Numbers as short strings for hover text (4 significant digits keep the payload small)."""
+    return np.char.mod("%.4g", np.asarray(a, dtype=np.float64)).astype(object)
+
+
+def _where(trace: AttentionTrace, layer: int) -> str:
+    """'Layer 3', or 'Our module' for our single-layer module (its layer 0 is not the model's layer 0)."""
+    return "Our module" if trace.provenance.kind == "module" else f"Layer {layer}"
+
+
+def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
+    if (start, stop) == (0, trace.n_tokens):
+        return ""
+    return f" · tokens {start}–{stop - 1} of {trace.n_tokens}"
+
+
+def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
+    """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
+    if stage == "weights":
+        w = trace.layer(layer).weights
+        if trace.n_tokens > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_tokens):
+            return (f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
+                    f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
+                    "(what random weights give). Hover for exact values"
+                    + ("." if trace.weights_only else ", or look at the scores stage."))
+    if trace.weights_only or stage not in ("masked", "weights"):
+        return ""
+    blocked = int((~trace.layer_mask(layer)).sum())
+    if blocked == 0:
+        return ("Nothing is masked for this text at this layer (no padding, not causal), so masked equals scaled."
+                if stage == "masked" else "")
+    n = trace.n_tokens**2
+    return f"{blocked} of {n} query-key pairs are masked at this layer" + (
+        ": they are the gaps." if stage == "masked" else ": their weight is exactly 0."
+    )
+
+
+# --- figures ----------------------------------------------------------------------------------------
+
+
+def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None) -> go.Figure:
+    """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance."""
+    start, stop = window(trace.n_tokens, token_range)
+    z_all = stage_values(trace, layer, stage)[:, start:stop, start:stop]
+    n_head, n = z_all.shape[0], stop - start
+    cols = max(1, min(cols, n_head))
+    rows = math.ceil(n_head / cols)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=[f"head {h}" for h in range(n_head)],
+        shared_xaxes=True,
+        shared_yaxes=True,
+        horizontal_spacing=0.02 if cols > 1 else 0.0,
+        vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
+    )
+    scale = colour(stage, z_all)
+    pairs = _token_pairs(trace.tokens, start, stop) if n <= GRID_HOVER_TOKENS else None
+    who = "query %{customdata[0]}<br>key %{customdata[1]}" if pairs is not None else "query %{y} · key %{x}"
+    label = STAGE_LABELS[stage]
+    for h in range(n_head):
+        fig.add_trace(
+            go.Heatmap(
+                z=f32(z_all[h]),
+                x0=start,
+                dx=1,
+                y0=start,
+                dy=1,
+                customdata=pairs,
+                hovertemplate=f"head {h}<br>{who}<br>{label} %{{z:.4g}}<extra></extra>",
+                hoverongaps=False,
+                showscale=h == 0,
+                colorbar=dict(title=dict(text=label, side="right"), thickness=14),
+                **scale,
+            ),
+            row=h // cols + 1,
+            col=h % cols + 1,
+        )
+    tick_x, tick_y = ticks(trace.tokens, start, stop, MAX_TICKS // 2), ticks(trace.tokens, start, stop, MAX_TICKS // 2)
+    # Fixed margins and no key labels under the panels: with 2 x n_head axes, Plotly's automatic margin
+    # passes and tick-label layout were most of the browser's redraw time (bench/whatif.py, docs/benchmarks.md).
+    # The keys are named in the hover and on the large single-head view below.
+    fig.update_xaxes(**tick_x, showticklabels=False, automargin=False, showgrid=False, range=[start - 0.5, stop - 0.5])
+    fig.update_yaxes(**tick_y, tickfont_size=9, automargin=False, showgrid=False, range=[stop - 0.5, start - 0.5])
+    fig.update_annotations(font_size=12)
+    panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
+    fig.update_layout(
+        meta={"figure": "head_grid", "layer": layer, "stage": stage},
+        height=rows * panel + 100,
+        margin=dict(l=100, r=10, t=60, b=10),
+        title=dict(text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"),
+    )
+    return fig
+
+
+def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None) -> go.Figure:
+    """One head large, with every stage in the hover (query, key, weights, scores, scaled)."""
+    start, stop = window(trace.n_tokens, token_range)
+    z_layer = stage_values(trace, layer, stage)[:, start:stop, start:stop]
+    z = z_layer[head]
+    stages = trace.layer(layer)
+    sl = (head, slice(start, stop), slice(start, stop))
+    pairs = _token_pairs(trace.tokens, start, stop)
+    hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weights %{customdata[2]}"
+    if trace.weights_only:
+        custom = np.concatenate([pairs, _fmt(stages.weights[sl])[..., None]], axis=-1)
+        note = "Raw and scaled scores are unavailable: this model only gives its final weights."
+    else:
+        numbers = [_fmt(stages.weights[sl]), _fmt(stages.scores[sl]), _fmt(stages.scaled[sl])]
+        custom = np.concatenate([pairs, *(a[..., None] for a in numbers)], axis=-1)
+        hover += "<br>scores %{customdata[3]}<br>scaled %{customdata[4]}"
+        note = ""
+    label = STAGE_LABELS[stage]
+    fig = go.Figure(
+        go.Heatmap(
+            z=f32(z),
+            x0=start,
+            dx=1,
+            y0=start,
+            dy=1,
+            customdata=custom,
+            hovertemplate=hover + "<extra></extra>",
+            hoverongaps=False,
+            colorbar=dict(title=dict(text=label, side="right"), thickness=14),
+            **colour(stage, z_layer),  # the layer's range, so colours mean what they mean in the grid
+        )
+    )
+    t = ticks(trace.tokens, start, stop)
+    n = stop - start
+    side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
+    fig.update_xaxes(**t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5])
+    fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
+    title = f"{_where(trace, layer)} · head {head} · {label}{_range_note(trace, start, stop)}"
+    fig.update_layout(
+        meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
+        height=side,
+        margin=dict(l=10, r=10, t=50 if note else 40, b=10),
+        title=dict(text=title + (f"<br><sup>{escape(note)}</sup>" if note else ""), font_size=14, x=0, xanchor="left"),
+    )
+    return fig
+
+
+def _pool(a: np.ndarray, size: int, sum_keys: bool = False) -> np.ndarray:
+    """Shrink [..., T, T] to [..., size, size] blocks so long texts stay small (NaN cells ignored).
+
+    Scores are averaged over each block. Weights (sum_keys=True) are summed over the keys of a block and
+    averaged over its queries: a pooled row is then still a probability distribution (over key blocks),
+    and a sharp pattern such as the diagonal stays bright instead of fading to 1/T.
+    """
+    n = a.shape[-1]
+    if n <= size:
+        return a
+    starts = np.linspace(0, n, size + 1).round().astype(int)[:-1]
+    finite = np.isfinite(a)
+    total = np.add.reduceat(np.add.reduceat(np.where(finite, a, 0.0), starts, axis=-1), starts, axis=-2)
+    if sum_keys:
+        rows = np.diff(np.append(starts, n)).astype(np.float64)  # queries per block
+        return total / rows[:, None]
+    count = np.add.reduceat(np.add.reduceat(finite.astype(np.float32), starts, axis=-1), starts, axis=-2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / count, np.nan)
+
+
+def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile: int = TILE) -> go.Figure:
+    """Every layer x head as one tiled image (fast to draw), plus one invisible clickable marker per tile.
+
+    Texts longer than `tile` tokens are pooled to tile x tile blocks per head (see `_pool`); score stages use a
+    robust colour range (see `colour`). The markers carry
+    customdata [layer, head], which the dashboard reads back from a click. `selected` outlines the tile on show.
+    """
+    n_layer, n_head = trace.n_layer, trace.n_head
+    # pooled one layer at a time, so a long text never holds every layer at full size
+    pooled = np.stack([_pool(stage_values(trace, i, stage), tile, sum_keys=stage == "weights") for i in range(n_layer)])
+    s = pooled.shape[-1]
+    step = s + 1  # one empty (NaN) row and column between tiles
+    image = np.full((n_layer * step - 1, n_head * step - 1), np.nan, dtype=np.float32)
+    for layer in range(n_layer):
+        for h in range(n_head):
+            image[layer * step : layer * step + s, h * step : h * step + s] = pooled[layer, h]
+    centre = (s - 1) / 2
+    lay, hd = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
+    fig = go.Figure(
+        go.Heatmap(
+            z=image,
+            hoverinfo="skip",
+            colorbar=dict(title=dict(text=STAGE_LABELS[stage], side="right"), thickness=12),
+            **colour(stage, pooled, robust=True),
+        )
+    )
+    row_px = int(max(28, min(120, 860 / n_head, 900 / n_layer)))  # tiles about square, figure at most ~1000 px
+    marker = int(max(6, min(row_px, 900 / n_head) * 0.8))
+    fig.add_trace(
+        go.Scatter(
+            x=(hd.ravel() * step + centre).astype(np.float32),
+            y=(lay.ravel() * step + centre).astype(np.float32),
+            customdata=[[int(a), int(b)] for a, b in zip(lay.ravel(), hd.ravel())],  # plain lists: see selected_tile
+            mode="markers",
+            marker=dict(symbol="square", size=marker, color="rgba(0,0,0,0)"),
+            hoverinfo="none",
+            showlegend=False,
+            name="tiles",
+        )
+    )
+    if selected is not None and 0 <= selected[0] < n_layer and 0 <= selected[1] < n_head:
+        y0, x0 = selected[0] * step - 0.5, selected[1] * step - 0.5
+        fig.add_shape(type="rect", x0=x0, x1=x0 + s, y0=y0, y1=y0 + s, line=dict(color="#ff4b4b", width=3))
+    hstep = thin(n_head, 32)
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=[h * step + centre for h in range(0, n_head, hstep)],
+        ticktext=[str(h) for h in range(0, n_head, hstep)],
+        title_text="head",
+        side="top",
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+        range=[-0.5, n_head * step - 1.5],
+    )
+    lstep = thin(n_layer, 32)
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=[layer * step + centre for layer in range(0, n_layer, lstep)],
+        ticktext=[str(layer) for layer in range(0, n_layer, lstep)],
+        title_text="layer",
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+        range=[n_layer * step - 1.5, -0.5],
+    )
+    pooled_note = f" · each head pooled to {s}×{s} blocks of tokens" if s < trace.n_tokens else ""
+    fig.update_layout(
+        meta={"figure": "overview", "stage": stage},
+        height=n_layer * row_px + 110,
+        margin=dict(l=10, r=10, t=100, b=10),
+        hovermode="closest",
+        clickmode="event+select",
+        title=dict(
+            text=f"All layers × heads · {STAGE_LABELS[stage]}{pooled_note}",
+            font_size=14, x=0, xanchor="left", y=1, yanchor="top", yref="container", pad=dict(t=8),
+        ),
+    )
+    return fig

@@ -1,0 +1,164 @@
+"""Tracing our own MultiHeadAttention on a sentence, so it can be shown exactly like a pretrained layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .attention import DEFAULT_FILL, MultiHeadAttention, check_scale, default_scale, seeded_module, seeded_vectors
+from .errors import InputError
+from .hf import LoadedModel, attention_inputs, module_from_layer
+from .hf.encode import encode
+from .trace import AttentionTrace, LayerRecord, Provenance
+
+INPUTS = ("embeddings", "hidden", "random")
+WEIGHTS = ("random", "pretrained")
+MODULE_OPTIONS = ("pair", "causal", "hide", "scale", "fill", "max_tokens")  # what trace_module accepts
+
+
+@dataclass(frozen=True)
+class ModuleSource:
+    """Our module plus where its input vectors and weights come from.
+
+    inputs:  "embeddings" (what enters the base model's layer 0), "hidden" (what enters `layer`),
+             or "random" (seeded N(0, 1) vectors, one per token).
+    weights: "random" (seeded, the same in every process) or "pretrained" (copied from `layer`).
+    Tokens always come from the base model's tokenizer.
+    """
+
+    base: LoadedModel
+    d_model: int | None = None  # None: the base model's hidden size
+    n_head: int | None = None  # None: the base model's head count
+    bias: bool = True
+    seed: int = 0
+    inputs: str = "embeddings"
+    weights: str = "random"
+    layer: int = 0
+
+    def resolved(self) -> tuple[int, int]:
+        d_model = self.base.d_model if self.d_model is None else int(self.d_model)
+        n_head = self.base.n_head if self.n_head is None else int(self.n_head)
+        return d_model, n_head
+
+    def build(self) -> MultiHeadAttention:
+        """The module this source describes (validated: clear errors for impossible combinations)."""
+        if self.inputs not in INPUTS:
+            raise InputError(f"inputs must be one of {INPUTS}, got {self.inputs!r}")
+        if self.weights not in WEIGHTS:
+            raise InputError(f"weights must be one of {WEIGHTS}, got {self.weights!r}")
+        d_model, n_head = self.resolved()
+        if self.inputs != "random" and d_model != self.base.d_model:
+            raise InputError(
+                f"Vectors from {self.base.label} have {self.base.d_model} dimensions, so d_model must be "
+                f"{self.base.d_model} (or choose random inputs)."
+            )
+        if self.weights == "pretrained":
+            if (d_model, n_head) != (self.base.d_model, self.base.n_head):
+                raise InputError(
+                    f"Copied weights fix d_model={self.base.d_model} and n_head={self.base.n_head}; "
+                    f"got d_model={d_model}, n_head={n_head}."
+                )
+            return module_from_layer(self.base, self.layer)
+        return seeded_module(d_model, n_head, bias=self.bias, seed=self.seed)
+
+    def describe(self) -> str:
+        d_model, n_head = self.resolved()
+        w = f"weights of layer {self.layer}" if self.weights == "pretrained" else f"random weights (seed {self.seed})"
+        src = {"embeddings": "embedding", "hidden": f"layer {self.layer}", "random": f"random (seed {self.seed})"}
+        return f"attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head}), {w}, {src[self.inputs]} inputs"
+
+    @property
+    def mirrors_layer(self) -> bool:
+        """True when the module should reproduce pretrained layer `layer`: its weights on its inputs."""
+        same_inputs = self.inputs == "hidden" or (self.inputs == "embeddings" and self.layer == 0)
+        return self.weights == "pretrained" and same_inputs
+
+    def snippet(self, text: str) -> str:
+        """Python that reproduces this view outside the dashboard."""
+        d_model, n_head = self.resolved()
+        model = "attnviz.load_model()" if self.base.name == "bundled" else f"attnviz.load_model({self.base.name!r})"
+        args = [f"inputs={self.inputs!r}", f"weights={self.weights!r}", f"layer={self.layer}"]
+        if self.weights != "pretrained":
+            args = [f"d_model={d_model}", f"n_head={n_head}", f"bias={self.bias}", f"seed={self.seed}", *args]
+        return (
+            "import attnviz\nimport torch\n\n"
+            f"model = {model}\n"
+            f"src = attnviz.ModuleSource(model, {', '.join(args)})\n"
+            f"trace = attnviz.trace(src, {text!r})\n"
+            "trace.weights.shape  # [layer=1, head, query, key]; also trace.scores, .scaled, .masked\n\n"
+            "# or the bare module on any vectors:\n"
+            f"mha = attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head})\n"
+            f"out, stages = mha(torch.randn(1, 10, {d_model}))  # stages.weights: [batch, head, query, key]\n"
+        )
+
+
+def module_code() -> str:
+    """The source of our attention (stages, split/merge, forward), to read next to what it draws."""
+    import inspect
+
+    from .attention import attention, stages_from_scores
+
+    mha = MultiHeadAttention
+    parts = [stages_from_scores, attention, mha.split_heads, mha.merge_heads, mha.forward]
+    return "\n\n".join(inspect.getsource(p).rstrip() for p in parts)
+
+
+def parity(module_trace: AttentionTrace, pretrained_trace: AttentionTrace, layer: int) -> float:
+    """Largest |difference| between our module's weights and the pretrained model's at `layer`.
+
+    ~1e-7 (float32 rounding) when the module copies that layer's weights and runs on its inputs:
+    the evidence that our from-scratch attention computes what the library does.
+    """
+    ours = module_trace.weights[0]  # [head, query, key]
+    if not 0 <= layer < pretrained_trace.n_layer:
+        raise InputError(f"layer {layer} out of range 0..{pretrained_trace.n_layer - 1}")
+    theirs = pretrained_trace.weights[layer]
+    if ours.shape != theirs.shape or module_trace.tokens != pretrained_trace.tokens:
+        raise InputError(f"cannot compare: our module gave {ours.shape}, the pretrained layer {theirs.shape}")
+    return float(np.abs(ours.astype(np.float64) - theirs.astype(np.float64)).max())
+
+
+def input_vectors(src: ModuleSource, text: str, pair=None, max_tokens=None):
+    """([T, d_model] float tensor, tokens, notes) for a source and text."""
+    d_model, _ = src.resolved()
+    if src.inputs == "random":
+        limit = src.base.max_tokens if max_tokens is None else max(2, min(int(max_tokens), src.base.max_tokens))
+        enc = encode(src.base.tokenizer, text, pair, limit)
+        return seeded_vectors(len(enc.tokens), d_model, src.seed), enc.tokens, enc.notes
+    layer = 0 if src.inputs == "embeddings" else src.layer
+    return attention_inputs(src.base, text, layer, pair=pair, max_tokens=max_tokens)
+
+
+def trace_module(
+    src: ModuleSource,
+    text: str,
+    *,
+    pair=None,
+    causal: bool | None = None,
+    hide=(),
+    scale: float | None = None,
+    fill: float | None = None,
+    max_tokens: int | None = None,
+) -> AttentionTrace:
+    """Run our module as self-attention over the sentence's vectors; a one-layer AttentionTrace."""
+    module = src.build()
+    x, tokens, notes = input_vectors(src, text, pair, max_tokens)
+    T = len(tokens)
+    mask = torch.ones(T, T, dtype=torch.bool)
+    hide = tuple(sorted({int(i) for i in hide}))
+    if any(not 0 <= i < T for i in hide):
+        raise InputError(f"Cannot hide positions outside 0..{T - 1}.")
+    mask[:, list(hide)] = False
+    fill = DEFAULT_FILL if fill is None else float(fill)
+    scale = None if scale is None else check_scale(scale)
+    with torch.inference_mode():
+        full_mask = module.build_mask(1, T, T, mask, causal=causal)[0, 0]  # exactly the mask forward applies
+        qh, kh, _ = module.project(x[None], x[None], x[None])  # [1, head, T, d_head]
+    used_scale = default_scale(module.d_head) if scale is None else scale
+    causal_used = module.causal if causal is None else causal
+    options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hide, scale=scale, fill=fill).items()))
+    record = LayerRecord(qh[0], kh[0], used_scale, full_mask, fill)
+    provenance = Provenance(model=src.describe(), kind="module", options=options)
+    return AttentionTrace(tokens, records=(record,), d_head=module.d_head, provenance=provenance, notes=tuple(notes))

@@ -1,0 +1,89 @@
+"""The shape of the code, checked: no import cycles, one importer per heavy dependency, no private names
+crossing modules, files and functions that fit on a screen."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "attnviz"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in PACKAGE.rglob("*.py"):
+        parts = f.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    return out
+
+
+def _imports(mod: str, path: Path, mods: dict) -> set[str]:
+    """attnviz modules that `mod` imports (relative imports resolved; `from . import x` names module x)."""
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    deps = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+            deps |= {f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names}
+    return deps - {mod}
+
+
+def test_no_import_cycle_inside_the_package():
+    mods = _modules()
+    graph = {m: _imports(m, p, mods) for m, p in mods.items()}
+    cycles = []
+
+    def visit(m, stack):
+        for d in graph.get(m, ()):
+            if d in stack:
+                cycles.append(stack[stack.index(d) :] + [d])
+            elif len(stack) < 30:
+                visit(d, stack + [d])
+
+    for m in graph:
+        visit(m, [m])
+    assert not cycles, cycles[0]
+
+
+def _imported_names(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from ((a.name, None) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield from ((node.module or "", a.name) for a in node.names)
+
+
+def test_transformers_only_in_hf_and_streamlit_only_in_ui():
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        top = {mod.split(".")[0] for mod, _ in _imported_names(path)}
+        if not rel.startswith("hf/"):
+            assert "transformers" not in top, rel
+        if rel != "ui.py":
+            assert "streamlit" not in top, rel
+
+
+def test_no_private_name_is_imported_from_another_module():
+    files = [*PACKAGE.rglob("*.py"), *(ROOT / "app_pages").glob("*.py"), ROOT / "app.py", *(ROOT / "bench").glob("*.py")]
+    leaks = [
+        f"{path.relative_to(ROOT)}: {mod}.{name}"
+        for path in files
+        for mod, name in _imported_names(path)
+        if name and name.startswith("_") and not name.startswith("__")
+    ]
+    assert not leaks, leaks
+
+
+def test_files_and_functions_fit_on_a_screen():
+    too_long = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if len(path.read_text().splitlines()) > 430:
+            too_long.append(f"{rel} has {len(path.read_text().splitlines())} lines")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and not rel.startswith("plots/"):  # figure builders may be longer
+                if node.end_lineno - node.lineno + 1 > 50:
+                    too_long.append(f"{rel}:{node.name} has {node.end_lineno - node.lineno + 1} lines")
+    assert not too_long, too_long
