@@ -66,7 +66,12 @@ def test_transformers_only_in_hf_and_streamlit_only_in_ui():
 
 
 def test_no_private_name_is_imported_from_another_module():
-    files = [*PACKAGE.rglob("*.py"), *(ROOT / "app_pages").glob("*.py"), ROOT / "app.py", *(ROOT / "bench").glob("*.py")]
+    files = [
+        *PACKAGE.rglob("*.py"),
+        *(ROOT / "app_pages").glob("*.py"),
+        ROOT / "app.py",
+        *(ROOT / "bench").glob("*.py"),
+    ]
     leaks = [
         f"{path.relative_to(ROOT)}: {mod}.{name}"
         for path in files

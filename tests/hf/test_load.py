@@ -6,11 +6,13 @@ import json
 import shutil
 import time
 
+import huggingface_hub.constants
 import numpy as np
 import pytest
 import torch
 
 import attnviz
+from attnviz import ModelLoadError
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "."]
 
@@ -25,7 +27,8 @@ def save_tiny(folder, model_cls, config):
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
+def bert_folder(tmp_path_factory):
+    """A tiny BERT folder for breaking: copies of it lose or damage files."""
     from transformers import BertConfig, BertModel
 
     cfg = BertConfig(
@@ -33,6 +36,11 @@ def tiny_bert(tmp_path_factory):
         intermediate_size=32, max_position_embeddings=64,
     )  # fmt: skip
     return save_tiny(tmp_path_factory.mktemp("bert"), BertModel, cfg)
+
+
+def says_what_to_do(msg: str) -> bool:
+    """A load error points to something that works: a folder made with save_pretrained or the bundled model."""
+    return "save_pretrained" in msg or "bundled" in msg
 
 
 def broken_copy(src, tmp_path, name):
@@ -53,20 +61,20 @@ def expect_load_error(name, *words, within=5.0):
     return msg
 
 
-def test_a_folder_without_weights_says_so(tiny_bert, tmp_path):
-    d = broken_copy(tiny_bert, tmp_path, "noweights")
+def test_a_folder_without_weights_says_so(bert_folder, tmp_path):
+    d = broken_copy(bert_folder, tmp_path, "noweights")
     (d / "model.safetensors").unlink()
     expect_load_error(d, "no .safetensors weights")
 
 
-def test_a_corrupted_weight_file_says_so(tiny_bert, tmp_path):
-    d = broken_copy(tiny_bert, tmp_path, "corrupt")
+def test_a_corrupted_weight_file_says_so(bert_folder, tmp_path):
+    d = broken_copy(bert_folder, tmp_path, "corrupt")
     (d / "model.safetensors").write_bytes(b"not a safetensors file" * 50)
     expect_load_error(d, "damaged")
 
 
-def test_a_model_that_needs_remote_code_is_refused(tiny_bert, tmp_path):
-    d = broken_copy(tiny_bert, tmp_path, "remote")
+def test_a_model_that_needs_remote_code_is_refused(bert_folder, tmp_path):
+    d = broken_copy(bert_folder, tmp_path, "remote")
     cfg = json.loads((d / "config.json").read_text())
     cfg.update(model_type="evilcustom", auto_map={"AutoConfig": "x.Cfg", "AutoModel": "x.Model"})
     (d / "config.json").write_text(json.dumps(cfg))
@@ -85,21 +93,21 @@ def test_garbage_names_are_refused_before_any_network(monkeypatch):
         expect_load_error(name, "valid hub id", within=1.0)
 
 
-def test_a_model_over_the_size_budget_is_refused(tiny_bert, monkeypatch):
+def test_a_model_over_the_size_budget_is_refused(bert_folder, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_MAX_MODEL_MB", "0.001")
-    expect_load_error(tiny_bert, "budget", "ATTNVIZ_MAX_MODEL_MB")
+    expect_load_error(bert_folder, "budget", "ATTNVIZ_MAX_MODEL_MB")
 
 
-def test_hosted_mode_only_loads_allow_listed_models(tiny_bert, monkeypatch):
+def test_hosted_mode_only_loads_allow_listed_models(bert_folder, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_HOSTED", "1")
     monkeypatch.setenv("ATTNVIZ_ALLOWED_MODELS", "gpt2,bert-base-uncased")
-    expect_load_error(tiny_bert, "only loads these models", "gpt2")  # a server folder is never loadable
+    expect_load_error(bert_folder, "only loads these models", "gpt2")  # a server folder is never loadable
     expect_load_error("some-org/some-model", "only loads these models")
     assert attnviz.load_model().n_layer == 6  # the bundled model is always allowed
 
 
-def test_the_tiny_model_itself_loads(tiny_bert):
-    m = attnviz.load_model(tiny_bert)
+def test_the_tiny_model_itself_loads(bert_folder):
+    m = attnviz.load_model(bert_folder)
     assert (m.n_layer, m.n_head, m.d_head, m.captures) == (2, 2, 8, True)
 
 
@@ -122,3 +130,67 @@ def test_a_family_that_bypasses_the_seam_gives_a_weights_only_trace(tmp_path):
         attnviz.trace(m, "the cat sat", causal=True)
     with pytest.raises(attnviz.AttnvizError, match="weights"):
         tr.stage("scores")
+
+
+# --- loading ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """No network here: HF_HUB_OFFLINE makes hub look-ups fail at once instead of retrying for ~30 s.
+
+    huggingface_hub reads the variable when it is imported, so the constant is set too.
+    """
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+def _load_error(name) -> tuple[str, float]:
+    start = time.perf_counter()
+    with pytest.raises(ModelLoadError) as info:
+        attnviz.load_model(name)
+    return str(info.value), time.perf_counter() - start
+
+
+def test_nonexistent_model_id_raises_model_load_error_quickly(offline):
+    msg, seconds = _load_error("no-such-org/no-such-model-attnviz")
+    assert seconds < 10
+    assert "no-such-org/no-such-model-attnviz" in msg and says_what_to_do(msg)
+    assert "Traceback" not in msg
+
+
+def test_folder_without_a_model_raises_model_load_error(offline, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    msg, seconds = _load_error(str(tmp_path))
+    assert seconds < 10
+    assert "no model" in msg and "config.json" in msg and says_what_to_do(msg)
+
+
+def test_mistyped_folder_path_says_it_is_not_a_folder(offline, tmp_path):
+    msg, seconds = _load_error(str(tmp_path / "does-not-exist"))
+    assert seconds < 10
+    assert "does-not-exist" in msg and "neither an existing folder nor a valid hub id" in msg
+
+
+def test_folder_with_config_but_no_safetensors_raises_model_load_error(offline, tiny_bert_dir, tmp_path):
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((tiny_bert_dir / name).read_bytes())
+    msg, seconds = _load_error(str(tmp_path))
+    assert seconds < 10
+    assert "safetensors" in msg and says_what_to_do(msg)
+
+
+def test_damaged_weights_raise_model_load_error(offline, tiny_bert_dir, tmp_path):
+    for f in tiny_bert_dir.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    msg, _ = _load_error(str(tmp_path))
+    assert "damaged" in msg and says_what_to_do(msg)
+
+
+@pytest.mark.parametrize("name", [None, "", "  ", "bundled"])
+def test_empty_name_means_the_bundled_model(name, bundled):
+    loaded = attnviz.load_model(name)
+    assert loaded.name == "bundled" and loaded.label == "all-MiniLM-L6-v2 (bundled)"
+    assert (loaded.n_layer, loaded.n_head) == (bundled.n_layer, bundled.n_head)

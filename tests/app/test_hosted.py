@@ -6,7 +6,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).parents[1] / "app.py")
+APP = str(Path(__file__).parents[2] / "app.py")
 
 
 def run_app(**state) -> AppTest:

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 import attnviz
 
-APP = str(Path(__file__).parents[1] / "app.py")
+APP = str(Path(__file__).parents[2] / "app.py")
 PAGES = ["app_pages/heads.py", "app_pages/scaling.py", "app_pages/masks.py", "app_pages/module.py"]
 TEXTS = {
     "one character": "a",
