@@ -24,20 +24,25 @@ from .attention import (
 )
 from .errors import AttnvizError, InputError, ModelLoadError
 from .hf import BUNDLED, LoadedModel, attention_inputs, load_model, module_from_layer, trace_pretrained
+from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from .scratch import ModuleSource, trace_module
 from .trace import STAGES, AttentionTrace, LayerRecord, Provenance
 
 __version__ = "0.2.0"
 
 
-def trace(source, text: str, **options) -> AttentionTrace:
+def trace(source, text: str, **options) -> AttentionTrace | Seq2SeqTrace:
     """Trace attention on `text` for a LoadedModel (pretrained) or a ModuleSource (our own module).
 
     Options for pretrained models: pair, pad_to, pad_mask, causal, hide, layers, scale, fill, max_tokens.
+    Encoder-decoder models take `target=` (the decoder's text; None: generated greedily) and return a
+    Seq2SeqTrace with .encoder, .decoder and .cross.
     Options for our module: pair, causal, hide, scale, fill, max_tokens.
     """
     if isinstance(source, ModuleSource):
         return trace_module(source, text, **options)
+    if isinstance(source, LoadedModel) and source.is_seq2seq:
+        return trace_seq2seq(source, text, **options)
     if isinstance(source, LoadedModel):
         return trace_pretrained(source, text, **options)
     raise AttnvizError(
@@ -59,6 +64,7 @@ __all__ = [
     "MultiHeadAttention",
     "Provenance",
     "STAGES",
+    "Seq2SeqTrace",
     "Stages",
     "attention",
     "attention_inputs",

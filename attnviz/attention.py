@@ -81,20 +81,28 @@ def stages_from_scores(
     mask: torch.Tensor | None = None,
     fill: float = DEFAULT_FILL,
     bias: torch.Tensor | None = None,
+    softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> Stages:
     """scores -> scaled -> masked -> weights. The one place where the stages are defined.
 
-    `mask` is boolean (True = may attend) and broadcasts against `scores`. `bias` is an additive
-    position bias that a few models (T5-style) put into the mask; it joins the scaled stage.
+    `mask` is boolean (True = may attend) and broadcasts against `scores`. Three things some models add, each
+    computed as the model computes it:
+    - `bias`: an additive position bias (T5's relative positions, ALiBi), part of the scaled stage;
+    - `softcap`: logit softcapping (Gemma 2), scaled = softcap * tanh(scaled / softcap), before the mask;
+    - `sinks`: one learned logit per head ([head]) that joins every row's softmax as an extra key and is then
+      dropped (gpt-oss), so a row's weights sum to less than 1: the rest went to the sink.
     """
     scaled = scores * scale
     if bias is not None:
         scaled = scaled + bias
-    if mask is None:
-        masked = scaled
-    else:
-        masked = scaled.masked_fill(~mask, fill)
-    return Stages(scores, scaled, masked, softmax(masked))
+    if softcap is not None:
+        scaled = torch.tanh(scaled / softcap) * softcap
+    masked = scaled if mask is None else scaled.masked_fill(~mask, fill)
+    if sinks is None:
+        return Stages(scores, scaled, masked, softmax(masked))
+    sink = sinks.to(masked.dtype).reshape(-1, 1, 1).expand(*masked.shape[:-1], 1)  # [..., head, query, 1]
+    return Stages(scores, scaled, masked, softmax(torch.cat([masked, sink], dim=-1))[..., :-1])
 
 
 def attention(

@@ -34,7 +34,9 @@ class LayerRecord:
     scale                              what the model multiplied q.k by
     mask  [query, key] bool           True = may attend
     fill                               what masked cells were replaced by before the softmax
-    bias  [head or 1, query, key]     additive position bias some models put in the mask, else None
+    bias  [head or 1, query, key]     additive position bias (T5, ALiBi, a float mask), else None
+    softcap                            logit softcapping (Gemma 2), else None
+    sinks [head]                       attention-sink logits (gpt-oss), else None
     """
 
     q: torch.Tensor | None
@@ -44,6 +46,8 @@ class LayerRecord:
     fill: float
     bias: torch.Tensor | None = None
     scores: torch.Tensor | None = None
+    softcap: float | None = None
+    sinks: torch.Tensor | None = None
 
     @property
     def n_head(self) -> int:
@@ -69,6 +73,8 @@ class LayerRecord:
             mask[queries],
             self.fill if fill is None else fill,
             bias=bias,
+            softcap=self.softcap,
+            sinks=None if self.sinks is None else self.sinks.float()[heads],
         )
 
     def raw_scores(self, heads=slice(None), queries=slice(None)) -> torch.Tensor:
@@ -80,14 +86,18 @@ class LayerRecord:
             k = k.repeat_interleave(q.shape[0] // k.shape[0], dim=0)
         return q[heads, queries].float() @ k[heads].float().transpose(-2, -1)
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes held, the mask left out (layers often share one)."""
-        return sum(_bytes(t) for t in (self.q, self.k, self.bias, self.scores))
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(t for t in (self.q, self.k, self.mask, self.bias, self.scores, self.sinks) if t is not None)
 
 
-def _bytes(t: torch.Tensor | None) -> int:
-    return 0 if t is None else t.element_size() * t.nelement()
+def _held_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind `tensors`: views of one buffer (a mask or bias shared by every
+    layer, q and k cut from one projection) count once, and so does what a view keeps alive."""
+    storages = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        storages[(t.device, st.data_ptr())] = st.nbytes()
+    return sum(storages.values())
 
 
 @dataclass(frozen=True)
@@ -216,11 +226,10 @@ class AttentionTrace:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the trace holds (a mask shared by several layers is counted once)."""
+        """Bytes the trace holds: the distinct buffers behind its records (a shared mask counts once)."""
         if self.weights_only:
             return int(self.stored_weights.nbytes)
-        masks = {id(r.mask): _bytes(r.mask) for r in self.records}
-        return sum(r.nbytes for r in self.records) + sum(masks.values())
+        return _held_bytes(t for r in self.records for t in r.tensors())
 
     # --- per layer: the normal path ---
     def layer(self, layer: int) -> Stages:

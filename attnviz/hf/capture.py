@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..attention import DEFAULT_FILL, causal_mask, stages_from_scores
+from ..errors import InputError
 from ..trace import LayerRecord
 
 CAPTURE_NAME = "attnviz"
@@ -36,8 +37,8 @@ CAPTURE_NAME = "attnviz"
 #: Arguments that only steer other kernels (flash, paged caches) or are already part of the mask.
 IGNORED_ARGUMENTS = frozenset(
     {"is_causal", "sliding_window", "position_ids", "cache_position", "layer_idx", "output_attentions",
-     "use_cache", "past_key_values", "past_key_value", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q",
-     "max_length_k", "target_dtype", "attention_type"}
+     "output_hidden_states", "return_dict", "use_cache", "past_key_values", "past_key_value", "cu_seq_lens_q",
+     "cu_seq_lens_k", "max_length_q", "max_length_k", "target_dtype", "attention_type"}
 )  # fmt: skip
 
 _CAPTURE: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("attnviz_capture", default=None)
@@ -79,15 +80,22 @@ class Recorder:
     layers: list[LayerRecord] = field(default_factory=list)
     modules: list[torch.nn.Module] = field(default_factory=list)
 
-    def keep(self, module, query, key, scale: float, allowed, fill: float, bias) -> None:
-        """Record batch item 0 of one attention call; a mask equal to the previous layer's is shared, not copied."""
+    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict) -> None:
+        """Record batch item 0 of one attention call; a mask equal to the previous layer's is shared, not copied.
+
+        extra: bias ([batch or 1, head or 1, query, key]), softcap and sinks, each None when the model has none.
+        """
         n_q, n_k = query.shape[-2], key.shape[-2]
         mask = torch.ones(n_q, n_k, dtype=torch.bool, device=query.device) if allowed is None else allowed
         mask = mask.expand(query.shape[0], 1, n_q, n_k)[0, 0]  # [query, key]
         if self.layers and self.layers[-1].mask.shape == mask.shape and torch.equal(self.layers[-1].mask, mask):
             mask = self.layers[-1].mask
-        bias = None if bias is None else bias.expand(query.shape[0], query.shape[1], n_q, n_k)[0]
-        self.layers.append(LayerRecord(query[0], key[0], scale, mask, fill, bias))
+        bias = extra["bias"]
+        bias = None if bias is None else bias.expand(query.shape[0], -1, n_q, n_k)[0]
+        sinks = extra["sinks"]
+        sinks = None if sinks is None else sinks.detach().reshape(-1)
+        record = LayerRecord(query[0], key[0], scale, mask, fill, bias, softcap=extra["softcap"], sinks=sinks)
+        self.layers.append(record)
         self.modules.append(module)
 
 
@@ -140,25 +148,37 @@ def _and(allowed: torch.Tensor | None, extra: torch.Tensor) -> torch.Tensor:
     return extra if allowed is None else allowed & extra
 
 
-def capture_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """Attention as the model computes it, recording q, k, scale, mask, fill and bias of every call."""
+def capture_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, position_bias=None, softcap=None, s_aux=None,
+    **kwargs,
+):  # fmt: skip
+    """Attention as the model computes it, recording q, k, scale, mask, fill, bias, softcap and sinks of every call.
+
+    position_bias (T5) is added to the scaled scores, softcap (Gemma 2) caps them with tanh, s_aux (gpt-oss) holds
+    one sink logit per head that joins the softmax; every other argument is checked by `check_arguments`.
+    """
     check_arguments(kwargs)
     rec = _CAPTURE.get()
     scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
     n_q, n_k = query.shape[-2], key.shape[-2]
     allowed, bias = split_mask(attention_mask, n_k)
+    if position_bias is not None:
+        bias = position_bias if bias is None else position_bias + bias
+    extra = dict(bias=bias, softcap=None if softcap is None else float(softcap), sinks=s_aux)
     changed, fill = False, DEFAULT_FILL
     if rec is not None:
         allowed, scale, fill, changed = apply_experiment(rec, len(rec.layers), allowed, scale, n_q, n_k, query.device)
-        rec.keep(module, query, key, scale, allowed, fill, bias)
-    if not changed:
+        rec.keep(module, query, key, scale, allowed, fill, extra)
+    if not changed and softcap is None and s_aux is None:  # the model's own fastest kernel
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, position_bias=position_bias
+        )
     if key.shape[1] != query.shape[1]:  # grouped-query attention: each key/value head serves several query heads
         key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
         value = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
-    stages = stages_from_scores(query @ key.transpose(-2, -1), scale, allowed, fill, bias=bias)
+    stages = stages_from_scores(query @ key.transpose(-2, -1), scale, allowed, fill, **extra)
     weights = torch.nn.functional.dropout(stages.weights.to(value.dtype), p=dropout, training=module.training)
     return (weights @ value).transpose(1, 2).contiguous(), weights
 
@@ -189,17 +209,35 @@ def call_kwargs(model) -> dict:
 
 
 def forward(model, inputs: dict, rec: Recorder):
-    """One forward pass with `rec` as this thread's capture state."""
+    """One forward pass with `rec` as this thread's capture state.
+
+    Whatever the model raises becomes an InputError (CaptureRefused passes through for the caller to explain).
+    """
     token = _CAPTURE.set(rec)
     try:
         with torch.inference_mode():
             return model(**inputs, **call_kwargs(model))
+    except CaptureRefused:
+        raise
+    except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
+        raise _failed(model, e) from None
     finally:
         _CAPTURE.reset(token)
 
 
 def forward_eager(model, inputs: dict) -> tuple:
     """One forward pass of an eager-attention model returning its attention weights, [batch, head, q, k] per layer."""
-    with torch.inference_mode():
-        out = model(**inputs, output_attentions=True, **call_kwargs(model))
-    return out.attentions or ()
+    try:
+        with torch.inference_mode():
+            out = model(**inputs, output_attentions=True, **call_kwargs(model))
+    except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
+        raise _failed(model, e) from None
+    return getattr(out, "attentions", None) or ()
+
+
+def _failed(model, err: Exception) -> InputError:
+    if isinstance(err, torch.OutOfMemoryError):
+        return InputError("The model ran out of memory on this text: try a shorter text or a smaller model.")
+    first = (str(err).splitlines() or [""])[0][:240]
+    kind = getattr(model.config, "model_type", type(model).__name__)
+    return InputError(f"The {kind} model failed on this text ({type(err).__name__}: {first}).")

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ModelLoadError
+from ..errors import InputError, ModelLoadError
 from . import capture
 from .access import check_before_loading
 from .encode import encode
@@ -35,10 +35,16 @@ class LoadedModel:
     captures: bool  # False: the family computes attention in its own code, traces are weights-only
     device: str = "cpu"
     dtype: str = "float32"
-    n_layer: int = 0  # attention layers (hybrid models have fewer than blocks)
+    n_layer: int = 0  # attention layers (hybrid models have fewer than blocks); encoder-decoder: per part, below
     n_head: int = 0
     d_head: int = 0  # the dimension q.k really sums over
     attention_modules: list = field(default_factory=list, repr=False)
+    roles: dict = field(default_factory=dict, repr=False)  # encoder-decoder: attention module -> encoder/decoder/cross
+    layers_per_role: dict = field(default_factory=dict)
+
+    @property
+    def is_seq2seq(self) -> bool:
+        return bool(self.roles)
 
     @property
     def label(self) -> str:
@@ -95,7 +101,7 @@ def load_model(name: str | None = None, *, device: str = "auto", dtype: str | No
     if label != BUNDLED:
         common["local_files_only"] = check_before_loading(label, path, DTYPES[dtype].itemsize)
     config, tokenizer = _config_and_tokenizer(label, path, common)
-    model, captures = _weights(label, path, dict(common, dtype=DTYPES[dtype], use_safetensors=True))
+    model, captures = _weights(label, path, config, dict(common, dtype=DTYPES[dtype], use_safetensors=True))
     try:
         model.to(device)
     except (RuntimeError, torch.OutOfMemoryError) as e:
@@ -118,28 +124,35 @@ def _config_and_tokenizer(label: str, path: str, common: dict):
                 "is not in the local cache. Use a local folder made with save_pretrained, or the bundled model."
             ) from None
         raise explain(label, e) from None
-    if getattr(config, "is_encoder_decoder", False):
-        raise ModelLoadError(
-            f"{label!r} is an encoder-decoder model ({config.model_type}); attnviz traces encoder-only and "
-            "decoder-only models (BERT, RoBERTa, GPT-2, Llama, ...) for now."
-        )
     try:
         return config, AutoTokenizer.from_pretrained(path, **common)
     except Exception as e:  # noqa: BLE001 - every tokenizer failure becomes a clear message
         raise explain(label, e) from None
 
 
-def _weights(label: str, path: str, load: dict):
-    """(model, captures): with the capture seam, or eager weights-only for families that refuse the name."""
-    from transformers import AutoModel
+def model_class(config):
+    """The class to load: the seq2seq LM for encoder-decoders (it can generate a target), a saved encoder-only
+    half (T5EncoderModel) as itself, else AutoModel (the base model, no head)."""
+    import transformers
 
+    arch = (getattr(config, "architectures", None) or [""])[0]
+    if arch.endswith("EncoderModel") and arch.isidentifier() and hasattr(transformers, arch):
+        return getattr(transformers, arch)
+    if getattr(config, "is_encoder_decoder", False):
+        return transformers.AutoModelForSeq2SeqLM
+    return transformers.AutoModel
+
+
+def _weights(label: str, path: str, config, load: dict):
+    """(model, captures): with the capture seam, or eager weights-only for families that refuse the name."""
+    cls = model_class(config)
     try:
         try:
-            return AutoModel.from_pretrained(path, attn_implementation=capture.CAPTURE_NAME, **load), True
+            return cls.from_pretrained(path, attn_implementation=capture.CAPTURE_NAME, **load), True
         except (ValueError, KeyError) as e:  # GPT-Neo and friends look the name up in their own table: KeyError
             if "attn" not in str(e).lower() and "attention" not in str(e).lower():
                 raise
-            return AutoModel.from_pretrained(path, attn_implementation="eager", **load), False
+            return cls.from_pretrained(path, attn_implementation="eager", **load), False
     except Exception as e:  # noqa: BLE001 - every loading failure becomes a clear message
         raise explain(label, e) from None
 
@@ -183,7 +196,7 @@ def probe(loaded: LoadedModel) -> None:
     Some families accept the implementation name and never call it (DeBERTa-v2), or need math the seam
     does not reproduce (softcapping, attention sinks): those switch to eager, weights-only.
     """
-    inputs = model_inputs(loaded, encode(loaded.tokenizer, "hello world", limit=loaded.max_tokens).inputs)
+    inputs = probe_inputs(loaded)
     if loaded.captures:
         rec = capture.Recorder()
         try:
@@ -195,21 +208,54 @@ def probe(loaded: LoadedModel) -> None:
                 f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200]}"
             ) from None
         if rec.layers:
-            loaded.attention_modules = list(rec.modules)
-            loaded.n_layer, loaded.n_head = len(rec.layers), int(rec.layers[0].q.shape[0])
-            loaded.d_head = int(rec.layers[0].q.shape[-1])
+            _learn_shapes(loaded, rec)
             return
+        if getattr(loaded.model.config, "is_encoder_decoder", False):
+            raise ModelLoadError(
+                f"{loaded.label!r} is an encoder-decoder model whose attention attnviz cannot capture "
+                "(it computes attention in its own code). T5, BART, Marian, mBART and Pegasus are supported."
+            )
         loaded.model.set_attn_implementation("eager")
         loaded.captures = False
     try:
         att = capture.forward_eager(loaded.model, inputs)
-    except Exception as e:  # noqa: BLE001
-        raise ModelLoadError(f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200]}") from None
+    except InputError as e:
+        raise ModelLoadError(f"{loaded.label!r} cannot be traced: {e}") from None
     if not att:
         raise ModelLoadError(f"{loaded.label!r} returned no attention weights at all; attnviz cannot show it.")
     loaded.n_layer, loaded.n_head = len(att), int(att[0].shape[1])
     hd = getattr(loaded.model.config, "head_dim", None)
     loaded.d_head = int(hd) if isinstance(hd, int) else loaded.d_model // loaded.n_head
+
+
+def _learn_shapes(loaded: LoadedModel, rec) -> None:
+    loaded.attention_modules = list(rec.modules)
+    loaded.n_layer, loaded.n_head = len(rec.layers), int(rec.layers[0].q.shape[0])
+    loaded.d_head = int(rec.layers[0].q.shape[-1])
+    if getattr(loaded.model.config, "is_encoder_decoder", False):
+        names = {m: n for n, m in loaded.model.named_modules()}
+        loaded.roles = {m: role_of(names[m]) for m in rec.modules}
+        loaded.layers_per_role = {r: list(loaded.roles.values()).count(r) for r in ("encoder", "decoder", "cross")}
+        loaded.n_layer = loaded.layers_per_role["encoder"]
+
+
+def role_of(module_name: str) -> str:
+    """encoder / decoder / cross, from where an attention module sits (BART, T5, Marian, Pegasus naming)."""
+    low = module_name.lower()
+    if "encoder_attn" in low or "encdecattention" in low or "cross" in low:
+        return "cross"
+    return "encoder" if low.startswith("encoder") or ".encoder." in f".{low}" else "decoder"
+
+
+def probe_inputs(loaded: LoadedModel) -> dict:
+    """A two-word input on the model's device; encoder-decoders also get a two-token decoder input."""
+    inputs = model_inputs(loaded, encode(loaded.tokenizer, "hello world", limit=loaded.max_tokens).inputs)
+    config = loaded.model.config
+    if getattr(config, "is_encoder_decoder", False):
+        inputs.pop("token_type_ids", None)
+        start = config.decoder_start_token_id if config.decoder_start_token_id is not None else 0
+        inputs["decoder_input_ids"] = torch.tensor([[start, start]], device=loaded.device)
+    return inputs
 
 
 def model_inputs(loaded: LoadedModel, inputs: dict) -> dict:

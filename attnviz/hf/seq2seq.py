@@ -1,0 +1,101 @@
+"""Encoder-decoder models (T5, BART, Marian, ...): three attentions from one forward pass.
+
+The source text goes through the encoder; the target text is fed to the decoder as the model is trained
+(teacher forcing: the decoder reads the start token and the target shifted right by one), or is first
+generated greedily by the model when no target is given. Each attention call is told apart by where its
+module sits in the model: encoder self-attention, decoder self-attention (causal) and cross-attention
+(decoder queries over encoder keys).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import InputError
+from ..trace import AttentionTrace, Provenance
+from . import capture
+from .encode import encode
+from .load import LoadedModel, model_inputs
+
+ROLES = ("encoder", "decoder", "cross")
+MAX_GENERATED = 48
+
+
+@dataclass(frozen=True)
+class Seq2SeqTrace:
+    """The three attentions of an encoder-decoder model on one source and target."""
+
+    encoder: AttentionTrace  # source tokens over source tokens
+    decoder: AttentionTrace  # target tokens over target tokens, causal
+    cross: AttentionTrace  # target tokens (queries) over source tokens (keys)
+
+    def part(self, role: str) -> AttentionTrace:
+        if role not in ROLES:
+            raise InputError(f"Choose one of {', '.join(ROLES)}, not {role!r}.")
+        return getattr(self, role)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.encoder.notes
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in (self.encoder, self.decoder, self.cross))
+
+
+def decoder_ids(loaded: LoadedModel, source_inputs: dict, target: str | None, limit: int) -> list[int]:
+    """The decoder's input ids: the start token then the target shifted right, or a greedy generation."""
+    start = loaded.model.config.decoder_start_token_id
+    if start is None:
+        raise InputError(f"{loaded.label} has no decoder_start_token_id; attnviz cannot feed its decoder.")
+    if target is not None and str(target).strip():
+        labels = loaded.tokenizer(text_target=target, truncation=True, max_length=limit)["input_ids"]
+        return [int(start)] + [int(i) for i in labels[:-1]]
+    if not hasattr(loaded.model, "generate") or getattr(loaded.model, "lm_head", None) is None:
+        raise InputError(f"{loaded.label} has no language-model head to generate with: type a target text.")
+    with torch.inference_mode():
+        out = loaded.model.generate(**source_inputs, max_new_tokens=min(limit, MAX_GENERATED), do_sample=False)
+    return [int(i) for i in out[0, :-1]]  # every generated token but the last is read by the decoder
+
+
+def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *, max_tokens=None, **options):
+    """Trace an encoder-decoder model: `source` through the encoder, `target` (or a greedy generation) through
+    the decoder. Returns a Seq2SeqTrace with .encoder, .decoder and .cross."""
+    if any(v not in (None, False, (), True) for k, v in options.items()) or options.get("causal"):
+        raise InputError("Mask and scale experiments are not available for encoder-decoder models yet.")
+    limit = loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
+    enc = encode(loaded.tokenizer, source, None, limit)
+    inputs = model_inputs(loaded, enc.inputs)
+    inputs.pop("token_type_ids", None)
+    ids = decoder_ids(loaded, inputs, target, limit)
+    inputs["decoder_input_ids"] = torch.tensor([ids], device=loaded.device)
+    rec = capture.Recorder()
+    try:
+        capture.forward(loaded.model, inputs, rec)
+    except capture.CaptureRefused as e:
+        raise InputError(f"{loaded.label} asked for {e}, which attnviz cannot capture.") from None
+    parts = {role: [] for role in ROLES}
+    for module, record in zip(rec.modules, rec.layers):
+        parts[loaded.roles[module]].append(record)
+    tgt = [str(t) for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
+    return _assemble(loaded, parts, enc, tgt, ids, target)
+
+
+def _assemble(loaded, parts, enc, tgt_tokens, tgt_ids, target) -> Seq2SeqTrace:
+    def provenance(role, ids):
+        opts = (("part", role), ("target", target or "generated greedily"))
+        return Provenance(loaded.label, "pretrained", loaded.revision, loaded.dtype, loaded.device,
+                          "attnviz seam over sdpa", opts, tuple(ids), enc.n_dropped)  # fmt: skip
+
+    notes = tuple(enc.notes) + (() if target else ("The target was generated greedily by the model.",))
+    d = loaded.d_head
+    return Seq2SeqTrace(
+        encoder=AttentionTrace(enc.tokens, records=tuple(parts["encoder"]), d_head=d,
+                               provenance=provenance("encoder", enc.ids), notes=notes),
+        decoder=AttentionTrace(tgt_tokens, records=tuple(parts["decoder"]), d_head=d,
+                               provenance=provenance("decoder", tgt_ids), notes=notes),
+        cross=AttentionTrace(tgt_tokens, records=tuple(parts["cross"]), key_tokens=enc.tokens, d_head=d,
+                             provenance=provenance("cross", tgt_ids), notes=notes),
+    )  # fmt: skip
