@@ -4,9 +4,13 @@
 |--------------------------|-------------------|----------------------------------------------------------------|
 | ATTNVIZ_HOSTED           | off               | only the bundled model and the allow-list load; no folders     |
 | ATTNVIZ_ALLOWED_MODELS   | empty             | comma-separated hub ids a hosted dashboard may load            |
-| ATTNVIZ_MAX_TOKENS       | 512 (256 hosted)  | longest text traced by the dashboard                           |
+| ATTNVIZ_MAX_TOKENS       | see below         | longest text traced by the dashboard                           |
 | ATTNVIZ_MAX_MODEL_MB     | 1500              | weights larger than this are refused before loading            |
 | ATTNVIZ_TRACE_CACHE_MB   | 1024              | byte budget of the dashboard's trace cache, all sessions       |
+
+The token limit defaults to what the machine serves quickly: 512 tokens on a CPU (256 hosted, where many
+sessions share it) and 4,096 with a GPU (a trace stores q and k, not tokens² per head, so long texts fit); a
+model's own position limit caps it further.
 
 The values are read on every call (a few dictionary look-ups), so a test or an operator can change the
 environment of a running process and the next request sees it.
@@ -45,7 +49,15 @@ def current() -> Settings:
     return Settings(
         hosted=hosted,
         allowed_models=allowed,
-        max_tokens=int(_number("ATTNVIZ_MAX_TOKENS", 256 if hosted else 512)),
+        max_tokens=int(_number("ATTNVIZ_MAX_TOKENS", _default_tokens(hosted))),
         max_model_bytes=int(_number("ATTNVIZ_MAX_MODEL_MB", 1500) * 2**20),
         trace_cache_bytes=int(_number("ATTNVIZ_TRACE_CACHE_MB", 1024) * 2**20),
     )
+
+
+def _default_tokens(hosted: bool) -> int:
+    import torch
+
+    if torch.cuda.is_available():
+        return 4096
+    return 256 if hosted else 512
