@@ -98,6 +98,38 @@ def test_a_model_over_the_size_budget_is_refused(bert_folder, monkeypatch):
     expect_load_error(bert_folder, "budget", "ATTNVIZ_MAX_MODEL_MB")
 
 
+def test_the_size_budget_counts_the_memory_of_the_chosen_dtype(bert_folder, monkeypatch):
+    from safetensors.torch import load_file
+
+    params = sum(t.numel() for t in load_file(str(bert_folder) + "/model.safetensors").values())
+    between = (params * 3) / 2**20  # MB: more than bfloat16 needs (2 bytes each), less than float32 (4)
+    monkeypatch.setenv("ATTNVIZ_MAX_MODEL_MB", f"{between:.6f}")
+    expect_load_error(bert_folder, "budget")  # float32 (the CPU default) does not fit
+    loaded = attnviz.load_model(str(bert_folder), dtype="bfloat16")
+    assert loaded.dtype == "bfloat16" and next(loaded.model.parameters()).dtype == torch.bfloat16
+
+
+def test_a_bfloat16_model_gives_float32_stages_close_to_the_float32_ones(tiny_bert_dir, tiny_text):
+    full = attnviz.trace(attnviz.load_model(str(tiny_bert_dir)), tiny_text)
+    half = attnviz.trace(attnviz.load_model(str(tiny_bert_dir), dtype="bfloat16"), tiny_text)
+    assert half.provenance.dtype == "bfloat16" and half.weights.dtype == np.float32
+    np.testing.assert_allclose(half.weights, full.weights, atol=0.02)
+    np.testing.assert_allclose(half.weights.sum(-1), 1, atol=1e-5)  # computed in float32 from bfloat16 q and k
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "words"),
+    [("cuda:7", None, "sees none" if not torch.cuda.is_available() else "cuda"), ("tpu", None, "Unknown device"),
+     ("cpu", "float8", "Unknown dtype")],
+)  # fmt: skip
+def test_devices_and_dtypes_that_cannot_be_had_say_so(device, dtype, words):
+    if torch.cuda.is_available() and device.startswith("cuda"):
+        device = f"cuda:{torch.cuda.device_count() + 3}"  # a GPU index that does not exist
+    with pytest.raises(attnviz.ModelLoadError) as info:
+        attnviz.load_model(None, device=device, dtype=dtype)
+    assert words.lower() in str(info.value).lower()
+
+
 def test_hosted_mode_only_loads_allow_listed_models(bert_folder, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_HOSTED", "1")
     monkeypatch.setenv("ATTNVIZ_ALLOWED_MODELS", "gpt2,bert-base-uncased")
