@@ -98,7 +98,7 @@ def stages_from_scores(
         scaled = scaled + bias
     if softcap is not None:
         scaled = torch.tanh(scaled / softcap) * softcap
-    masked = scaled if mask is None else scaled.masked_fill(~mask, fill)
+    masked = scaled if mask is None or bool(mask.all()) else scaled.masked_fill(~mask, fill)
     if sinks is None:
         return Stages(scores, scaled, masked, softmax(masked))
     sink = sinks.to(masked.dtype).reshape(-1, 1, 1).expand(*masked.shape[:-1], 1)  # [..., head, query, 1]

@@ -121,6 +121,13 @@ def _read_only(a, dtype) -> np.ndarray:
     return a
 
 
+def _frozen_numpy(t: torch.Tensor) -> np.ndarray:
+    """A freshly computed float32 tensor as a read-only numpy array, without a copy when it is already on the CPU."""
+    a = t.detach().to("cpu", torch.float32).numpy()
+    a.setflags(write=False)
+    return a
+
+
 @dataclass(frozen=True, eq=False)
 class AttentionTrace:
     """Every stage of attention for one input; numpy out, axis order [layer, head, query, key].
@@ -138,6 +145,7 @@ class AttentionTrace:
     provenance: Provenance = field(default_factory=Provenance)
     notes: tuple[str, ...] = ()
     _cache: dict = field(default_factory=dict, init=False, repr=False)
+    _memo: dict = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self):
@@ -243,12 +251,24 @@ class AttentionTrace:
                 self._cache[layer] = hit  # most recently used last
                 return hit
         with torch.inference_mode():
-            out = Stages(*(_read_only(s.cpu(), np.float32) for s in self.records[layer].stages()))
+            out = Stages(*(_frozen_numpy(s) for s in self.records[layer].stages()))
         with self._lock:
             self._cache[layer] = out
             while len(self._cache) > _LAYER_CACHE:
                 self._cache.pop(next(iter(self._cache)))
         return out
+
+    def memo(self, key, compute):
+        """A small result derived from this trace (a pooled overview, per-head statistics), computed once.
+
+        For results much smaller than a layer's stages: they are kept as long as the trace is.
+        """
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+        value = compute()
+        with self._lock:
+            return self._memo.setdefault(key, value)
 
     def head(self, layer: int, head: int, queries: tuple[int, int] | None = None) -> Stages:
         """One head's stages [query, key], optionally for queries start..stop only (every key is kept)."""

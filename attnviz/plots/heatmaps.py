@@ -257,6 +257,12 @@ def _pool(a: np.ndarray, size: int, sum_keys: bool = False) -> np.ndarray:
         return np.where(count > 0, total / count, np.nan)
 
 
+def pooled_stage(trace: AttentionTrace, stage: str, tile: int = TILE) -> np.ndarray:
+    """[layer, head, tile, tile]: every head of every layer pooled (see `_pool`), one layer at a time."""
+    layers = [_pool(stage_values(trace, i, stage), tile, sum_keys=stage == "weights") for i in range(trace.n_layer)]
+    return np.stack(layers).astype(np.float32)
+
+
 def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile: int = TILE) -> go.Figure:
     """Every layer x head as one tiled image (fast to draw), plus one invisible clickable marker per tile.
 
@@ -266,7 +272,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
     """
     n_layer, n_head = trace.n_layer, trace.n_head
     # pooled one layer at a time, so a long text never holds every layer at full size
-    pooled = np.stack([_pool(stage_values(trace, i, stage), tile, sum_keys=stage == "weights") for i in range(n_layer)])
+    pooled = trace.memo(("overview", stage, tile), lambda: pooled_stage(trace, stage, tile))
     s = pooled.shape[-1]
     step = s + 1  # one empty (NaN) row and column between tiles
     image = np.full((n_layer * step - 1, n_head * step - 1), np.nan, dtype=np.float32)
