@@ -281,6 +281,21 @@ class AttentionTrace:
             stages = self.records[layer].stages(heads=slice(head, head + 1), queries=rows)
         return Stages(*(s[0].cpu().numpy() for s in stages))
 
+    def window(self, layer: int, queries: tuple[int, int], keys: tuple[int, int] | None = None) -> Stages:
+        """Every head's stages for queries start..stop and keys start..stop, [head, query, key].
+
+        Computed where the record lives (the GPU for a GPU model) with every key in the softmax, then cut, so a
+        long text moves only the window to the host.
+        """
+        layer = check_index("layer", layer, self.n_layer)
+        keys = queries if keys is None else keys
+        rows, cols = slice(int(queries[0]), int(queries[1])), slice(int(keys[0]), int(keys[1]))
+        if self.weights_only:
+            return Stages(None, None, None, self.stored_weights[layer, :, rows, cols])
+        with torch.inference_mode():
+            stages = self.records[layer].stages(queries=rows)
+        return Stages(*(_frozen_numpy(s[..., cols]) for s in stages))
+
     def stage(self, name: str, layer: int | None = None) -> np.ndarray:
         """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""
         if name not in STAGES:

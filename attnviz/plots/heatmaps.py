@@ -20,6 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..analysis.pooling import pooled_stage
 from ..trace import AttentionTrace
 from .common import SCORES_SCALE, WEIGHTS_SCALE, escape, f32, symmetric_range, thin, tick_labels
 
@@ -236,43 +237,16 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     return fig
 
 
-def _pool(a: np.ndarray, size: int, sum_keys: bool = False) -> np.ndarray:
-    """Shrink [..., T, T] to [..., size, size] blocks so long texts stay small (NaN cells ignored).
-
-    Scores are averaged over each block. Weights (sum_keys=True) are summed over the keys of a block and
-    averaged over its queries: a pooled row is then still a probability distribution (over key blocks),
-    and a sharp pattern such as the diagonal stays bright instead of fading to 1/T.
-    """
-    n = a.shape[-1]
-    if n <= size:
-        return a
-    starts = np.linspace(0, n, size + 1).round().astype(int)[:-1]
-    finite = np.isfinite(a)
-    total = np.add.reduceat(np.add.reduceat(np.where(finite, a, 0.0), starts, axis=-1), starts, axis=-2)
-    if sum_keys:
-        rows = np.diff(np.append(starts, n)).astype(np.float64)  # queries per block
-        return total / rows[:, None]
-    count = np.add.reduceat(np.add.reduceat(finite.astype(np.float32), starts, axis=-1), starts, axis=-2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / count, np.nan)
-
-
-def pooled_stage(trace: AttentionTrace, stage: str, tile: int = TILE) -> np.ndarray:
-    """[layer, head, tile, tile]: every head of every layer pooled (see `_pool`), one layer at a time."""
-    layers = [_pool(stage_values(trace, i, stage), tile, sum_keys=stage == "weights") for i in range(trace.n_layer)]
-    return np.stack(layers).astype(np.float32)
-
-
 def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile: int = TILE) -> go.Figure:
     """Every layer x head as one tiled image (fast to draw), plus one invisible clickable marker per tile.
 
-    Texts longer than `tile` tokens are pooled to tile x tile blocks per head (see `_pool`); score stages use a
+    Texts longer than `tile` tokens are pooled to tile x tile blocks per head (`analysis.pooling`); score stages use a
     robust colour range (see `colour`). The markers carry
     customdata [layer, head], which the dashboard reads back from a click. `selected` outlines the tile on show.
     """
     n_layer, n_head = trace.n_layer, trace.n_head
     # pooled one layer at a time, so a long text never holds every layer at full size
-    pooled = trace.memo(("overview", stage, tile), lambda: pooled_stage(trace, stage, tile))
+    pooled = trace.memo(("overview", stage, tile), lambda: pooled_stage(trace, stage, tile))  # once per trace
     s = pooled.shape[-1]
     step = s + 1  # one empty (NaN) row and column between tiles
     image = np.full((n_layer * step - 1, n_head * step - 1), np.nan, dtype=np.float32)

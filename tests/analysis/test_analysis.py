@@ -242,3 +242,33 @@ def test_reach_note_says_which_layers_changed():
     assert "changed too" not in masks.reach_note((5,), 5, 6)
     assert "every layer" in masks.reach_note(None, 0, 6)
     assert "module" in masks.reach_note(None, 0, 1, is_module=True)
+
+
+# --- pooling for the overview ---------------------------------------------------------------------------------
+
+
+def test_pooling_averages_blocks_and_keeps_weight_rows_distributions():
+    from attnviz.analysis.pooling import pool
+
+    x = np.arange(36, dtype=np.float64).reshape(1, 6, 6)
+    means = pool(torch.from_numpy(x), 3).numpy()[0]
+    expected = x[0].reshape(3, 2, 3, 2).mean(axis=(1, 3))  # 2 x 2 blocks by hand
+    np.testing.assert_allclose(means, expected, rtol=1e-6)
+    w = np.full((1, 6, 6), 1 / 6)
+    rows = pool(torch.from_numpy(w), 3, sum_keys=True).numpy()[0]
+    np.testing.assert_allclose(rows.sum(-1), 1, rtol=1e-6)  # still a distribution over key blocks
+    x[0, 0, 0] = np.nan  # a masked cell is left out of its block's mean
+    assert pool(torch.from_numpy(x), 3).numpy()[0, 0, 0] == pytest.approx((1 + 6 + 7) / 3)
+
+
+def test_pooled_stage_matches_pooling_each_full_layer(bundled):
+    from attnviz.analysis.pooling import pooled_stage
+
+    tr = attnviz.trace(bundled, "word " * 60)
+    pooled = pooled_stage(tr, "scores", 8)
+    assert pooled.shape == (tr.n_layer, tr.n_head, 8, 8)
+    s = tr.layer(3).scores.astype(np.float64)
+    edges = np.linspace(0, tr.n_tokens, 9).round().astype(int)
+    by_hand = np.array([[s[:, a:b, c:d].mean(axis=(1, 2)) for c, d in zip(edges[:-1], edges[1:])]
+                        for a, b in zip(edges[:-1], edges[1:])])  # fmt: skip  # [8, 8, head]
+    np.testing.assert_allclose(pooled[3], by_hand.transpose(2, 0, 1), rtol=1e-4, atol=1e-4)
