@@ -12,6 +12,7 @@ PAGES = [
     st.Page("app_pages/scaling.py", title="Scaling", icon=":material/functions:"),
     st.Page("app_pages/masks.py", title="Masks", icon=":material/visibility_off:"),
     st.Page("app_pages/module.py", title="Our module", icon=":material/build:"),
+    st.Page("app_pages/headstats.py", title="Head statistics", icon=":material/leaderboard:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()
