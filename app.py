@@ -13,6 +13,7 @@ PAGES = [
     st.Page("app_pages/masks.py", title="Masks", icon=":material/visibility_off:"),
     st.Page("app_pages/module.py", title="Our module", icon=":material/build:"),
     st.Page("app_pages/headstats.py", title="Head statistics", icon=":material/leaderboard:"),
+    st.Page("app_pages/rollout.py", title="Rollout", icon=":material/account_tree:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()
