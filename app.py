@@ -14,6 +14,7 @@ PAGES = [
     st.Page("app_pages/module.py", title="Our module", icon=":material/build:"),
     st.Page("app_pages/headstats.py", title="Head statistics", icon=":material/leaderboard:"),
     st.Page("app_pages/rollout.py", title="Rollout", icon=":material/account_tree:"),
+    st.Page("app_pages/neuron.py", title="Neuron view", icon=":material/hub:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()
