@@ -15,6 +15,7 @@ PAGES = [
     st.Page("app_pages/headstats.py", title="Head statistics", icon=":material/leaderboard:"),
     st.Page("app_pages/rollout.py", title="Rollout", icon=":material/account_tree:"),
     st.Page("app_pages/neuron.py", title="Neuron view", icon=":material/hub:"),
+    st.Page("app_pages/scores.py", title="Score functions", icon=":material/calculate:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()
