@@ -43,7 +43,7 @@ def test_weights_are_the_softmax_of_the_scores_and_respect_the_mask(qkm):
     q, k, m = qkm
     mask = torch.ones(5, 7, dtype=torch.bool)
     mask[:, 5:] = False
-    for name, (s, w) in m.all(q, k, mask).items():
+    for name, (_, w) in m.all(q, k, mask).items():
         e = np.exp(numpy_scores(name, q, k, m)[:, :5])
         np.testing.assert_allclose(w[:, :5].numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
         assert float(w[:, 5:].abs().max()) == 0.0
