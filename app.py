@@ -12,6 +12,10 @@ PAGES = [
     st.Page("app_pages/scaling.py", title="Scaling", icon=":material/functions:"),
     st.Page("app_pages/masks.py", title="Masks", icon=":material/visibility_off:"),
     st.Page("app_pages/module.py", title="Our module", icon=":material/build:"),
+    st.Page("app_pages/headstats.py", title="Head statistics", icon=":material/leaderboard:"),
+    st.Page("app_pages/rollout.py", title="Rollout", icon=":material/account_tree:"),
+    st.Page("app_pages/neuron.py", title="Neuron view", icon=":material/hub:"),
+    st.Page("app_pages/scores.py", title="Score functions", icon=":material/calculate:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()

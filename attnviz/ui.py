@@ -391,3 +391,13 @@ def selected_tile(event) -> tuple[int, int] | None:
             except (TypeError, ValueError):
                 continue
     return None
+
+
+def trace_of_text(src: Selection, text: str, **options) -> AttentionTrace | None:
+    """Like get_trace, for a text the page chose (e.g. a repeated random sequence), through the same cache."""
+    options = {"max_tokens": max_tokens(), **options}
+    try:
+        return _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
+    except AttnvizError as e:
+        st.warning(str(e))
+        return None

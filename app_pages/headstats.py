@@ -1,0 +1,85 @@
+"""Head statistics: one number per layer x head (Clark et al. 2019; TransformerLens's head detectors). Layout only."""
+
+import streamlit as st
+
+from attnviz import ui
+from attnviz.analysis import heads as H
+from attnviz.plots import headstats as hp
+from attnviz.plots.common import chart_config
+
+src = ui.current()
+st.title("Head statistics")
+st.markdown(
+    "What does each head look at? Every layer x head reduced to one number, after Clark et al. 2019 "
+    "(*What Does BERT Look At?*): how spread out its attention is, how far it looks, and how much goes to special "
+    "tokens, punctuation, the previous or next token, or the token itself. Pattern scores follow TransformerLens's "
+    "head detectors: the share of the head's attention that lands where a previous-token, duplicate-token or "
+    "induction head would put it."
+)
+tr = ui.get_trace(src)
+if tr is None:
+    st.stop()
+tok = src.model.tokenizer
+special = H.special_keys(tr, tok.all_special_ids, tok.all_special_tokens)
+
+hide = st.toggle(
+    "Hide special tokens",
+    key="hs_hide",
+    help="Drop attention to [CLS], [SEP], BOS/EOS, padding; renormalise every row.",
+)
+if hide:
+    st.caption(
+        f"Special tokens hidden ({int(special.sum())} of {tr.n_keys} positions): their columns are set to 0 and every "
+        "row is **renormalised** to sum to 1 again, so the numbers describe how a head shares what it does not give "
+        "to special tokens. Special tokens' own rows are left out of the averages."
+    )
+stats = H.head_stats(tr, special, hide_special=hide)
+info = dict(H.STATISTICS)
+repeat = ui.trace_of_text(src, H.repeated_random_text(tok, n=20, seed=0))
+if repeat is not None and len(repeat.provenance.input_ids) == repeat.n_tokens:
+    stats = stats.with_values(induction_score=H.induction_scores(repeat))
+    info["induction_score"] = H.INDUCTION
+
+name = st.selectbox("Statistic", list(info), format_func=lambda k: info[k][0], key="hs_stat")
+label, meaning, value_range = info[name]
+st.caption(f"**{label}**: {meaning}.")
+if name == "induction_score":
+    st.caption(
+        "Measured on 20 random words repeated twice (not on your sentence): an induction head, on the second copy, "
+        "attends to the word that followed the earlier copy of the current word. Encoders like BERT rarely have one."
+    )
+pick = st.session_state.get("hs_pick")
+st.plotly_chart(hp.stat_grid(stats[name], label, value_range, selected=pick), config=chart_config("headstats", name))
+
+st.subheader("Every head, sortable", divider="gray")
+st.caption("Click a column header to sort. Shares and scores lie between 0 and 1; entropy is in nats.")
+st.dataframe(stats.rows(), hide_index=True, key="hs_table",
+             column_config={k: st.column_config.NumberColumn(info[k][0], format="%.3f") for k in info})  # fmt: skip
+
+st.subheader("Open one head", divider="gray")
+heads = [(layer, head) for layer in range(tr.n_layer) for head in range(tr.n_head)]
+order = sorted(heads, key=lambda lh: -stats[name][lh])
+choice = st.selectbox(
+    f"Head (sorted by {label}, highest first)",
+    order,
+    format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}: {stats[name][lh]:.3f}",
+    key="hs_pick",
+)
+
+
+def _open():
+    if not src.is_module:
+        st.session_state["layer"] = choice[0]
+    st.session_state["head"] = choice[1]
+
+
+if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=_open):
+    # query_params={}: without it switch_page clears the URL and fails on URL-bound widgets (they rewrite it)
+    st.switch_page("app_pages/heads.py", query_params={})
+w = tr.layer(choice[0]).weights[choice[1]]
+w = H.hide_keys(w, special) if hide else w
+title = f"layer {choice[0]}, head {choice[1]}: weights" + (
+    " (special tokens hidden, rows renormalised)" if hide else ""
+)
+st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens),
+                config=chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip

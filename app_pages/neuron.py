@@ -1,0 +1,76 @@
+"""Neuron view: one query token in one head, from its vectors to its weights. Layout only."""
+
+import numpy as np
+import streamlit as st
+
+from attnviz import ui
+from attnviz.analysis import neuron as N
+from attnviz.errors import AttnvizError
+from attnviz.plots import neuron as nv
+from attnviz.plots.common import chart_config
+from attnviz.scratch import input_vectors
+
+src = ui.current()
+st.title("Neuron view")
+st.markdown(
+    "One query token in one head, taken apart: its **query vector** q, every **key vector** k, their elementwise "
+    "product (whose sum is the score q·k), then the **scaled** score, the **mask**, the **masked** score and the "
+    "softmax **weight**. Every number is the one the Heads page draws."
+)
+tr = ui.get_trace(src)
+if tr is None:
+    st.stop()
+layer = src.trace_layer
+labels = [f"{i:02d} {t}" for i, t in enumerate(tr.tokens)]
+left, right = st.columns(2)
+head = ui.head_picker(src, left)
+query = right.selectbox("Query token", range(tr.n_tokens), format_func=labels.__getitem__, key="nv_query")
+try:
+    view = N.neuron_view(tr, layer, head, query)
+except AttnvizError as e:
+    st.info(str(e))
+    st.stop()
+
+where = "our module" if src.is_module else f"layer {layer}"
+st.subheader(f"{labels[query]} in {where}, head {head}", divider="gray")
+st.plotly_chart(nv.vectors(view, tr.tokens, tr.key_tokens), config=chart_config("neuron", layer, head, query))
+
+rows = {
+    "key": [f"{i:02d} {t}" for i, t in enumerate(tr.key_tokens)],
+    "q·k (scores)": view.scores,
+    f"× {view.scale:.4g} (scaled)": view.scaled,
+    "may attend": view.mask,
+    "masked": view.masked,
+    "weight": view.weights,
+}
+values = None
+if src.is_module:
+    text, pair = ui.text_inputs()
+    msrc = src.module_source()
+    x, _, _ = input_vectors(msrc, text, pair, ui.max_tokens())
+    values = N.module_values(msrc.build(), x)[head]  # [key, d_head]
+    weighted, output = view.with_values(values)
+    rows["|weight × v|"] = np.linalg.norm(weighted, axis=-1)
+st.dataframe(rows, hide_index=True, key="nv_table")
+st.caption(
+    "Masked cells hold the fill the model uses (a huge negative number), so their weight is 0. "
+    "Weights sum to 1 over the keys."
+)
+
+st.subheader("Weights × values", divider="gray")
+if values is None:
+    st.info(
+        "A trace keeps the query and key vectors (all the four stages need) but not the value vectors: keeping them "
+        "would double its memory, and for pretrained models the values are computed inside the model's own code. "
+        "Choose **Our module** as the source in the sidebar to see each key's value vector, scaled by its weight, "
+        "and their sum: the head's output for this token."
+    )
+else:
+    st.markdown(
+        "Each key's value vector v is multiplied by its weight; the sum is this head's output for the query "
+        "(before the output projection mixes the heads)."
+    )
+    st.dataframe(
+        {"output (sum of weight × v)": output, **{f"v of {rows['key'][j]}": values[j] for j in range(len(values))}},
+        key="nv_values",
+    )

@@ -1,0 +1,84 @@
+"""Rollout: attention followed down through the layers (Abnar & Zuidema 2020). Layout only."""
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from attnviz import ui
+from attnviz.analysis import rollout as R
+from attnviz.errors import AttnvizError
+from attnviz.plots import headstats as hp
+from attnviz.plots.common import chart_config, escape
+
+src = ui.current()
+st.title("Rollout")
+st.markdown(
+    "A late layer's attention mixes tokens that earlier layers have already mixed, so its weights do not say which "
+    "**input** tokens an output draws on. **Attention rollout** (Abnar & Zuidema 2020) follows attention down: each "
+    "layer's heads are averaged, the residual connection is added as `0.5·A + 0.5·I` (half of every token's signal "
+    "skips attention), rows are renormalised, and the layers' matrices are multiplied."
+)
+tr = ui.get_trace(src)
+if tr is None:
+    st.stop()
+if tr.n_tokens != tr.n_keys:
+    st.info("Rollout needs self-attention: this trace has different query and key tokens.")
+    st.stop()
+start, end = 0, tr.n_layer - 1
+if tr.n_layer > 1:
+    start, end = st.slider("Layers (start, end)", 0, tr.n_layer - 1, (0, tr.n_layer - 1), key="ro_layers")
+roll = R.rollout(tr, start, end)
+raw = tr.layer(end).weights.mean(axis=0)
+
+left, right = st.columns(2, gap="large")
+with left:
+    st.plotly_chart(
+        hp.weights_matrix(roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout"),
+        config=chart_config("rollout", f"layers{start}-{end}"),
+    )
+    st.caption("Row i: how much output token i draws on each input token. Every row sums to 1.")
+with right:
+    st.plotly_chart(
+        hp.weights_matrix(raw, tr.tokens, f"raw weights of layer {end}, heads averaged", "raw_last"),
+        config=chart_config("raw", f"layer{end}"),
+    )
+    st.caption("The same layer's own weights, averaged over its heads: what one layer does, not the whole path.")
+
+st.subheader("Attention flow", divider="gray")
+st.markdown(
+    "**Attention flow** treats the same residual-adjusted matrices as a network of pipes (capacity = weight) and "
+    "asks how much can flow from one output token down to each input token: a maximum-flow problem per pair. "
+    f"It is expensive, so it is computed for one output token at a time and for texts of up to {R.MAX_FLOW_TOKENS} "
+    "tokens."
+)
+labels = [f"{i:02d} {t}" for i, t in enumerate(tr.tokens)]
+query = st.selectbox("Output token", range(tr.n_tokens), format_func=labels.__getitem__, key="ro_query")
+if tr.n_tokens > R.MAX_FLOW_TOKENS:
+    st.info(
+        f"This text has {tr.n_tokens} tokens; attention flow is computed for up to {R.MAX_FLOW_TOKENS}. "
+        "Rollout above works at any length."
+    )
+else:
+    try:
+        with st.spinner("Solving one maximum-flow problem per input token…"):
+            flow = R.flow(tr, query, start, end)
+    except AttnvizError as e:
+        st.info(str(e))
+    else:
+        ticks = [escape(s) for s in labels]
+        fig = go.Figure([
+            go.Bar(name="rollout", x=ticks, y=roll[query].astype(np.float32)),
+            go.Bar(name="flow", x=ticks, y=flow.astype(np.float32)),
+        ])  # fmt: skip
+        fig.update_layout(
+            barmode="group",
+            yaxis=dict(title="share", rangemode="tozero"),
+            xaxis=dict(title="input token", tickangle=-60),
+            height=380,
+            meta={"figure": "flow", "query": int(query)},
+        )
+        st.plotly_chart(fig, config=chart_config("flow", f"query{query}"))
+        st.caption(
+            "Flow values are not shares of 1: a token's total outflow is bounded by its pipes, and each input gets "
+            "the most that could reach it alone. Compare the ranking with rollout's, not the absolute heights."
+        )

@@ -1,0 +1,83 @@
+"""The neuron view: one query token in one head, taken apart number by number (after bertviz's neuron view).
+
+For query i and every key j: q_i, k_j, their elementwise product q_i * k_j (its sum is the score q_i . k_j),
+the scaled score, the mask, the masked score and the softmax weight. The score stages are the trace's own
+(trace.layer, the arrays the pages draw), so every number equals what the Heads page shows. For
+grouped-query models the key heads are shared out with repeat_interleave, as the model does.
+
+A trace keeps q and k but not v (values are not needed for the four stages, and keeping them would double
+the memory), so the weights x values part is available only for our own module, whose values `module_values`
+recomputes with the same projection (MultiHeadAttention.project) on the same input vectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..attention import MultiHeadAttention
+from ..errors import InputError, check_index
+from ..trace import AttentionTrace
+
+
+@dataclass(frozen=True)
+class NeuronView:
+    """Everything between one query vector and its attention weights; arrays are float32 numpy."""
+
+    layer: int
+    head: int
+    query: int
+    q: np.ndarray  # [d_head]
+    k: np.ndarray  # [key, d_head]
+    product: np.ndarray  # [key, d_head]   q * k elementwise
+    scores: np.ndarray  # [key]            q . k (the trace's scores)
+    scale: float
+    scaled: np.ndarray  # [key]
+    mask: np.ndarray  # [key] bool, True = may attend
+    masked: np.ndarray  # [key]
+    weights: np.ndarray  # [key]
+
+    def with_values(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(weights[:, None] * v [key, d_head], their sum: this head's output for the query [d_head])."""
+        weighted = self.weights[:, None].astype(np.float64) * np.asarray(v, np.float64)
+        return weighted, weighted.sum(axis=0)
+
+
+def key_vectors(trace: AttentionTrace, layer: int, head: int) -> torch.Tensor:
+    """k [key, d_head] that `head` uses: grouped-query key heads shared out with repeat_interleave."""
+    rec = trace.records[layer]
+    k = rec.k
+    if k.shape[0] != rec.q.shape[0]:
+        k = k.repeat_interleave(rec.q.shape[0] // k.shape[0], dim=0)
+    return k[head]
+
+
+def neuron_view(trace: AttentionTrace, layer: int, head: int, query: int) -> NeuronView:
+    """One query token of one head, from the trace's records (not available for weights-only traces)."""
+    if trace.weights_only or trace.records[0].q is None:
+        raise InputError(
+            f"{trace.model_name or 'This trace'} kept no query and key vectors (weights only), so there is no "
+            "neuron view: the bundled model and our module have one."
+        )
+    layer = check_index("layer", layer, trace.n_layer)
+    head = check_index("head", head, trace.n_head)
+    query = check_index("query", query, trace.n_tokens)
+    rec = trace.records[layer]
+    with torch.inference_mode():
+        q = rec.q[head, query].float().cpu()
+        k = key_vectors(trace, layer, head).float().cpu()
+    stages = trace.layer(layer)  # the very arrays every page draws (a per-row recompute differs by BLAS rounding)
+    one = lambda a: np.asarray(a[head, query])  # noqa: E731 ([head, query, key] -> [key])
+    return NeuronView(
+        layer, head, query, q.numpy(), k.numpy(), (q[None, :] * k).numpy(), one(stages.scores), float(rec.scale),
+        one(stages.scaled), rec.mask[query].cpu().numpy(), one(stages.masked), one(stages.weights),
+    )  # fmt: skip
+
+
+def module_values(module: MultiHeadAttention, x: torch.Tensor) -> np.ndarray:
+    """v [head, key, d_head] of our module on input vectors x [T, d_model] (the projection forward uses)."""
+    with torch.inference_mode():
+        _, _, v = module.project(x[None], x[None], x[None])
+    return v[0].float().cpu().numpy()

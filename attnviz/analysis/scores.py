@@ -1,0 +1,97 @@
+"""Score functions of the general attention model: how a query and a key become one number (torch).
+
+Attention is softmax(score(q, k)) over the keys; the score function is the part that varies:
+    dot         q . k                                   (Luong et al. 2015)
+    scaled_dot  q . k / sqrt(d)                         (Vaswani et al. 2017)
+    general     q^T W k, a learned bilinear form         (Luong et al. 2015)
+    additive    v^T tanh(W_q q + W_k k), a small MLP    (Bahdanau et al. 2015)
+Why scale the dot product and not the additive score: with entries of unit variance a dot product sums d
+products, so its variance grows like d and the softmax saturates for large d; dividing by sqrt(d) keeps it
+near 1. The additive score passes through tanh, which bounds every hidden unit to (-1, 1), so |score| <= |v|_1
+whatever d is, and its spread stays put as d grows (the general score grows like the dot product).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..attention import stages_from_scores
+
+SCORE_FUNCTIONS = ("dot", "scaled_dot", "general", "additive")
+
+
+def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """q [..., Tq, d], k [..., Tk, d] -> [..., Tq, Tk]."""
+    return q @ k.transpose(-2, -1)
+
+
+def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return dot_scores(q, k) / math.sqrt(q.shape[-1])
+
+
+def general_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """q^T W k for every pair; w [d_q, d_k]."""
+    return q @ w @ k.transpose(-2, -1)
+
+
+def additive_scores(q: torch.Tensor, k: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor):
+    """v^T tanh(W_q q + W_k k) for every pair; w_q [h, d_q], w_k [h, d_k], v [h]."""
+    hidden = torch.tanh((q @ w_q.T).unsqueeze(-2) + (k @ w_k.T).unsqueeze(-3))  # [..., Tq, Tk, h]
+    return hidden @ v
+
+
+@dataclass(frozen=True)
+class ScoreModule:
+    """Seeded parameters for every score function at width d (entries ~ N(0, 1/d), like nn.Linear's scale).
+
+    The additive score's hidden size is `hidden`; v ~ N(0, 1/hidden).
+    """
+
+    w: torch.Tensor
+    w_q: torch.Tensor
+    w_k: torch.Tensor
+    v: torch.Tensor
+
+    @classmethod
+    def seeded(cls, d: int, hidden: int = 32, seed: int = 0) -> ScoreModule:
+        g = torch.Generator().manual_seed(seed)
+        n = lambda *shape, fan: torch.randn(*shape, generator=g) / math.sqrt(fan)  # noqa: E731
+        return cls(n(d, d, fan=d), n(hidden, d, fan=d), n(hidden, d, fan=d), n(hidden, fan=hidden))
+
+    def scores(self, name: str, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        if name == "dot":
+            return dot_scores(q, k)
+        if name == "scaled_dot":
+            return scaled_dot_scores(q, k)
+        if name == "general":
+            return general_scores(q, k, self.w)
+        if name == "additive":
+            return additive_scores(q, k, self.w_q, self.w_k, self.v)
+        raise ValueError(f"unknown score function {name!r}; choose one of {SCORE_FUNCTIONS}")
+
+    def all(self, q: torch.Tensor, k: torch.Tensor, mask=None) -> dict:
+        """name -> (scores, weights) for every score function; weights = softmax over keys (mask: True = may attend)."""
+        out = {}
+        for name in SCORE_FUNCTIONS:
+            s = self.scores(name, q, k)
+            out[name] = (s, stages_from_scores(s, 1.0, mask).weights)
+        return out
+
+
+def spread_by_width(dims=(4, 16, 64, 256, 1024), n: int = 64, seed: int = 0) -> dict:
+    """name -> [std of the scores at each width d] for n random unit-variance queries and keys.
+
+    The numbers behind "scale the dot product, not the additive score": dot and general grow like sqrt(d),
+    scaled_dot and additive do not.
+    """
+    out = {name: [] for name in SCORE_FUNCTIONS}
+    for d in dims:
+        g = torch.Generator().manual_seed(seed + d)
+        q, k = torch.randn(n, d, generator=g), torch.randn(n, d, generator=g)
+        module = ScoreModule.seeded(d, seed=seed)
+        for name in SCORE_FUNCTIONS:
+            out[name].append(float(module.scores(name, q, k).std()))
+    return out

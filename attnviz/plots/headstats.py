@@ -1,0 +1,77 @@
+"""Figures of the Head statistics and Rollout pages: a layer x head grid of one number, a weights matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import WEIGHTS_SCALE, escape, f32
+from .heatmaps import ticks
+
+STAT_SCALE = "Cividis"  # sequential, readable in both themes; set explicitly with zmin/zmax
+
+
+def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -> go.Figure:
+    """[layer, head] values as a heatmap: rows are layers (0 at the top), columns heads.
+
+    value_range: (zmin, zmax); None gives 0..max (entropy, distance). `selected` (layer, head) is outlined.
+    """
+    v = f32(values)
+    zmin, zmax = value_range if value_range is not None else (0.0, float(max(np.nanmax(v), 1e-9)))
+    n_layer, n_head = v.shape
+    text = np.char.mod("%.2f", v.astype(np.float64))
+    fig = go.Figure(
+        go.Heatmap(
+            z=v,
+            x=list(range(n_head)),
+            y=list(range(n_layer)),
+            colorscale=STAT_SCALE,
+            zmin=zmin,
+            zmax=zmax,
+            text=text,
+            texttemplate="%{text}" if v.size <= 400 else None,
+            hovertemplate="layer %{y}, head %{x}<br>" + escape(label) + " = %{z:.4f}<extra></extra>",
+            colorbar=dict(title=dict(text=escape(label), side="right")),
+        )
+    )
+    if selected is not None:
+        layer, head = selected
+        fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+                      line=dict(color="#ff4b4b", width=3))  # fmt: skip
+    fig.update_layout(
+        xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain"),
+        yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed"),
+        height=90 + 42 * n_layer,
+        margin=dict(l=60, r=20, t=30, b=50),
+        meta={"figure": "stat_grid", "statistic": label},
+    )
+    return fig
+
+
+def weights_matrix(weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None) -> go.Figure:
+    """One [query, key] matrix of probabilities on the 0..1 scale, positional axes, tokens in the hover."""
+    w = f32(weights)
+    key_tokens = tokens if key_tokens is None else key_tokens
+    nq, nk = w.shape
+    q_lab = np.array([escape(t) for t in tokens], dtype=object)
+    k_lab = np.array([escape(t) for t in key_tokens], dtype=object)
+    custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
+    fig = go.Figure(
+        go.Heatmap(
+            z=w,
+            colorscale=WEIGHTS_SCALE,
+            zmin=0.0,
+            zmax=1.0,
+            customdata=custom,
+            hovertemplate="query %{y} %{customdata[0]}<br>key %{x} %{customdata[1]}<br>%{z:.4f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=dict(text=escape(title)),
+        xaxis=dict(title="key", **ticks(key_tokens, 0, nk), tickangle=-60),
+        yaxis=dict(title="query", **ticks(tokens, 0, nq), autorange="reversed"),
+        height=max(320, min(700, 160 + 18 * nq)),
+        margin=dict(l=90, r=20, t=50, b=90),
+        meta={"figure": figure},
+    )
+    return fig
