@@ -1,5 +1,65 @@
+"""Benchmarks of attnviz against its peers; results in docs/benchmarks.md.
+
+python -m bench                 # everything (a few minutes); rewrites the generated part of docs/benchmarks.md
+python -m bench --quick         # tiny sizes, one round: checks that the benches run (bench/out/ only)
+python -m bench --only browser  # some groups (cpu, mha, browser, gpu); printed and saved in bench/out/
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
 import sys
+import time
+from pathlib import Path
 
-from bench.run import main
+import torch
 
-sys.exit(main())
+from bench import browser, cpu, gpu, report
+from bench.measure import load, machine
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUPS = {"cpu": cpu.forwards, "mha": cpu.mha, "browser": browser.run, "gpu": gpu.run}
+QUICK = {
+    "cpu": {"sizes": (16,), "rounds": 1, "warmup": 0},
+    "mha": {"batch": 2, "tokens": 16, "d_model": 64, "heads": 4, "rounds": 1, "warmup": 0},
+    "browser": {"rounds": 1, "warmup": 0, "n_tokens": 16, "bytes_tokens": 32},
+    "gpu": {"sizes": (128,), "rounds": 1, "warmup": 0},
+}
+
+
+def run(groups, quick: bool = False) -> dict:
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))  # what the dashboard sets
+    start = time.perf_counter()
+    res = {"date": dt.datetime.now().isoformat(timespec="minutes"), "quick": quick, "machine": machine()}
+    for group in groups:
+        print(f"[bench] {group} ...", file=sys.stderr, flush=True)
+        try:
+            res[group] = GROUPS[group](**(QUICK[group] if quick else {}))
+        except Exception as e:  # noqa: BLE001 - one broken group must not hide the others
+            res.setdefault("errors", {})[group] = f"{type(e).__name__}: {e}"
+    return {**res, "load_end": load(), "seconds": time.perf_counter() - start}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="tiny sizes and one round, in seconds")
+    p.add_argument("--only", action="append", choices=list(GROUPS), help="run only this group (repeatable)")
+    args = p.parse_args(argv)
+    res = {"command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)}
+    res |= run(args.only or list(GROUPS), args.quick)
+    out = ROOT / "bench" / "out" / ("results-quick.json" if args.quick else "results.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    if not args.quick and not args.only:
+        report.write(ROOT / "docs" / "benchmarks.md", res)
+    print(report.render(res))
+    return 1 if res.get("errors") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
