@@ -23,7 +23,7 @@ from .attention import (
     valid_length_mask,
 )
 from .errors import AttnvizError, InputError, ModelLoadError
-from .hf import BUNDLED, LoadedModel, attention_inputs, load_model, module_from_layer, trace_pretrained
+from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, module_from_layer, trace_pretrained
 from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from .scratch import ModuleSource, trace_module
 from .trace import STAGES, AttentionTrace, LayerRecord, Provenance
@@ -70,6 +70,7 @@ __all__ = [
     "attention_inputs",
     "causal_mask",
     "default_scale",
+    "from_model",
     "load_model",
     "module_from_layer",
     "seeded_module",

@@ -1,5 +1,7 @@
-"""GPU, whenever one is available: a Llama-3.2-1B-shaped model with random weights in bfloat16, the SDPA
-forward against the eager forward with output_attentions copied to the host, 128 to 8,192 tokens."""
+"""GPU, whenever one is available: a Llama-3.2-1B-shaped model with random weights in bfloat16. attnviz.trace and
+the eager forward (output_attentions copied to the host) against the SDPA forward, 128 to 8,192 tokens; the bytes
+a trace holds; what the Heads page needs for one layer (every head windowed to 128 tokens and pooled, one head in
+full) computed on the device."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from bench.measure import interleaved, ms
 LLAMA_1B = {"num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 8,
             "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256, "max_position_embeddings": 131072}
 # fmt: on
-NO_TRACE = "attnviz.trace not run: attnviz.load_model() loads float32 on the CPU and has no device option yet."
+WORDS = ["w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7"]
 
 
 def run(sizes=(128, 512, 2048, 4096, 8192), rounds: int = 5, warmup: int = 1, shape=LLAMA_1B, device="cuda") -> dict:
@@ -27,7 +29,40 @@ def run(sizes=(128, 512, 2048, 4096, 8192), rounds: int = 5, warmup: int = 1, sh
         model = AutoModel.from_config(LlamaConfig(**shape), attn_implementation="sdpa", dtype=torch.bfloat16).eval()
     rows = [_row(model, n, rounds, warmup) for n in sizes]
     name = torch.cuda.get_device_name(0) if device == "cuda" else device
-    return {"device": name, "torch": torch.__version__, "rows": rows, "note": NO_TRACE}
+    return {"device": name, "torch": torch.__version__, "rows": rows}
+
+
+def _tokenizer():
+    """Whitespace words w0..w7 as token ids 0..7: a text of n words is n tokens, whatever the model."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="w0"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="w0")
+
+
+def _trace_row(model, n: int, rounds: int, warmup: int) -> dict:
+    """attnviz.trace on the device, the bytes it holds, and the Heads page's work for one layer."""
+    import attnviz
+
+    loaded = attnviz.from_model(model, _tokenizer(), "llama-1b-shaped")
+    text = " ".join(WORDS[i % len(WORDS)] for i in range(n))
+    sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+    tr = attnviz.trace(loaded, text, max_tokens=n)
+    mid = tr.n_layer // 2
+    page = lambda: (tr.window(mid, (0, 128)), tr.head(mid, 0), pooled_layer(tr, mid), sync())  # noqa: E731
+    t = interleaved(
+        {"trace": lambda: (attnviz.trace(loaded, text, max_tokens=n), sync()), "page": page}, rounds, warmup
+    )
+    model.set_attn_implementation("sdpa")
+    return {"trace_ms": ms(t["trace"]), "trace_bytes": tr.nbytes, "heads_page_layer_ms": ms(t["page"])}
+
+
+def pooled_layer(trace, layer: int, tile: int = 24):
+    from attnviz.analysis.pooling import pool
+
+    return pool(trace.records[layer].stages().weights, tile, sum_keys=True).cpu()
 
 
 def _forward(model, ids, impl: str):
@@ -48,6 +83,8 @@ def _row(model, n: int, rounds: int, warmup: int) -> dict:
     cfg = model.config
     ids = torch.randint(cfg.vocab_size, (1, n), device=model.device)
     row = {"tokens": n, "sdpa_ms": _time(model, ids, "sdpa", rounds, warmup)}
+    row |= _trace_row(model, n, rounds, warmup)
+    row["trace_vs_sdpa"] = row["trace_ms"] / row["sdpa_ms"]
     weights = cfg.num_hidden_layers * cfg.num_attention_heads * n * n * 2  # bfloat16, on the device and the host
     room = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if ids.is_cuda:

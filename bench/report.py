@@ -75,12 +75,14 @@ def _gpu(g: dict) -> str:
     if "skipped" in g:
         return title + f"Not measured: {g['skipped']}. The CPU figures above stand."
     rows = [
-        f"| {r['tokens']} | {r['sdpa_ms']:.1f} ms | "
+        f"| {r['tokens']} | {r['sdpa_ms']:.1f} ms | **{r['trace_vs_sdpa']:.2f}x** | {_mb(r['trace_bytes'])} | "
+        f"{r['heads_page_layer_ms']:.1f} ms | "
         + (f"{r['eager_ms']:.1f} ms ({r['eager_vs_sdpa']:.1f}x) |" if "eager_ms" in r else f"{r['eager']} |")
         for r in g["rows"]
     ]
-    table = "| tokens | SDPA forward | eager + weights to host |\n|---:|---:|---|\n" + "\n".join(rows)
-    return title + f"{g['device']}, torch {g['torch']}. {g['note']}\n\n{table}"
+    head = "| tokens | SDPA forward | trace / SDPA | held per trace | Heads page, one layer | eager + weights to host |"
+    table = head + "\n|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows)
+    return title + f"{g['device']}, torch {g['torch']}.\n\n{table}"
 
 
 SECTIONS = {"cpu": _cpu, "mha": _mha, "browser": _browser, "gpu": _gpu}

@@ -19,7 +19,7 @@ def test_cpu_groups_measure_positive_ratios_and_the_report_shows_them():
     mha = cpu.mha(batch=2, tokens=8, d_model=32, heads=4, rounds=1, warmup=0)
     (row,) = forwards["rows"]
     assert row["tokens"] == 8 and row["trace_vs_sdpa"] > 0 and row["trace_vs_eager"] > 0
-    assert row["trace_bytes"] >= 2 * forwards["layers"] * forwards["heads"] * 8 * 8 * 4  # scores and weights
+    assert row["trace_bytes"] >= 2 * forwards["layers"] * forwards["heads"] * 8 * 32 * 4  # q and k, head dim 32
     assert row["max_diff_vs_eager"] < 1e-5 and mha["ratio"] > 0 and mha["max_diff"] < 1e-5
     text = report.render(_results(cpu=forwards, mha=mha))
     assert "| 8 | " in text and "trace / SDPA" in text and f"**{mha['ratio']:.2f}x**" in text
@@ -29,5 +29,7 @@ def test_gpu_code_path_runs_on_a_tiny_llama_and_renders():
     tiny = gpu.LLAMA_1B | {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "head_dim": 8}
     tiny |= {"num_key_value_heads": 2, "intermediate_size": 64, "vocab_size": 100}
     res = gpu.run(sizes=(8,), rounds=1, warmup=0, shape=tiny, device="cpu")
-    assert res["rows"][0]["sdpa_ms"] > 0 and res["rows"][0]["eager_vs_sdpa"] > 0
+    row = res["rows"][0]
+    assert row["sdpa_ms"] > 0 and row["eager_vs_sdpa"] > 0 and row["trace_vs_sdpa"] > 0
+    assert row["trace_bytes"] > 0 and row["heads_page_layer_ms"] > 0
     assert "| 8 | " in report.render(_results(gpu=res))

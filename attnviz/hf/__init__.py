@@ -3,8 +3,8 @@
 No other attnviz module imports transformers."""
 
 from .layers import module_from_layer
-from .load import BUNDLED, LoadedModel, bundled_model_path, load_model
+from .load import BUNDLED, LoadedModel, bundled_model_path, from_model, load_model
 from .tracing import attention_inputs, trace_pretrained
 
-__all__ = ["BUNDLED", "LoadedModel", "attention_inputs", "bundled_model_path", "load_model", "module_from_layer",
+__all__ = ["BUNDLED", "LoadedModel", "attention_inputs", "bundled_model_path", "from_model", "load_model", "module_from_layer",
            "trace_pretrained"]  # fmt: skip

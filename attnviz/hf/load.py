@@ -112,6 +112,28 @@ def load_model(name: str | None = None, *, device: str = "auto", dtype: str | No
     return loaded
 
 
+def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
+    """Trace a transformers model you already have in memory (any device and dtype), with its tokenizer.
+
+    Its attention implementation is switched to attnviz's seam (or to eager, weights only, for families that
+    refuse it) and it is put in eval mode.
+    """
+    capture.register()
+    try:
+        model.set_attn_implementation(capture.CAPTURE_NAME)
+        captures = True
+    except (ValueError, KeyError, AttributeError):
+        model.set_attn_implementation("eager")
+        captures = False
+    model.eval()
+    param = next(model.parameters())
+    dtype = next((k for k, v in DTYPES.items() if v == param.dtype), str(param.dtype))
+    loaded = LoadedModel(name, model, tokenizer, _max_tokens(model.config, tokenizer), captures, str(param.device),
+                         dtype)  # fmt: skip
+    probe(loaded)
+    return loaded
+
+
 def _config_and_tokenizer(label: str, path: str, common: dict):
     from transformers import AutoConfig, AutoTokenizer
 

@@ -195,3 +195,13 @@ def test_bypassing_families_fall_back_to_eager_weights_only(request, kind, eager
         attnviz.trace(loaded, tiny_text, causal=True)  # refused, never silently ignored
     with pytest.raises(attnviz.InputError, match="its own code"):
         attnviz.attention_inputs(loaded, tiny_text, 0)
+
+
+def test_a_model_already_in_memory_traces_like_one_loaded_from_its_folder(tiny_llama_dir, tiny_llama, tiny_text):
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(tiny_llama_dir, dtype=torch.float32)  # the user's own, default attention
+    mine = attnviz.from_model(model, AutoTokenizer.from_pretrained(tiny_llama_dir), "my llama")
+    assert mine.captures and mine.label == "my llama" and model.config._attn_implementation == "attnviz"
+    ours, theirs = attnviz.trace(mine, tiny_text), attnviz.trace(tiny_llama, tiny_text)
+    np.testing.assert_array_equal(ours.weights, theirs.weights)

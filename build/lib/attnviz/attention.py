@@ -42,7 +42,9 @@ def check_scale(scale: float) -> float:
     """A usable scale: finite, non-zero and small enough that scores * scale stays finite in float32."""
     scale = float(scale)
     if not math.isfinite(scale) or scale == 0 or abs(scale) > MAX_SCALE:
-        raise InputError(f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}.")
+        raise InputError(
+            f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}."
+        )
     return scale
 
 
@@ -131,7 +133,9 @@ def valid_length_mask(valid_lens: torch.Tensor, n_query: int, n_key: int) -> tor
     if valid_lens.dim() == 1:
         valid_lens = valid_lens[:, None].expand(-1, n_query)  # [B, Tq]
     if valid_lens.shape[-1] != n_query:
-        raise AttnvizError(f"valid_lens has {valid_lens.shape[-1]} entries per row, expected {n_query} (one per query).")
+        raise AttnvizError(
+            f"valid_lens has {valid_lens.shape[-1]} entries per row, expected {n_query} (one per query)."
+        )
     keys = torch.arange(n_key, device=valid_lens.device)
     return (keys[None, None, :] < valid_lens[:, :, None])[:, None]  # [B, 1, Tq, Tk]
 

@@ -45,7 +45,14 @@ def layer_csv(trace: AttentionTrace, layer: int) -> bytes:
     n_head, n = trace.n_head, trace.n_tokens
     h, q, k = (a.ravel() for a in np.meshgrid(np.arange(n_head), np.arange(n), np.arange(n), indexing="ij"))
     toks = np.array([_cell(t) for t in trace.tokens], dtype=object)
-    cols = {"layer": np.full(h.size, layer), "head": h, "query": q, "query_token": toks[q], "key": k, "key_token": toks[k]}
+    cols = {
+        "layer": np.full(h.size, layer),
+        "head": h,
+        "query": q,
+        "query_token": toks[q],
+        "key": k,
+        "key_token": toks[k],
+    }
     for s in trace.stages:
         cols[s] = np.asarray(trace.stage(s, layer), dtype=np.float32).ravel()
     if not trace.weights_only:

@@ -145,24 +145,29 @@ def sidebar() -> Selection:
         conf = settings.current()
         name = BUNDLED
         if kind == "hub":
-            name = st.text_input(
-                "Model id or local folder",
-                value="",
-                key="model",
-                bind=URL,
-                placeholder="bert-base-uncased, gpt2, ./my-model",
-                help=(
-                    f"This hosted dashboard loads only: {', '.join(conf.allowed_models) or 'the bundled model'}."
-                    if conf.hosted
-                    else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
-                    "Remote code is never run."
-                ),
-            ).strip() or BUNDLED
+            name = (
+                st.text_input(
+                    "Model id or local folder",
+                    value="",
+                    key="model",
+                    bind=URL,
+                    placeholder="bert-base-uncased, gpt2, ./my-model",
+                    help=(
+                        f"This hosted dashboard loads only: {', '.join(conf.allowed_models) or 'the bundled model'}."
+                        if conf.hosted
+                        else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
+                        "Remote code is never run."
+                    ),
+                ).strip()
+                or BUNDLED
+            )
         loaded = _load_or_fallback(name)
         layer = 0
         if loaded.n_layer > 1:
             what = "Layer (inputs / weights taken from)" if kind == "module" else "Layer"
-            layer = st.slider(what, 0, loaded.n_layer - 1, 0, key="layer", bind=URL, help="Layer 0 is nearest the input.")
+            layer = st.slider(
+                what, 0, loaded.n_layer - 1, 0, key="layer", bind=URL, help="Layer 0 is nearest the input."
+            )
         module = module_settings(loaded, layer) if kind == "module" else None
     src = Selection(loaded, module, layer)
     st.session_state["_source"] = src
@@ -206,7 +211,9 @@ def module_preview(src: Selection) -> Selection:
     copied get seeded random weights on random inputs instead.
     """
     m = src.model
-    cfg = dict(d_model=m.d_model, n_head=m.n_head, bias=True, seed=0, layer=src.layer, inputs="hidden", weights="pretrained")
+    cfg = dict(
+        d_model=m.d_model, n_head=m.n_head, bias=True, seed=0, layer=src.layer, inputs="hidden", weights="pretrained"
+    )
     try:
         ModuleSource(m, **cfg).build()
     except AttnvizError:
@@ -217,10 +224,17 @@ def module_preview(src: Selection) -> Selection:
 def stage_picker(trace: AttentionTrace) -> str:
     """The stage selector shared by the Heads and Our module pages (one URL key, "stage")."""
     if trace.weights_only:
-        st.caption("Stage: **weights**, the only stage this model exposes (its scores are computed inside its own code).")
+        st.caption(
+            "Stage: **weights**, the only stage this model exposes (its scores are computed inside its own code)."
+        )
         return "weights"
     stage = st.segmented_control(
-        "Stage", trace.stages, default="weights", required=True, key="stage", bind=URL,
+        "Stage",
+        trace.stages,
+        default="weights",
+        required=True,
+        key="stage",
+        bind=URL,
         help="scores = q·k → scaled (× scale) → masked (forbidden pairs removed) → weights (softmax).",
     )
     return stage or "weights"
@@ -232,7 +246,10 @@ def token_window(trace: AttentionTrace, limit: int) -> tuple[int, int] | None:
         return None
     return st.slider(
         f"Tokens shown (at most {limit} at a time, queries and keys alike)",
-        0, trace.n_tokens, (0, limit), key="tokens",
+        0,
+        trace.n_tokens,
+        (0, limit),
+        key="tokens",
         help="Long texts are shown through a window so the page stays fast; the overview below covers every token.",
     )
 
@@ -248,10 +265,18 @@ def module_settings(loaded: LoadedModel, layer: int) -> tuple:
         INPUTS,
         key="m_inputs",
         bind=URL,
-        format_func={"embeddings": "model embeddings", "hidden": "hidden states entering the layer", "random": "random (seeded)"}.get,
+        format_func={
+            "embeddings": "model embeddings",
+            "hidden": "hidden states entering the layer",
+            "random": "random (seeded)",
+        }.get,
     )
     weights = st.selectbox(
-        "Weights", WEIGHTS, key="m_weights", bind=URL, format_func={"random": "random (seeded)", "pretrained": "copied from the layer"}.get
+        "Weights",
+        WEIGHTS,
+        key="m_weights",
+        bind=URL,
+        format_func={"random": "random (seeded)", "pretrained": "copied from the layer"}.get,
     )
     fixed_width = inputs != "random" or weights == "pretrained"
     d_model = loaded.d_model
@@ -263,12 +288,22 @@ def module_settings(loaded: LoadedModel, layer: int) -> tuple:
     n_head = loaded.n_head
     if weights != "pretrained":
         default = loaded.n_head if loaded.n_head in choices else choices[-1]
-        n_head = st.select_slider("Heads", choices, value=default, key="m_heads", bind=URL, help="Only divisors of d_model.")
+        n_head = st.select_slider(
+            "Heads", choices, value=default, key="m_heads", bind=URL, help="Only divisors of d_model."
+        )
         bias = st.toggle("Bias", value=True, key="m_bias", bind=URL)
         seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="m_seed", bind=URL)
     else:
         bias, seed = True, 0
-    cfg = dict(d_model=int(d_model), n_head=int(n_head), bias=bool(bias), seed=int(seed), inputs=inputs, weights=weights, layer=layer)
+    cfg = dict(
+        d_model=int(d_model),
+        n_head=int(n_head),
+        bias=bool(bias),
+        seed=int(seed),
+        inputs=inputs,
+        weights=weights,
+        layer=layer,
+    )
     return tuple(sorted(cfg.items()))
 
 

@@ -19,7 +19,6 @@ from ..trace import AttentionTrace
 COMMON_FILLS = {"float32 min": DEFAULT_FILL, "-10000": -10000.0, "-1e9": -1e9, "-inf": float("-inf")}
 
 
-
 def mask_options(*, is_module: bool, pad_to: int, pad_mask: bool, causal: bool, hide, layers, fill: float) -> dict:
     """The trace options for a mask experiment; our single-layer module has no padding and no layer choice."""
     opts = dict(causal=bool(causal), hide=tuple(sorted(int(i) for i in hide)), fill=float(fill))

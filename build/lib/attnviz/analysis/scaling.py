@@ -104,6 +104,8 @@ def compare_scale(
 
 
 @lru_cache(maxsize=4)
-def law_rows(dims: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), n_keys: int = 64) -> tuple[LawRow, ...]:
+def law_rows(
+    dims: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024), n_keys: int = 64
+) -> tuple[LawRow, ...]:
     """The random-vector experiment, cached: it is the same for every sentence."""
     return tuple(sqrt_d_law(dims=dims, n_queries=1000, n_keys=n_keys, seed=0))

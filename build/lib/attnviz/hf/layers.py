@@ -64,7 +64,9 @@ def projections(loaded: LoadedModel, layer: int) -> dict:
         d = loaded.d_model
         w, b = t(mod.c_attn.weight), t(mod.c_attn.bias)  # Conv1D stores (in, out): y = x @ w + b, q|k|v along out
         p = dict(w_q=w[:, :d].T.clone(), w_k=w[:, d : 2 * d].T.clone(), w_v=w[:, 2 * d :].T.clone())
-        p.update(b_q=b[:d], b_k=b[d : 2 * d], b_v=b[2 * d :], w_o=t(mod.c_proj.weight).T.clone(), b_o=t(mod.c_proj.bias))
+        p.update(
+            b_q=b[:d], b_k=b[d : 2 * d], b_v=b[2 * d :], w_o=t(mod.c_proj.weight).T.clone(), b_o=t(mod.c_proj.bias)
+        )
         p["causal"] = True
         return p
     raise InputError(

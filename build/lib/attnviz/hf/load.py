@@ -191,7 +191,9 @@ def probe(loaded: LoadedModel) -> None:
         except capture.CaptureRefused:
             rec.layers.clear()
         except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
-            raise ModelLoadError(f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200]}") from None
+            raise ModelLoadError(
+                f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200]}"
+            ) from None
         if rec.layers:
             loaded.attention_modules = list(rec.modules)
             loaded.n_layer, loaded.n_head = len(rec.layers), int(rec.layers[0].q.shape[0])

@@ -55,7 +55,9 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
 def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tuple:
     inputs = model_inputs(loaded, enc.inputs)
     if not exp.pad_mask and enc.pad_keys is not None:
-        inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])  # layers outside the experiment put it back
+        inputs["attention_mask"] = torch.ones_like(
+            inputs["attention_mask"]
+        )  # layers outside the experiment put it back
     rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys)
     try:
         capture.forward(loaded.model, inputs, rec)

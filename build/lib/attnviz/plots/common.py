@@ -8,7 +8,9 @@ import re
 
 import numpy as np
 
-WEIGHTS_SCALE = "Viridis"  # sequential, for probabilities 0..1 (set explicitly: Streamlit flips implicit scales in dark mode)
+WEIGHTS_SCALE = (
+    "Viridis"  # sequential, for probabilities 0..1 (set explicitly: Streamlit flips implicit scales in dark mode)
+)
 SCORES_SCALE = "RdBu_r"  # diverging, for scores that can be negative; centre it with zmid=0
 DIFF_SCALE = "PuOr_r"
 

@@ -106,16 +106,21 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     if stage == "weights":
         w = trace.layer(layer).weights
         if trace.n_tokens > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_tokens):
-            return (f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
-                    f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
-                    "(what random weights give). Hover for exact values"
-                    + ("." if trace.weights_only else ", or look at the scores stage."))
+            return (
+                f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
+                f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
+                "(what random weights give). Hover for exact values"
+                + ("." if trace.weights_only else ", or look at the scores stage.")
+            )
     if trace.weights_only or stage not in ("masked", "weights"):
         return ""
     blocked = int((~trace.layer_mask(layer)).sum())
     if blocked == 0:
-        return ("Nothing is masked for this text at this layer (no padding, not causal), so masked equals scaled."
-                if stage == "masked" else "")
+        return (
+            "Nothing is masked for this text at this layer (no padding, not causal), so masked equals scaled."
+            if stage == "masked"
+            else ""
+        )
     n = trace.n_tokens**2
     return f"{blocked} of {n} query-key pairs are masked at this layer" + (
         ": they are the gaps." if stage == "masked" else ": their weight is exactly 0."
@@ -175,7 +180,9 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 100,
         margin=dict(l=100, r=10, t=60, b=10),
-        title=dict(text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"),
+        title=dict(
+            text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"
+        ),
     )
     return fig
 
@@ -215,7 +222,9 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     t = ticks(trace.tokens, start, stop)
     n = stop - start
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
-    fig.update_xaxes(**t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5])
+    fig.update_xaxes(
+        **t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5]
+    )
     fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
     title = f"{_where(trace, layer)} · head {head} · {label}{_range_note(trace, start, stop)}"
     fig.update_layout(
@@ -323,7 +332,13 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         clickmode="event+select",
         title=dict(
             text=f"All layers × heads · {STAGE_LABELS[stage]}{pooled_note}",
-            font_size=14, x=0, xanchor="left", y=1, yanchor="top", yref="container", pad=dict(t=8),
+            font_size=14,
+            x=0,
+            xanchor="left",
+            y=1,
+            yanchor="top",
+            yref="container",
+            pad=dict(t=8),
         ),
     )
     return fig
