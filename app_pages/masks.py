@@ -30,11 +30,10 @@ pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), s
 pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module or pad_to <= n_real,
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL)
-hide = c2.multiselect("Hide tokens (no query may attend them)", range(n_real), key="hide", bind=ui.URL,
-                      format_func=lambda i: f"{i:02d} {base.tokens[i]}")
-apply = c3.radio("Apply to", list(APPLY), key="apply", bind=ui.URL, disabled=src.is_module, format_func=APPLY.get)
-fill = c3.radio("Fill value for masked cells", list(ui.FILL_IDS), key="fill", bind=ui.URL,
-                format_func=ui.FILL_LABELS.get)
+hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
+                    options={i: f"{i:02d} {base.tokens[i]}" for i in range(n_real)})
+apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=src.is_module)
+fill = ui.url_choice(c3.radio, "Fill value for masked cells", ui.FILL_LABELS, key="fill")
 # fmt: on
 head = ui.head_picker(src, c4)
 
