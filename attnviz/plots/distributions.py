@@ -298,11 +298,17 @@ def stage_pair(scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str) ->
     return _finish(fig, "mask_stages", side, top=50, coloraxis=axis, plot_bgcolor=MASKED_BG)
 
 
-def weights_comparison(without: np.ndarray, with_mask: np.ndarray, tokens, head_label: str) -> go.Figure:
-    """weights without the mask, with it, and their difference (diverging scale centred on 0: where weight moved)."""
+def weights_comparison(
+    without: np.ndarray, with_mask: np.ndarray, tokens, head_label: str, own_causal: bool = False
+) -> go.Figure:
+    """weights without the mask, with it, and their difference (diverging scale centred on 0: where weight moved).
+
+    own_causal: the model's own causal mask stays in the left panel (a causal model never sees the future), and
+    its title says so instead of claiming every key is visible."""
     diff = np.asarray(with_mask, np.float32) - np.asarray(without, np.float32)
     r = max(symmetric_range(diff), 1e-3)  # all-zero difference: a white map, not a scale in micro-units
-    titles = ("<b>weights</b>, every key visible", "<b>weights</b> with your masks", "difference (masked − visible)")
+    left = "<b>weights</b>, model's own causal mask only" if own_causal else "<b>weights</b>, every key visible"
+    titles = (left, "<b>weights</b> with your masks", "difference (yours − without)")
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (z, axis, what, name) in enumerate(
@@ -327,7 +333,7 @@ def weights_comparison(without: np.ndarray, with_mask: np.ndarray, tokens, head_
     )
 
 
-def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
+def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: bool = False) -> go.Figure:
     """Per layer: attention that reached positions that should be invisible (every key visible vs your masks),
     and the largest change in weights: a forward-pass experiment reaches every layer after the first masked one."""
     layers = np.arange(report.leak_with.size)
@@ -342,7 +348,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
         ),
     )
     for vals, name, colour in (
-        (report.leak_without, "every key visible", RAW_COLOUR),
+        (report.leak_without, "without your masks" if own_causal else "every key visible", RAW_COLOUR),
         (report.leak_with, "with your masks", SCALED_COLOUR),
     ):
         fig.add_trace(
@@ -351,7 +357,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
                 y=f32(vals),
                 name=name,
                 marker_color=colour,
-                texttemplate="%{y:.0%}",
+                texttemplate="%{y:.1%}",
                 textposition="outside",
                 textfont=dict(size=11),
                 hovertemplate="%{x}: %{y:.2%} of attention<extra>" + name + "</extra>",
@@ -376,7 +382,8 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None) -> go.Figure:
         col=2,
     )
     top = max(float(report.leak_without.max(initial=0)), float(report.leak_with.max(initial=0)), 0.01)
-    fig.update_yaxes(tickformat=".0%", range=[0, top * 1.25], row=1, col=1)
+    # ".0%" rounds the ticks of a 0..1% axis to "0%, 0%, 1%, 1%": "~%" keeps the digits a tick needs
+    fig.update_yaxes(tickformat=".2~%", range=[0, top * 1.25], row=1, col=1)
     fig.update_yaxes(range=[0, max(float(report.change.max(initial=0)), 0.01) * 1.25], row=1, col=2)
     return _finish(fig, "mask_leak", 340, barmode="group", bargap=0.25 if layers.size > 2 else 0.7)
 

@@ -25,3 +25,22 @@ def test_links_carry_short_ids_and_old_label_links_still_open(tab):
     tab.idle()
     assert query(tab).get("source") == ["hub"], tab.page.url
     assert "+" not in (query(tab).get("source") or [""])[0]
+
+
+def chart(tab, figure: str) -> str:
+    """A JS expression for the chart whose layout.meta.figure is `figure`."""
+    return f"Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g.layout.meta?.figure === '{figure}')"
+
+
+def test_a_causal_model_shows_its_own_mask_as_its_own(tab, tiny_gpt2_dir):
+    tab.open(f"masks?source=hub&model={tiny_gpt2_dir}", charts=4)
+    main = tab.page.inner_text("[data-testid='stMain']")
+    assert "This model is causal" in main
+    assert "Turn on the causal mask" not in main and "Nothing is masked" not in main
+    titles = tab.page.evaluate(f"() => {chart(tab, 'mask_weights')}.layout.annotations.map(a => a.text)")
+    assert not any("every key visible" in t for t in titles), titles
+    assert any("own causal mask" in t for t in titles), titles
+    ticks = tab.page.evaluate(f"() => {chart(tab, 'mask_leak')}._fullLayout.yaxis._vals.map(v => v.text)")
+    assert len(ticks) == len(set(ticks)), f"leak axis ticks repeat: {ticks}"
+    tab.shot("masks-causal-model")
+    assert tab.errors_on_page() == []
