@@ -25,7 +25,9 @@ pick = "Its settings are in the sidebar" if src.is_module else "Pick the layer i
 st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its tokens and value.")
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
-st.plotly_chart(hm.head_grid(tr, layer, stage, token_range=span), config=chart_config(f"layer{layer}", stage, "heads"))
+st.plotly_chart(
+    hm.head_grid(tr, layer, stage, token_range=span), theme=None, config=chart_config(f"layer{layer}", stage, "heads")
+)
 
 st.subheader("One head up close")
 left, right = st.columns([1, 2.4], gap="large")
@@ -45,6 +47,7 @@ with left:
 with right:
     st.plotly_chart(
         hm.head_detail(tr, layer, head, stage, token_range=span),
+        theme=None,
         config=chart_config(f"layer{layer}", f"head{head}", stage),
     )
 
@@ -68,6 +71,7 @@ if tr.n_layer > 1:  # our module is one layer: its overview would repeat the gri
         key="overview",
         on_select=_open_tile,
         selection_mode="points",
+        theme=None,
         config=chart_config("overview", stage),
     )
 

@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import masks as analysis
-from attnviz.plots import distributions as dp
+from attnviz.plots import masks as mp
 
 APPLY = {"layer": "this layer only", "all": "all layers"}
 
@@ -65,14 +65,14 @@ st.markdown(
 )
 who = f"head {head}"
 show(
-    dp.stage_pair(with_mask.layer(layer).scaled[head], with_mask.layer_mask(layer), with_mask.tokens, who),
+    mp.stage_pair(with_mask.layer(layer).scaled[head], with_mask.layer_mask(layer), with_mask.tokens, who),
     "1 · The stages before and after the mask",
     "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
     "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
     "stages",
 )
 show(
-    dp.weights_comparison(
+    mp.weights_comparison(
         without.layer(layer).weights[head], with_mask.layer(layer).weights[head], with_mask.tokens, who, own_causal=own
     ),
     "2 · Where the weight went",
@@ -86,7 +86,7 @@ show(
     "weights",
 )
 show(
-    dp.leak_bars(rep, layers, own_causal=own),
+    mp.leak_bars(rep, layers, own_causal=own),
     "3 · Leaks, layer by layer",
     "Left: the share of a real query's attention that lands on keys it should not see (padding, future or hidden "
     "tokens). The mask brings it to exactly 0 in the layers it is applied to. Right: the largest change in each "
@@ -95,7 +95,7 @@ show(
 )
 dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key masked." if rep.dead_rows else ""
 show(
-    dp.fill_demo_figure(rep.fills, with_mask.tokens, ui.FILL_IDS[fill]),
+    mp.fill_demo_figure(rep.fills, with_mask.tokens, ui.FILL_IDS[fill]),
     "4 · A row with every key masked",
     f"The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill value. "
     "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "

@@ -371,7 +371,7 @@ def section(fig, title: str, why: str, key: str, *name_parts) -> None:
     """A heading, what the figure shows and why, then the figure at full width."""
     st.subheader(title, divider="gray")
     st.markdown(why)
-    st.plotly_chart(fig, key=key, config=chart_config(*name_parts, key))
+    st.plotly_chart(fig, key=key, theme=None, config=chart_config(*name_parts, key))
 
 
 def copy_link() -> None:

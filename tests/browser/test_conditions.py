@@ -44,3 +44,71 @@ def test_a_causal_model_shows_its_own_mask_as_its_own(tab, tiny_gpt2_dir):
     assert len(ticks) == len(set(ticks)), f"leak axis ticks repeat: {ticks}"
     tab.shot("masks-causal-model")
     assert tab.errors_on_page() == []
+
+
+PAGES = {"heads": "", "scaling": "scaling", "masks": "masks", "module": "module?source=module"}
+
+# Every colour a figure draws text or lines with, against the background it draws them on, as rgba strings.
+COLOURS_JS = """() => {
+  const norm = c => { const e = document.createElement('div'); e.style.color = c || 'rgba(0,0,0,0)';
+    document.body.appendChild(e); const v = getComputedStyle(e).color; e.remove(); return v; };
+  const page = getComputedStyle(document.querySelector("[data-testid='stMain']")).backgroundColor
+    || getComputedStyle(document.body).backgroundColor;
+  const out = [];
+  for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+    const L = gd._fullLayout, name = (L.meta && L.meta.figure) || 'chart';
+    const paper = norm(L.paper_bgcolor);
+    const bg = paper.startsWith('rgba') && paper.endsWith(', 0)') ? page : paper;
+    out.push([name + ' font', norm(L.font.color), bg, 4.5]);
+    for (const k of Object.keys(L).filter(k => /^[xy]axis\\d*$/.test(k)))
+      if (L[k].visible !== false && L[k].tickfont) out.push([name + ' ' + k + ' ticks', norm(L[k].tickfont.color), bg, 4.5]);
+    for (const a of L.annotations || [])
+      out.push([name + ' annotation ' + a.text.slice(0, 20), norm(a.font?.color || L.font.color),
+                a.bgcolor && norm(a.bgcolor) !== 'rgba(0, 0, 0, 0)' ? norm(a.bgcolor) : bg, 4.5]);
+    for (const t of gd._fullData)
+      if (t.type === 'scatter' && t.mode && t.mode.includes('lines') && t.visible !== false)
+        out.push([name + ' line ' + t.name, norm(t.line?.color), bg, (t.line?.width || 2) >= 6 ? 1.4 : 3.0]);  // a wide band is an area
+    out.push([name + ' page', page, page, 0]);
+  }
+  return out;
+}"""
+
+
+def rgba(css: str) -> tuple[float, float, float, float]:
+    parts = [float(v) for v in css[css.index("(") + 1 : -1].split(",")]
+    return (*parts[:3], parts[3] if len(parts) > 3 else 1.0)
+
+
+def contrast(fg: str, bg: str) -> float:
+    """WCAG contrast ratio of `fg` (alpha-blended over `bg`) against `bg`."""
+    *f, a = rgba(fg)
+    b = rgba(bg)[:3]
+    f = [a * x + (1 - a) * y for x, y in zip(f, b)]
+
+    def lum(c):
+        c = [v / 255 for v in c]
+        c = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+    hi, lo = sorted((lum(f), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_dark_theme_figures_keep_their_text_and_lines_legible(browser, server):
+    from browserkit import Tab
+
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark")
+    try:
+        tab = Tab(context.new_page(), server)
+        bad = []
+        for name, path in PAGES.items():
+            tab.open(path, charts=2)
+            tab.page.wait_for_timeout(500)
+            found = tab.page.evaluate(COLOURS_JS)
+            page_bg = next(c for what, c, _, _ in found if what.endswith(" page"))
+            assert sum(rgba(page_bg)[:3]) < 150, f"the dark theme did not apply: page background {page_bg}"
+            bad += [f"{name}: {what} {fg} on {bg}" for what, fg, bg, need in found if contrast(fg, bg) < need]
+            tab.shot(f"dark-{name}")
+        assert bad == [], "\n".join(bad)
+    finally:
+        context.close()
