@@ -171,9 +171,9 @@ def sidebar() -> Selection:
         layer = 0
         if loaded.n_layer > 1:
             what = "Layer (inputs / weights taken from)" if kind == "module" else "Layer"
-            layer = st.slider(
-                what, 0, loaded.n_layer - 1, 0, key="layer", bind=URL, help="Layer 0 is nearest the input."
-            )
+            # no explicit value: the overview's tile click sets this key, and a default value as well would log
+            # a warning with a stack trace on every click (the default is min_value, 0, all the same)
+            layer = st.slider(what, 0, loaded.n_layer - 1, key="layer", bind=URL, help="Layer 0 is nearest the input.")
         module = module_settings(loaded, layer) if kind == "module" else None
     src = Selection(loaded, module, layer)
     st.session_state["_source"] = src
@@ -239,7 +239,17 @@ def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
 
     `disabled` greys it out (e.g. while a page pools all heads) without dropping the chosen head from the URL.
     """
-    return (container or st).slider("Head", 0, src.n_head - 1, 0, key="head", bind=URL, disabled=disabled)
+    return (container or st).slider("Head", 0, src.n_head - 1, key="head", bind=URL, disabled=disabled)
+
+
+def scroll_to(anchor: str) -> None:
+    """Bring the heading with this anchor into view (after a click that opened something further up the page)."""
+    import json
+
+    from streamlit.components.v1 import html
+
+    target = json.dumps(f"#{anchor}")
+    html(f"<script>window.parent.document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>", 0)
 
 
 def module_preview(src: Selection) -> Selection:

@@ -112,3 +112,36 @@ def test_dark_theme_figures_keep_their_text_and_lines_legible(browser, server):
         assert bad == [], "\n".join(bad)
     finally:
         context.close()
+
+
+def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings(tab):
+    from browserkit import OUT
+
+    log = OUT.parent / "streamlit-server.log"
+    tab.open("?text=The+cat+sat+on+the+mat", charts=3)
+    before = log.read_text()
+    x, y = tab.page.evaluate(
+        """() => {
+            const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g.layout.meta?.figure === 'overview');
+            gd.scrollIntoView();
+            const t = gd._fullData.find(t => t.type === 'scatter' && t.customdata);
+            const k = t.customdata.findIndex(c => c[0] === 3 && c[1] === 7);
+            const box = gd.getBoundingClientRect();
+            return [box.left + gd._fullLayout.xaxis._offset + gd._fullLayout.xaxis.l2p(t.x[k]),
+                    box.top + gd._fullLayout.yaxis._offset + gd._fullLayout.yaxis.l2p(t.y[k])];
+        }"""
+    )
+    tab.page.mouse.click(x, y)
+    tab.idle(charts=3)
+    tab.page.wait_for_timeout(1000)
+    assert tab.sliders().get("Layer") == "3" and tab.sliders().get("Head") == "7", tab.sliders()
+    top = tab.page.evaluate("() => document.querySelector('#one-head').getBoundingClientRect().top")
+    assert 0 <= top < 400, f"the opened head's heading is not in view (top {top})"
+    shapes = tab.page.evaluate(
+        """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+                 .find(g => g.layout.meta?.figure === 'overview').layout.shapes || []"""
+    )
+    assert len(shapes) == 1, shapes  # the opened tile is outlined
+    new = log.read_text()[len(before) :]
+    assert "Stack (most recent call last)" not in new and "Traceback" not in new, new[:2000]
+    tab.shot("tile-opened")
