@@ -145,3 +145,13 @@ def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings
     new = log.read_text()[len(before) :]
     assert "Stack (most recent call last)" not in new and "Traceback" not in new, new[:2000]
     tab.shot("tile-opened")
+
+
+def test_no_request_leaves_the_server_on_any_page(tab):
+    requests: list[str] = []
+    tab.page.on("request", lambda r: requests.append(r.url))
+    for path in PAGES.values():
+        tab.open(path, charts=1)
+        tab.page.wait_for_timeout(1000)  # late requests: fonts, icons
+    outside = [u for u in requests if not u.startswith((tab.base + "/", "data:", "blob:", "about:"))]
+    assert requests and outside == [], outside
