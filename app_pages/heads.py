@@ -25,9 +25,11 @@ pick = "Its settings are in the sidebar" if src.is_module else "Pick the layer i
 st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its tokens and value.")
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
-st.plotly_chart(hm.head_grid(tr, layer, stage, token_range=span), config=chart_config(f"layer{layer}", stage, "heads"))
+st.plotly_chart(
+    hm.head_grid(tr, layer, stage, token_range=span), theme=None, config=chart_config(f"layer{layer}", stage, "heads")
+)
 
-st.subheader("One head up close")
+st.subheader("One head up close", anchor="one-head")
 left, right = st.columns([1, 2.4], gap="large")
 with left:
     head = ui.head_picker(src)
@@ -45,6 +47,7 @@ with left:
 with right:
     st.plotly_chart(
         hm.head_detail(tr, layer, head, stage, token_range=span),
+        theme=None,
         config=chart_config(f"layer{layer}", f"head{head}", stage),
     )
 
@@ -56,6 +59,7 @@ def _open_tile():
         if not src.is_module:
             st.session_state["layer"] = tile[0]
         st.session_state["head"] = tile[1]
+        st.session_state["tile_opened"] = True
 
 
 if tr.n_layer > 1:  # our module is one layer: its overview would repeat the grid
@@ -64,10 +68,11 @@ if tr.n_layer > 1:  # our module is one layer: its overview would repeat the gri
         "Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above."
     )
     st.plotly_chart(
-        hm.overview(tr, stage),  # no selected-tile outline: the overview then need not redraw on a layer change
+        hm.overview(tr, stage, selected=(layer, head)),  # the open head's tile is outlined
         key="overview",
         on_select=_open_tile,
         selection_mode="points",
+        theme=None,
         config=chart_config("overview", stage),
     )
 
@@ -105,3 +110,6 @@ with st.container(horizontal=True):
         icon=":material/download:",
         on_click="ignore",
     )
+
+if st.session_state.pop("tile_opened", False):  # a tile was clicked: show the head it opened
+    ui.scroll_to("one-head")

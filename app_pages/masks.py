@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import masks as analysis
-from attnviz.plots import distributions as dp
+from attnviz.plots import masks as mp
 
 APPLY = {"layer": "this layer only", "all": "all layers"}
 
@@ -29,12 +29,13 @@ pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), s
                          "appends padding tokens, as in a batch.")
 pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module or pad_to <= n_real,
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
-causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL)
-hide = c2.multiselect("Hide tokens (no query may attend them)", range(n_real), key="hide", bind=ui.URL,
-                      format_func=lambda i: f"{i:02d} {base.tokens[i]}")
-apply = c3.radio("Apply to", list(APPLY), key="apply", bind=ui.URL, disabled=src.is_module, format_func=APPLY.get)
-fill = c3.radio("Fill value for masked cells", list(ui.FILL_IDS), key="fill", bind=ui.URL,
-                format_func=ui.FILL_LABELS.get)
+own = analysis.own_causal(base, layer)  # GPT-2 and kin: the model's own mask already hides the future
+causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL, disabled=own,
+                   help="This model is causal: its own mask always hides future keys." if own else None) and not own
+hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
+                    options={i: f"{i:02d} {base.tokens[i]}" for i in range(n_real)})
+apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=src.is_module)
+fill = ui.url_choice(c3.radio, "Fill value for masked cells", ui.FILL_LABELS, key="fill")
 # fmt: on
 head = ui.head_picker(src, c4)
 
@@ -51,7 +52,12 @@ if with_mask.weights_only:
 if not src.is_module and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
 rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide)
-if not rep.change.any():
+if own:
+    st.info("**This model is causal**: its own mask hides every future key, in every layer, whatever the toggle says "
+            "(the grey triangle in chart 1). attnviz keeps a model's own mask, so *without your masks* below still has "
+            "that triangle: a causal model never computes attention to the future, so there is nothing true to show "
+            "there. Hide a token or pad the text to add a mask of your own.")  # fmt: skip
+if not rep.change.any() and not own:  # a causal model's note above already says what to try
     st.info("Nothing is masked with these settings, so both sides below are the same. Turn on the causal mask, hide "
             "a token, or pad with the padding mask on. Padding with the mask off shows its leak in chart 3.")  # fmt: skip
 st.markdown(
@@ -59,23 +65,28 @@ st.markdown(
 )
 who = f"head {head}"
 show(
-    dp.stage_pair(with_mask.layer(layer).scaled[head], with_mask.layer_mask(layer), with_mask.tokens, who),
+    mp.stage_pair(with_mask.layer(layer).scaled[head], with_mask.layer_mask(layer), with_mask.tokens, who),
     "1 · The stages before and after the mask",
     "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
     "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
     "stages",
 )
 show(
-    dp.weights_comparison(
-        without.layer(layer).weights[head], with_mask.layer(layer).weights[head], with_mask.tokens, who
+    mp.weights_comparison(
+        without.layer(layer).weights[head], with_mask.layer(layer).weights[head], with_mask.tokens, who, own_causal=own
     ),
     "2 · Where the weight went",
-    "Left: the same layer with every key visible (no causal, hidden or padding mask). Rows still sum to 1, so the "
+    (
+        "Left: the same layer with only the model's own causal mask (none of yours). "
+        if own
+        else "Left: the same layer with every key visible (no causal, hidden or padding mask). "
+    )
+    + "Rows still sum to 1, so the "
     "weight the removed keys had is shared out among the keys that remain (difference: orange gained, purple lost).",
     "weights",
 )
 show(
-    dp.leak_bars(rep, layers),
+    mp.leak_bars(rep, layers, own_causal=own),
     "3 · Leaks, layer by layer",
     "Left: the share of a real query's attention that lands on keys it should not see (padding, future or hidden "
     "tokens). The mask brings it to exactly 0 in the layers it is applied to. Right: the largest change in each "
@@ -84,7 +95,7 @@ show(
 )
 dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key masked." if rep.dead_rows else ""
 show(
-    dp.fill_demo_figure(rep.fills, with_mask.tokens, ui.FILL_IDS[fill]),
+    mp.fill_demo_figure(rep.fills, with_mask.tokens, ui.FILL_IDS[fill]),
     "4 · A row with every key masked",
     f"The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill value. "
     "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "

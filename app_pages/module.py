@@ -84,7 +84,7 @@ span = ui.token_window(tr, hm.MAX_SHOWN)
 st.subheader(f"Its {tr.n_head} heads")
 if note := hm.stage_note(tr, 0, stage):
     st.caption(note)
-st.plotly_chart(hm.head_grid(tr, 0, stage, token_range=span), config=chart_config("module", stage, "heads"))
+st.plotly_chart(hm.head_grid(tr, 0, stage, token_range=span), theme=None, config=chart_config("module", stage, "heads"))
 st.subheader("One head up close")
 left, right = st.columns([1, 2.4], gap="large")
 with left:
@@ -95,7 +95,9 @@ with left:
     )
 with right:
     st.plotly_chart(
-        hm.head_detail(tr, 0, head, stage, token_range=span), config=chart_config("module", f"head{head}", stage)
+        hm.head_detail(tr, 0, head, stage, token_range=span),
+        theme=None,
+        config=chart_config("module", f"head{head}", stage),
     )
 
 st.subheader("Use it from Python")

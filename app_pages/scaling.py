@@ -31,13 +31,12 @@ elif tr is not None:
     )
     head = ui.head_picker(src, c2, disabled=all_heads)
     label = lambda x: scaling.scale_label(x, d, own)  # noqa: E731
-    scale = c3.select_slider(
+    scale = ui.url_choice(
+        c3.select_slider,
         "Multiply the scores by",
-        scaling.scale_stops(d, own),
-        value=round(own, 8),
+        {s: label(s) for s in scaling.scale_stops(d, own)},
+        default=round(own, 8),
         key="scale",
-        bind=ui.URL,
-        format_func=label,
         help="The scale: 1/√d_k is what the model uses. Multiplying by 1/√d_k divides by √d_k.",
     )
     cmp = scaling.compare_scale(tr, layer, scale, None if all_heads else head)

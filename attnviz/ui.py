@@ -32,6 +32,12 @@ SOURCES = {"bundled": "Bundled model", "hub": "Hugging Face model", "module": "O
 URL = "query-params"  # bind widgets to the address bar: a link reproduces the view
 #: Fill choices on the Masks page: URL id -> name in analysis.masks.COMMON_FILLS.
 FILL_IDS = {"min": "float32 min", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
+INPUT_LABELS = {
+    "embeddings": "model embeddings",
+    "hidden": "hidden states entering the layer",
+    "random": "random (seeded)",
+}
+WEIGHT_LABELS = {"random": "random (seeded)", "pretrained": "copied from the layer"}
 FILL_LABELS = {"min": "float32 min (the model's own)", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
 
 #: What each stage is, in the words the pages use next to the figures.
@@ -141,7 +147,7 @@ def sidebar() -> Selection:
             help="Any text. Longer than the model's limit is truncated (the page says so).",
         )
         st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, help="For sentence pairs.")
-        kind = st.radio("Source", list(SOURCES), format_func=SOURCES.get, key="source", bind=URL)
+        kind = url_choice(st.radio, "Source", SOURCES, key="source")
         conf = settings.current()
         name = BUNDLED
         if kind == "hub":
@@ -165,14 +171,47 @@ def sidebar() -> Selection:
         layer = 0
         if loaded.n_layer > 1:
             what = "Layer (inputs / weights taken from)" if kind == "module" else "Layer"
-            layer = st.slider(
-                what, 0, loaded.n_layer - 1, 0, key="layer", bind=URL, help="Layer 0 is nearest the input."
-            )
+            # no explicit value: the overview's tile click sets this key, and a default value as well would log
+            # a warning with a stack trace on every click (the default is min_value, 0, all the same)
+            layer = st.slider(what, 0, loaded.n_layer - 1, key="layer", bind=URL, help="Layer 0 is nearest the input.")
         module = module_settings(loaded, layer) if kind == "module" else None
     src = Selection(loaded, module, layer)
     st.session_state["_source"] = src
     st.session_state["_notes_shown"] = set()  # notes are shown once per run
     return src
+
+
+def url_choice(widget, label: str, options, *, key: str, default=None, multi: bool = False, **kw):
+    """A choice widget whose URL value is a short stable id (`source=module`), never its display label.
+
+    `options` is a list of ids or a dict {id: label}. Streamlit's own bind writes the format_func label into
+    the URL (`source=Our+module`), so this widget is not bound: the id is read and written here, and links
+    that carry an old label are still accepted. An empty address bar in a running session means a page switch
+    cleared it (the state is kept and written back); a value nothing matches is dropped.
+    """
+    labels = options if isinstance(options, dict) else {}
+    ids = list(options)
+    fmt = lambda o: str(labels.get(o, o))  # noqa: E731
+    known = {fmt(o): o for o in ids} | {str(o): o for o in ids}
+    default = ([] if multi else ids[0]) if default is None else default
+    raw, seen = st.query_params.get_all(key), st.session_state.get(f"url:{key}")
+    if raw and raw != seen:  # a link or a reload: the address bar wins
+        found = [known[r] for r in raw if r in known]
+        st.session_state[key] = found if multi else (found[0] if found else default)
+    state = st.session_state.get(key, default)
+    if multi:
+        state = [v for v in state if v in ids] if isinstance(state, (list, tuple)) else []
+    elif state not in ids:
+        state = default
+    st.session_state[key] = state
+    value = widget(label, ids, key=key, format_func=fmt, **kw)
+    shown = [str(v) for v in (value if multi else [value])] if value != default else []
+    if shown:
+        st.query_params[key] = shown
+    elif key in st.query_params:
+        del st.query_params[key]
+    st.session_state[f"url:{key}"] = shown
+    return value
 
 
 def current() -> Selection:
@@ -200,7 +239,17 @@ def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
 
     `disabled` greys it out (e.g. while a page pools all heads) without dropping the chosen head from the URL.
     """
-    return (container or st).slider("Head", 0, src.n_head - 1, 0, key="head", bind=URL, disabled=disabled)
+    return (container or st).slider("Head", 0, src.n_head - 1, key="head", bind=URL, disabled=disabled)
+
+
+def scroll_to(anchor: str) -> None:
+    """Bring the heading with this anchor into view (after a click that opened something further up the page)."""
+    import json
+
+    from streamlit.components.v1 import html
+
+    target = json.dumps(f"#{anchor}")
+    html(f"<script>window.parent.document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>", 0)
 
 
 def module_preview(src: Selection) -> Selection:
@@ -260,24 +309,8 @@ def token_window(trace: AttentionTrace, limit: int) -> tuple[int, int] | None:
 def module_settings(loaded: LoadedModel, layer: int) -> tuple:
     """Widgets for our MultiHeadAttention; returns its settings as a hashable tuple of ModuleSource kwargs."""
     st.caption("Our module: `attnviz.MultiHeadAttention`, written from scratch.")
-    inputs = st.selectbox(
-        "Input vectors",
-        INPUTS,
-        key="m_inputs",
-        bind=URL,
-        format_func={
-            "embeddings": "model embeddings",
-            "hidden": "hidden states entering the layer",
-            "random": "random (seeded)",
-        }.get,
-    )
-    weights = st.selectbox(
-        "Weights",
-        WEIGHTS,
-        key="m_weights",
-        bind=URL,
-        format_func={"random": "random (seeded)", "pretrained": "copied from the layer"}.get,
-    )
+    inputs = url_choice(st.selectbox, "Input vectors", {i: INPUT_LABELS.get(i, i) for i in INPUTS}, key="m_inputs")
+    weights = url_choice(st.selectbox, "Weights", {w: WEIGHT_LABELS.get(w, w) for w in WEIGHTS}, key="m_weights")
     fixed_width = inputs != "random" or weights == "pretrained"
     d_model = loaded.d_model
     if not fixed_width:
@@ -348,7 +381,7 @@ def section(fig, title: str, why: str, key: str, *name_parts) -> None:
     """A heading, what the figure shows and why, then the figure at full width."""
     st.subheader(title, divider="gray")
     st.markdown(why)
-    st.plotly_chart(fig, key=key, config=chart_config(*name_parts, key))
+    st.plotly_chart(fig, key=key, theme=None, config=chart_config(*name_parts, key))
 
 
 def copy_link() -> None:

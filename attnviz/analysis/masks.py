@@ -42,11 +42,20 @@ def reach_note(layers: tuple[int, ...] | None, layer: int, n_layer: int, is_modu
     if layers is None:
         return "**Forward-pass experiment.** The model ran again with the mask inside every layer."
     later = (
-        f", and layers {layer + 1}..{n_layer - 1} changed too because their input changed"
+        (f", and layer {layer + 1}" if layer + 1 == n_layer - 1 else f", and layers {layer + 1}..{n_layer - 1}")
+        + " changed too because their input changed"
         if layer < n_layer - 1
         else ""
     )
     return f"**Forward-pass experiment.** The model ran again with the mask inside layer {layer} only{later}."
+
+
+def own_causal(trace: AttentionTrace, layer: int) -> bool:
+    """True when the model's own mask (no experiment) already hides every future key at `layer` (GPT-2 and kin)."""
+    mask = trace.layer_mask(layer)
+    if mask is None or min(mask.shape) < 2:
+        return False
+    return not np.triu(mask, k=1).any()
 
 
 def forbidden_cells(n_tokens: int, n_real: int, causal: bool = False, hide=()) -> np.ndarray:

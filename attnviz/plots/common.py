@@ -7,12 +7,30 @@ import math
 import re
 
 import numpy as np
+import plotly.graph_objects as go
 
 WEIGHTS_SCALE = (
     "Viridis"  # sequential, for probabilities 0..1 (set explicitly: Streamlit flips implicit scales in dark mode)
 )
 SCORES_SCALE = "RdBu_r"  # diverging, for scores that can be negative; centre it with zmid=0
 DIFF_SCALE = "PuOr_r"
+
+
+INK = "#262730"  # dark text and reference lines, Streamlit's own light-theme text colour
+PAPER = "#ffffff"
+MASKED_BG = "#c8c8c8"  # masked cells are NaN and show the plot background: a flat grey no colour scale uses
+
+
+def on_paper(fig, **layout):
+    """White paper and dark ink whatever the app's theme (pages draw with theme=None).
+
+    One look in both themes: a figure's text and lines contrast with its own background in dark mode too, and a
+    PNG from the modebar (which copies the figure's colours; toImageButtonOptions cannot change them) is always
+    white with dark text, ready for a slide or a paper.
+    """
+    fig.update_layout(template="plotly_white", paper_bgcolor=PAPER, plot_bgcolor=PAPER)
+    fig.update_layout(font=dict(color=INK, family="'Source Sans', 'Source Sans Pro', sans-serif"), **layout)
+    return fig
 
 
 def escape(token: str) -> str:
@@ -51,3 +69,77 @@ def chart_config(*parts) -> dict:
         "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2},
         "modeBarButtonsToRemove": ["lasso2d", "select2d"],
     }
+
+
+# --- shared by the Scaling and Masks figures --------------------------------------------------------------
+
+FONT = dict(size=13)
+
+
+def finish(fig: go.Figure, name: str, height: int, top: int = 80, **layout) -> go.Figure:
+    """Name, size and common styling; `top` leaves room for a legend above the subplot titles (less without one)."""
+    on_paper(fig)
+    fig.update_layout(
+        meta={"figure": name},
+        height=height,
+        margin=dict(l=10, r=10, t=top, b=10),
+        font=FONT,
+        legend=dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=0),
+        **layout,
+    )
+    return fig
+
+
+def token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True, max_labels: int = 32) -> None:
+    """Positional axes with '%03d token' labels (repeated tokens stay apart); query 0 at the top.
+
+    Long sentences label every n-th position so the labels stay legible; hover still names every token.
+    """
+    labels = tick_labels(tokens)
+    vals = list(range(0, len(labels), thin(len(labels), max_labels)))
+    font = dict(size=11 if max_labels >= 32 else 10)
+    ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font)
+    ticks |= dict(showgrid=False, zeroline=False)  # a white zero line would cross row 0 of the grey masked cells
+    fig.update_xaxes(ticks | dict(tickangle=-60, title_text="key"), row=row, col=col)
+    fig.update_yaxes(
+        ticks | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y),
+        row=row,
+        col=col,
+    )
+
+
+def grid_height(n_tokens: int, n_cols: int) -> int:
+    """A height that makes cells roughly square at a typical page width, without the blank band that
+    axis-locked squares leave when the page is narrower or wider than expected."""
+    plot = np.clip(n_tokens * (18 if n_cols == 2 else 14), 260 if n_cols == 2 else 220, 420 if n_cols == 2 else 280)
+    return int(plot) + (190 if n_cols == 2 else 160)
+
+
+def heatmap(z, tokens, coloraxis: str, what: str, name: str) -> go.Heatmap:
+    """One [query, key] heatmap; hover names both tokens when the sentence is short enough to afford it."""
+    T = len(tokens)
+    kw = {}
+    who = "query %{y} → key %{x}"
+    if T <= 128:
+        labels = np.array(tick_labels(tokens), dtype=object)
+        kw["customdata"] = np.stack(np.broadcast_arrays(labels[:, None], labels[None, :]), axis=-1)
+        who = "query %{customdata[0]} → key %{customdata[1]}"
+    return go.Heatmap(
+        z=f32(z),
+        x=np.arange(T),
+        y=np.arange(T),
+        coloraxis=coloraxis,
+        hoverongaps=False,
+        name=name,
+        hovertemplate=f"{who}<br>{what} %{{z:.3f}}<extra></extra>",
+        **kw,
+    )
+
+
+def colorbar(title: str, x: float = 1.0) -> dict:
+    """A colour bar next to the top-aligned square heatmaps, not stretched over the tick labels below them."""
+    return dict(title=title, x=x, y=1.0, yanchor="top", len=0.75, thickness=14)
+
+
+def weights_axis(x: float = 1.0, title: str = "weight") -> dict:
+    return dict(colorscale=WEIGHTS_SCALE, cmin=0.0, cmax=1.0, colorbar=colorbar(title, x))

@@ -22,7 +22,18 @@ from plotly.subplots import make_subplots
 
 from ..analysis.pooling import pooled_stage
 from ..trace import AttentionTrace
-from .common import SCORES_SCALE, WEIGHTS_SCALE, escape, f32, symmetric_range, thin, tick_labels
+from .common import (
+    MASKED_BG,
+    PAPER,
+    SCORES_SCALE,
+    WEIGHTS_SCALE,
+    escape,
+    f32,
+    on_paper,
+    symmetric_range,
+    thin,
+    tick_labels,
+)
 
 MAX_SHOWN = 128  # tokens per axis in the grid and the single head (the caller can move the window)
 MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
@@ -177,6 +188,7 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
     fig.update_yaxes(**tick_y, tickfont_size=9, automargin=False, showgrid=False, range=[stop - 0.5, start - 0.5])
     fig.update_annotations(font_size=12)
     panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
+    on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
     fig.update_layout(
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 100,
@@ -228,6 +240,7 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     )
     fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
     title = f"{_where(trace, layer)} · head {head} · {label}{_range_note(trace, start, stop)}"
+    on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
     fig.update_layout(
         meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
         height=side,
@@ -304,6 +317,7 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         range=[n_layer * step - 1.5, -0.5],
     )
     pooled_note = f" · each head pooled to {s}×{s} blocks of tokens" if s < trace.n_tokens else ""
+    on_paper(fig)
     fig.update_layout(
         meta={"figure": "overview", "stage": stage},
         height=n_layer * row_px + 110,

@@ -1,0 +1,176 @@
+"""Figures for the Masks page: the stages around the mask, where the weight went, leaks, fully masked rows.
+
+Input is what `attnviz.analysis.masks` computed; output is a plotly Figure. Never calls streamlit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..analysis.masks import FillRow, MaskReport
+from .common import (
+    DIFF_SCALE,
+    MASKED_BG,
+    SCORES_SCALE,
+    colorbar,
+    f32,
+    finish,
+    grid_height,
+    heatmap,
+    symmetric_range,
+    thin,
+    tick_labels,
+    token_axes,
+    weights_axis,
+)
+from .distributions import RAW_COLOUR, SCALED_COLOUR
+
+# --- Masks page --------------------------------------------------------------------------------------------
+
+
+def stage_pair(scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str) -> go.Figure:
+    """The scaled stage before the mask and the masked stage after it; masked cells are NaN, shown as flat grey."""
+    masked = np.where(mask, scaled, np.nan)
+    r = symmetric_range(scaled)
+    titles = (f"<b>scaled</b> (before the mask), {head_label}", f"<b>masked</b> (after; grey = removed), {head_label}")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
+    fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
+    for col, (z, name) in enumerate(((scaled, "scaled"), (masked, "masked")), start=1):
+        fig.add_trace(heatmap(z, tokens, "coloraxis", name, name), row=1, col=col)
+        token_axes(fig, tokens, 1, col, show_y=col == 1)
+    fig.update_xaxes(showgrid=False)
+    side = grid_height(len(tokens), 2)
+    axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("value"))
+    return finish(fig, "mask_stages", side, top=50, coloraxis=axis, plot_bgcolor=MASKED_BG)
+
+
+def weights_comparison(
+    without: np.ndarray, with_mask: np.ndarray, tokens, head_label: str, own_causal: bool = False
+) -> go.Figure:
+    """weights without the mask, with it, and their difference (diverging scale centred on 0: where weight moved).
+
+    own_causal: the model's own causal mask stays in the left panel (a causal model never sees the future), and
+    its title says so instead of claiming every key is visible."""
+    diff = np.asarray(with_mask, np.float32) - np.asarray(without, np.float32)
+    r = max(symmetric_range(diff), 1e-3)  # all-zero difference: a white map, not a scale in micro-units
+    left = "<b>weights</b>, model's own causal mask only" if own_causal else "<b>weights</b>, every key visible"
+    titles = (left, "<b>weights</b> with your masks", "difference (yours − without)")
+    fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
+    fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
+    for col, (z, axis, what, name) in enumerate(
+        (
+            (without, "coloraxis", "weight", "without"),
+            (with_mask, "coloraxis", "weight", "with"),
+            (diff, "coloraxis2", "change", "difference"),
+        ),
+        start=1,
+    ):
+        fig.add_trace(heatmap(z, tokens, axis, what, name), row=1, col=col)
+        token_axes(fig, tokens, 1, col, show_y=col == 1, max_labels=16)
+    diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("change", 1.09))
+    side = grid_height(len(tokens), 3)
+    return finish(
+        fig,
+        "mask_weights",
+        side,
+        top=50,
+        coloraxis=weights_axis(x=1.0),
+        coloraxis2=diff_axis,
+    )
+
+
+def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: bool = False) -> go.Figure:
+    """Per layer: attention that reached positions that should be invisible (every key visible vs your masks),
+    and the largest change in weights: a forward-pass experiment reaches every layer after the first masked one."""
+    layers = np.arange(report.leak_with.size)
+    names = [f"layer {i}" + (" (mask)" if applied is None or i in applied else "") for i in layers]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.1,
+        subplot_titles=(
+            "attention on positions that should be invisible",
+            "largest change in weights (your masks vs every key visible)",
+        ),
+    )
+    for vals, name, colour in (
+        (report.leak_without, "without your masks" if own_causal else "every key visible", RAW_COLOUR),
+        (report.leak_with, "with your masks", SCALED_COLOUR),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=f32(vals),
+                name=name,
+                marker_color=colour,
+                texttemplate="%{y:.1%}",
+                textposition="outside",
+                textfont=dict(size=11),
+                hovertemplate="%{x}: %{y:.2%} of attention<extra>" + name + "</extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    colours = ["#555" if applied is None or i in applied else "#aaa" for i in layers]
+    fig.add_trace(
+        go.Bar(
+            x=names,
+            y=f32(report.change),
+            marker_color=colours,
+            name="max |Δ weight|",
+            showlegend=False,
+            texttemplate="%{y:.2f}",
+            textposition="outside",
+            textfont=dict(size=11),
+            hovertemplate="%{x}: max change %{y:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    top = max(float(report.leak_without.max(initial=0)), float(report.leak_with.max(initial=0)), 0.01)
+    # ".0%" rounds the ticks of a 0..1% axis to "0%, 0%, 1%, 1%": "~%" keeps the digits a tick needs
+    fig.update_yaxes(tickformat=".2~%", range=[0, top * 1.25], row=1, col=1)
+    fig.update_yaxes(range=[0, max(float(report.change.max(initial=0)), 0.01) * 1.25], row=1, col=2)
+    return finish(fig, "mask_leak", 340, barmode="group", bargap=0.25 if layers.size > 2 else 0.7)
+
+
+def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> go.Figure:
+    """For each fill value, softmax on a row with every key masked and on a row with some keys masked.
+
+    A finite fill turns a fully masked row into a uniform one (1/n each); -inf turns it into zeros."""
+    labels = tick_labels(tokens)
+    ylabels, z = [], []
+    for r in rows:
+        mark = " ◀ chosen" if r.fill == chosen else ""
+        name = "float32 min" if r.fill == "min" else r.fill
+        ylabels += [f"fill {name}: every key masked{mark}", f"fill {name}: some keys masked"]
+        z += [r.every_masked, r.some_masked]
+    z = np.asarray(z, np.float32)
+    text = np.vectorize(lambda v: "0" if v == 0 else f"{v:.2f}")(z)
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=np.arange(len(labels)),
+            y=np.arange(len(ylabels)),
+            coloraxis="coloraxis",
+            text=text,
+            texttemplate="%{text}" if len(labels) <= 24 else None,
+            hovertemplate="key %{x}: weight %{z:.4f}<extra></extra>",
+            xgap=1,
+            ygap=1,
+        )
+    )
+    step = thin(len(labels), 40)
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(0, len(labels), step)),
+        ticktext=labels[::step],
+        tickangle=-60,
+        title_text="key",
+    )
+    fig.update_yaxes(tickmode="array", tickvals=list(range(len(ylabels))), ticktext=ylabels, autorange="reversed")
+    fig.update_xaxes(showgrid=False, zeroline=False)
+    fig.update_yaxes(showgrid=False, zeroline=False)
+    return finish(fig, "fill_demo", 150 + 34 * len(ylabels), top=30, coloraxis=weights_axis())
