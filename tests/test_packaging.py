@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,9 +23,11 @@ def test_pip_install_then_trace_from_another_folder(tmp_path):
     site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
     Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    build = tmp_path / "build"
+    build, src = tmp_path / "build", tmp_path / "src"  # a clean copy: no stale build/ folder can leak in
+    skip = shutil.ignore_patterns(".venv", ".git", "build", "test-output", "*.egg-info", "__pycache__", "bench")
+    shutil.copytree(ROOT, src, ignore=skip)
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(build), str(ROOT)], check=True, cwd=tmp_path, timeout=300)  # fmt: skip
+                    "--target", str(build), str(src)], check=True, cwd=tmp_path, timeout=300)  # fmt: skip
     Path(site, "attnviz-under-test.pth").write_text(str(build) + "\n")
     code = (
         "import attnviz, pathlib; t = attnviz.trace(attnviz.load_model(), 'hi'); "
@@ -36,7 +39,7 @@ def test_pip_install_then_trace_from_another_folder(tmp_path):
     where, shape = out.stdout.strip().splitlines()[-2:]
     assert Path(where).is_relative_to(build), where  # the installed copy, not the checkout
     assert shape == "(6, 12, 3, 3)"  # [CLS] hi [SEP] through the bundled model's 6 layers x 12 heads
-    for sub in ("hf", "analysis", "plots"):
+    for sub in ("hf", "analysis", "plots", "ui"):
         assert (build / "attnviz" / sub / "__init__.py").exists()
 
 

@@ -1,0 +1,37 @@
+"""The dashboard frame: shared sidebar, URL state, cached models and traces.
+
+The only attnviz package that imports streamlit. Pages call `ui.current()`, `ui.get_trace(...)` and
+the widgets here; they never load models or compute anything themselves.
+
+State lives in widget keys bound to the URL (`bind="query-params"`), so a link reproduces the view
+and survives page switches and reloads. Streamlit ignores and removes a query value a widget cannot
+take (layer=99, a head of -1, garbage), so bad links fall back to defaults instead of failing.
+"""
+
+from .data import get_model, get_trace, setup, trace_of_text
+from .sidebar import current, module_preview, module_settings, sidebar
+from .state import (
+    DEFAULT_TEXT,
+    FILL_IDS,
+    FILL_LABELS,
+    INPUT_LABELS,
+    SOURCES,
+    STAGE_HELP,
+    URL,
+    WEIGHT_LABELS,
+    Selection,
+    copy_link,
+    fill_value,
+    max_tokens,
+    selected_tile,
+    text_inputs,
+    url_choice,
+)
+from .widgets import head_picker, scroll_to, section, stage_picker, token_window
+
+__all__ = [
+    "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
+    "Selection", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker", "max_tokens",
+    "module_preview", "module_settings", "scroll_to", "section", "selected_tile", "setup", "sidebar", "stage_picker",
+    "text_inputs", "token_window", "trace_of_text", "url_choice",
+]  # fmt: skip

@@ -1,0 +1,92 @@
+"""Cached heavy objects shared by every session (models, traces) and the trace a page asks for."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import streamlit as st
+import torch
+
+from .. import settings
+from ..cache import BytesLRU
+from ..errors import AttnvizError, InputError
+from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
+from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
+from ..trace import AttentionTrace
+from .state import Selection, max_tokens, text_inputs
+
+
+def setup() -> None:
+    """Once per process: torch threads. Safe to call on every run."""
+    if not getattr(setup, "done", False):
+        torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+        setup.done = True
+
+
+@st.cache_resource(max_entries=3, show_spinner="Loading the model… (the first load takes a few seconds)")
+def get_model(name: str) -> LoadedModel:
+    t0 = time.perf_counter()
+    loaded = load_model(None if name in ("", BUNDLED) else name)
+    # one line per real load in the server log: operators (and the concurrency test) count loads with it
+    print(f"attnviz: loaded model {name!r} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return loaded
+
+
+@st.cache_resource
+def _trace_cache() -> BytesLRU:
+    """One trace cache for all sessions, bounded in bytes (ATTNVIZ_TRACE_CACHE_MB, default 1024)."""
+    return BytesLRU(settings.current().trace_cache_bytes, max_entries=64)
+
+
+def _cached_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
+    key = (model_name, module_key, text, options)
+    with st.spinner("Running the model and capturing every attention stage…"):
+        return _trace_cache().get_or_compute(key, lambda: _compute_trace(model_name, module_key, text, options))
+
+
+def _compute_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
+    loaded = get_model(model_name)
+    opts = dict(options)
+    if module_key is not None:
+        return trace_module(ModuleSource(loaded, **dict(module_key)), text, **opts)
+    return trace_pretrained(loaded, text, **opts)
+
+
+def get_trace(src: Selection, **options) -> AttentionTrace | None:
+    """The trace for the sidebar's sentence and `options` (cached); None after showing a clear message."""
+    text, pair = text_inputs()
+    if not text or not text.strip():
+        st.info("Type a sentence in the sidebar to see its attention.")
+        return None
+    options = {"pair": pair, "max_tokens": max_tokens(), **options}
+    if src.is_module:
+        dropped = sorted(k for k in options if k not in MODULE_OPTIONS and options[k] not in (None, True, ()))
+        if dropped:
+            st.info(f"Our module is a single layer with no padding: {', '.join(dropped)} do not apply to it.")
+        options = {k: v for k, v in options.items() if k in MODULE_OPTIONS}
+    try:
+        tr = _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
+    except InputError as e:
+        st.warning(str(e))
+        return None
+    except AttnvizError as e:
+        st.error(str(e))
+        return None
+    shown = st.session_state.setdefault("_notes_shown", set())
+    for note in tr.notes:  # a page may fetch several traces of one text: say each thing once
+        if note not in shown:
+            shown.add(note)
+            st.warning(note)
+    return tr
+
+
+def trace_of_text(src: Selection, text: str, **options) -> AttentionTrace | None:
+    """Like get_trace, for a text the page chose (e.g. a repeated random sequence), through the same cache."""
+    options = {"max_tokens": max_tokens(), **options}
+    try:
+        return _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
+    except AttnvizError as e:
+        st.warning(str(e))
+        return None

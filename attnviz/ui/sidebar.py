@@ -1,0 +1,131 @@
+"""The frame every page shares: sentence, source, model or module settings, layer."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import settings
+from ..errors import AttnvizError
+from ..hf import BUNDLED, LoadedModel
+from ..scratch import INPUTS, WEIGHTS, ModuleSource
+from .data import get_model
+from .state import DEFAULT_TEXT, INPUT_LABELS, SOURCES, URL, WEIGHT_LABELS, Selection, url_choice
+
+
+def sidebar() -> Selection:
+    """The frame every page shares: sentence, optional pair, source, model or module settings, layer."""
+    with st.sidebar:
+        st.text_area(
+            "Sentence",
+            value=DEFAULT_TEXT,
+            key="text",
+            bind=URL,
+            height=90,
+            max_chars=20000,
+            help="Any text. Longer than the model's limit is truncated (the page says so).",
+        )
+        st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, help="For sentence pairs.")
+        kind = url_choice(st.radio, "Source", SOURCES, key="source")
+        conf = settings.current()
+        name = BUNDLED
+        if kind == "hub":
+            name = (
+                st.text_input(
+                    "Model id or local folder",
+                    value="",
+                    key="model",
+                    bind=URL,
+                    placeholder="bert-base-uncased, gpt2, ./my-model",
+                    help=(
+                        f"This hosted dashboard loads only: {', '.join(conf.allowed_models) or 'the bundled model'}."
+                        if conf.hosted
+                        else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
+                        "Remote code is never run."
+                    ),
+                ).strip()
+                or BUNDLED
+            )
+        loaded = _load_or_fallback(name)
+        layer = 0
+        if loaded.n_layer > 1:
+            what = "Layer (inputs / weights taken from)" if kind == "module" else "Layer"
+            # no explicit value: the overview's tile click sets this key, and a default value as well would log
+            # a warning with a stack trace on every click (the default is min_value, 0, all the same)
+            layer = st.slider(what, 0, loaded.n_layer - 1, key="layer", bind=URL, help="Layer 0 is nearest the input.")
+        module = module_settings(loaded, layer) if kind == "module" else None
+    src = Selection(loaded, module, layer)
+    st.session_state["_source"] = src
+    st.session_state["_notes_shown"] = set()  # notes are shown once per run
+    return src
+
+
+def current() -> Selection:
+    """The Selection the frame built for this run (pages call this)."""
+    src = st.session_state.get("_source")
+    return src if src is not None else sidebar()
+
+
+def _load_or_fallback(name: str) -> LoadedModel:
+    """Load `name`; if that fails, say why and stay on the last model that worked (else the bundled one)."""
+    try:
+        loaded = get_model(name)
+        st.session_state["_last_good_model"] = name
+        return loaded
+    except AttnvizError as e:
+        fallback = st.session_state.get("_last_good_model", BUNDLED)
+        fallback = BUNDLED if fallback == name else fallback
+        shown = "the bundled model" if fallback == BUNDLED else fallback
+        st.error(f"{e}\n\nShowing {shown} instead.")
+        return get_model(fallback)
+
+
+def module_settings(loaded: LoadedModel, layer: int) -> tuple:
+    """Widgets for our MultiHeadAttention; returns its settings as a hashable tuple of ModuleSource kwargs."""
+    st.caption("Our module: `attnviz.MultiHeadAttention`, written from scratch.")
+    inputs = url_choice(st.selectbox, "Input vectors", {i: INPUT_LABELS.get(i, i) for i in INPUTS}, key="m_inputs")
+    weights = url_choice(st.selectbox, "Weights", {w: WEIGHT_LABELS.get(w, w) for w in WEIGHTS}, key="m_weights")
+    fixed_width = inputs != "random" or weights == "pretrained"
+    d_model = loaded.d_model
+    if not fixed_width:
+        d_model = st.number_input("d_model", 4, 1024, loaded.d_model, step=4, key="m_dmodel", bind=URL)
+    else:
+        st.caption(f"d_model = {loaded.d_model} (fixed by the model's vectors or weights)")
+    choices = [h for h in range(1, min(d_model, 32) + 1) if d_model % h == 0]
+    n_head = loaded.n_head
+    if weights != "pretrained":
+        default = loaded.n_head if loaded.n_head in choices else choices[-1]
+        n_head = st.select_slider(
+            "Heads", choices, value=default, key="m_heads", bind=URL, help="Only divisors of d_model."
+        )
+        bias = st.toggle("Bias", value=True, key="m_bias", bind=URL)
+        seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="m_seed", bind=URL)
+    else:
+        bias, seed = True, 0
+    cfg = dict(
+        d_model=int(d_model),
+        n_head=int(n_head),
+        bias=bool(bias),
+        seed=int(seed),
+        inputs=inputs,
+        weights=weights,
+        layer=layer,
+    )
+    return tuple(sorted(cfg.items()))
+
+
+def module_preview(src: Selection) -> Selection:
+    """Our module as the Our module page shows it while the sidebar's source is a pretrained model.
+
+    It mirrors the sidebar's layer (weights copied, run on the vectors entering the layer), so the page
+    opens on something meaningful: the module reproducing the library. Families whose layers cannot be
+    copied get seeded random weights on random inputs instead.
+    """
+    m = src.model
+    cfg = dict(
+        d_model=m.d_model, n_head=m.n_head, bias=True, seed=0, layer=src.layer, inputs="hidden", weights="pretrained"
+    )
+    try:
+        ModuleSource(m, **cfg).build()
+    except AttnvizError:
+        cfg.update(inputs="random", weights="random")
+    return Selection(m, tuple(sorted(cfg.items())), src.layer)

@@ -1,0 +1,170 @@
+"""URL state and the vocabulary of the dashboard's controls: short stable ids in links, labels on screen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from .. import settings
+from ..analysis.masks import COMMON_FILLS
+from ..hf import LoadedModel
+from ..scratch import ModuleSource
+
+DEFAULT_TEXT = "The cat sat on the mat because it was tired."
+
+
+SOURCES = {"bundled": "Bundled model", "hub": "Hugging Face model", "module": "Our module"}
+
+
+URL = "query-params"  # bind widgets to the address bar: a link reproduces the view
+
+
+#: Fill choices on the Masks page: URL id -> name in analysis.masks.COMMON_FILLS.
+FILL_IDS = {"min": "float32 min", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
+
+
+INPUT_LABELS = {
+    "embeddings": "model embeddings",
+    "hidden": "hidden states entering the layer",
+    "random": "random (seeded)",
+}
+
+
+WEIGHT_LABELS = {"random": "random (seeded)", "pretrained": "copied from the layer"}
+
+
+FILL_LABELS = {"min": "float32 min (the model's own)", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
+
+
+#: What each stage is, in the words the pages use next to the figures.
+STAGE_HELP = {
+    "scores": "**scores**: the raw dot product of each query vector with each key vector (q·k). "
+    "Large positive means 'these two tokens match'; the numbers can be any size and sign.",
+    "scaled": "**scaled**: the scores multiplied by the scale the model used (1/√d_head for BERT), so "
+    "their size no longer grows with the vector length and the softmax does not saturate.",
+    "masked": "**masked**: the scaled scores with forbidden pairs removed (padding, future tokens in a causal "
+    "model). Removed cells are drawn as gaps; the model puts a huge negative number there.",
+    "weights": "**weights**: the softmax of each row of the masked scores: how much each query takes from "
+    "each key. Every row sums to 1; masked cells get 0.",
+}
+
+
+def max_tokens() -> int:
+    """Longest text the dashboard traces (ATTNVIZ_MAX_TOKENS; 512, or 256 when hosted)."""
+    return settings.current().max_tokens
+
+
+def fill_value(fill_id: str) -> float:
+    """The fill a Masks-page choice stands for."""
+    return COMMON_FILLS[FILL_IDS[fill_id]]
+
+
+def url_choice(widget, label: str, options, *, key: str, default=None, multi: bool = False, **kw):
+    """A choice widget whose URL value is a short stable id (`source=module`), never its display label.
+
+    `options` is a list of ids or a dict {id: label}. Streamlit's own bind writes the format_func label into
+    the URL (`source=Our+module`), so this widget is not bound: the id is read and written here, and links
+    that carry an old label are still accepted. An empty address bar in a running session means a page switch
+    cleared it (the state is kept and written back); a value nothing matches is dropped.
+    """
+    labels = options if isinstance(options, dict) else {}
+    ids = list(options)
+    fmt = lambda o: str(labels.get(o, o))  # noqa: E731
+    known = {fmt(o): o for o in ids} | {str(o): o for o in ids}
+    default = ([] if multi else ids[0]) if default is None else default
+    raw, seen = st.query_params.get_all(key), st.session_state.get(f"url:{key}")
+    if raw and raw != seen:  # a link or a reload: the address bar wins
+        found = [known[r] for r in raw if r in known]
+        st.session_state[key] = found if multi else (found[0] if found else default)
+    state = st.session_state.get(key, default)
+    if multi:
+        state = [v for v in state if v in ids] if isinstance(state, (list, tuple)) else []
+    elif state not in ids:
+        state = default
+    st.session_state[key] = state
+    value = widget(label, ids, key=key, format_func=fmt, **kw)
+    shown = [str(v) for v in (value if multi else [value])] if value != default else []
+    if shown:
+        st.query_params[key] = shown
+    elif key in st.query_params:
+        del st.query_params[key]
+    st.session_state[f"url:{key}"] = shown
+    return value
+
+
+def copy_link() -> None:
+    """A copy-link control: the page URL already carries the state; this shows it ready to copy."""
+    with st.sidebar.popover("Share this view", icon=":material/link:", use_container_width=True):
+        st.caption("The address bar holds the whole view (sentence, model, layer, head and page settings).")
+        st.code(_current_url(), language=None, wrap_lines=True)
+
+
+def _current_url() -> str:
+
+    try:
+        base = st.context.url or ""
+    except Exception:  # noqa: BLE001 - context may be missing in AppTest
+        base = ""
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    query = urlencode([(k, v) for k, vs in params.items() for v in vs])
+    return f"{base.split('?')[0]}?{query}" if query else base
+
+
+def selected_tile(event) -> tuple[int, int] | None:
+    """(layer, head) from a Streamlit plotly selection event on the overview, or None if nothing usable.
+
+    Expects {"selection": {"points": [{"customdata": [layer, head], ...}], ...}} (dicts or Streamlit's
+    attribute dicts); takes the first point that carries a [layer, head] pair. Customdata sent as a numpy
+    typed array comes back from the browser as {"0": layer, "1": head}, so that form is accepted too.
+    """
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError, IndexError):
+        return None
+    for point in points or ():
+        data = point.get("customdata") if hasattr(point, "get") else None
+        if hasattr(data, "get"):
+            data = [data.get("0"), data.get("1")]
+        if isinstance(data, (list, tuple)) and len(data) >= 2:
+            try:
+                return int(data[0]), int(data[1])
+            except (TypeError, ValueError):
+                continue
+    return None
+
+
+def text_inputs() -> tuple[str, str | None]:
+    text = st.session_state.get("text", DEFAULT_TEXT)
+    pair = (st.session_state.get("pair") or "").strip() or None
+    return text, pair
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar selected: the loaded base model, our module's settings if that is the source, the layer."""
+
+    model: LoadedModel
+    module: tuple | None  # sorted ModuleSource kwargs, or None for the pretrained model itself
+    layer: int  # the base model's layer (for our module: where its inputs / copied weights come from)
+
+    @property
+    def is_module(self) -> bool:
+        return self.module is not None
+
+    @property
+    def trace_layer(self) -> int:
+        """The layer to show from a trace of this source (our module's trace has a single layer)."""
+        return 0 if self.is_module else self.layer
+
+    @property
+    def n_head(self) -> int:
+        return int(dict(self.module)["n_head"]) if self.is_module else self.model.n_head
+
+    @property
+    def label(self) -> str:
+        return self.module_source().describe() if self.is_module else self.model.label
+
+    def module_source(self) -> ModuleSource | None:
+        return None if self.module is None else ModuleSource(self.model, **dict(self.module))

@@ -1,0 +1,68 @@
+"""Widgets several pages share: head and stage pickers, the token window, a titled figure."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from ..plots.common import chart_config
+from ..trace import AttentionTrace
+from .state import URL, Selection
+
+
+def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
+    """The head slider; bound to the URL so links open on the same head.
+
+    `disabled` greys it out (e.g. while a page pools all heads) without dropping the chosen head from the URL.
+    """
+    return (container or st).slider("Head", 0, src.n_head - 1, key="head", bind=URL, disabled=disabled)
+
+
+def scroll_to(anchor: str) -> None:
+    """Bring the heading with this anchor into view (after a click that opened something further up the page)."""
+
+    from streamlit.components.v1 import html
+
+    target = json.dumps(f"#{anchor}")
+    html(f"<script>window.parent.document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>", 0)
+
+
+def stage_picker(trace: AttentionTrace) -> str:
+    """The stage selector shared by the Heads and Our module pages (one URL key, "stage")."""
+    if trace.weights_only:
+        st.caption(
+            "Stage: **weights**, the only stage this model exposes (its scores are computed inside its own code)."
+        )
+        return "weights"
+    stage = st.segmented_control(
+        "Stage",
+        trace.stages,
+        default="weights",
+        required=True,
+        key="stage",
+        bind=URL,
+        help="scores = q·k → scaled (× scale) → masked (forbidden pairs removed) → weights (softmax).",
+    )
+    return stage or "weights"
+
+
+def token_window(trace: AttentionTrace, limit: int) -> tuple[int, int] | None:
+    """For texts longer than `limit` tokens, a range slider choosing which tokens the heatmaps show."""
+    if trace.n_tokens <= limit:
+        return None
+    return st.slider(
+        f"Tokens shown (at most {limit} at a time, queries and keys alike)",
+        0,
+        trace.n_tokens,
+        (0, limit),
+        key="tokens",
+        help="Long texts are shown through a window so the page stays fast; the overview below covers every token.",
+    )
+
+
+def section(fig, title: str, why: str, key: str, *name_parts) -> None:
+    """A heading, what the figure shows and why, then the figure at full width."""
+    st.subheader(title, divider="gray")
+    st.markdown(why)
+    st.plotly_chart(fig, key=key, theme=None, config=chart_config(*name_parts, key))
