@@ -87,14 +87,20 @@ def ticks(tokens, start: int, stop: int, max_ticks: int = MAX_TICKS) -> dict:
     return dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals])
 
 
-def _token_pairs(tokens, start: int, stop: int) -> np.ndarray:
-    """[T, T, 2] object array of escaped (query label, key label) for hover text."""
-    labels = np.array(tick_labels(tokens)[start:stop], dtype=object)
-    n = stop - start
-    out = np.empty((n, n, 2), dtype=object)
-    out[..., 0] = labels[:, None]
-    out[..., 1] = labels[None, :]
+def _token_pairs(trace: AttentionTrace, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+    """[query, key, 2] object array of escaped (query label, key label) for hover text."""
+    queries = np.array(tick_labels(trace.tokens)[slice(*rows)], dtype=object)
+    keys = np.array(tick_labels(trace.key_tokens)[slice(*cols)], dtype=object)
+    out = np.empty((queries.size, keys.size, 2), dtype=object)
+    out[..., 0] = queries[:, None]
+    out[..., 1] = keys[None, :]
     return out
+
+
+def windows(trace: AttentionTrace, token_range=None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(query window, key window): the same range on both axes, each clipped to its own tokens (cross-attention
+    has fewer or more keys than queries)."""
+    return window(trace.n_tokens, token_range), window(trace.n_keys, token_range)
 
 
 def _fmt(a: np.ndarray) -> np.ndarray:
@@ -117,10 +123,10 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
     if stage == "weights":
         w = trace.layer(layer).weights
-        if trace.n_tokens > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_tokens):
+        if trace.n_keys > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_keys):
             return (
                 f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
-                f"{float(w.max()):.3f}, close to 1/{trace.n_tokens} = {1 / trace.n_tokens:.3f} "
+                f"{float(w.max()):.3f}, close to 1/{trace.n_keys} = {1 / trace.n_keys:.3f} "
                 "(what random weights give). Hover for exact values"
                 + ("." if trace.weights_only else ", or look at the scores stage.")
             )
@@ -133,7 +139,7 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
             if stage == "masked"
             else ""
         )
-    n = trace.n_tokens**2
+    n = trace.n_tokens * trace.n_keys
     return f"{blocked} of {n} query-key pairs are masked at this layer" + (
         ": they are the gaps." if stage == "masked" else ": their weight is exactly 0."
     )
@@ -144,9 +150,9 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
 
 def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None) -> go.Figure:
     """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance."""
-    start, stop = window(trace.n_tokens, token_range)
-    z_all = stage_values(trace, layer, stage)[:, start:stop, start:stop]
-    n_head, n = z_all.shape[0], stop - start
+    (start, stop), (kstart, kstop) = windows(trace, token_range)
+    z_all = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
+    n_head, n = z_all.shape[0], max(stop - start, kstop - kstart)
     cols = max(1, min(cols, n_head))
     rows = math.ceil(n_head / cols)
     fig = make_subplots(
@@ -159,14 +165,14 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
         vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
     )
     scale = colour(stage, z_all)
-    pairs = _token_pairs(trace.tokens, start, stop) if n <= GRID_HOVER_TOKENS else None
+    pairs = _token_pairs(trace, (start, stop), (kstart, kstop)) if n <= GRID_HOVER_TOKENS else None
     who = "query %{customdata[0]}<br>key %{customdata[1]}" if pairs is not None else "query %{y} · key %{x}"
     label = STAGE_LABELS[stage]
     for h in range(n_head):
         fig.add_trace(
             go.Heatmap(
                 z=f32(z_all[h]),
-                x0=start,
+                x0=kstart,
                 dx=1,
                 y0=start,
                 dy=1,
@@ -180,11 +186,14 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
             row=h // cols + 1,
             col=h % cols + 1,
         )
-    tick_x, tick_y = ticks(trace.tokens, start, stop, MAX_TICKS // 2), ticks(trace.tokens, start, stop, MAX_TICKS // 2)
+    tick_x = ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2)
+    tick_y = ticks(trace.tokens, start, stop, MAX_TICKS // 2)
     # Fixed margins and no key labels under the panels: with 2 x n_head axes, Plotly's automatic margin
     # passes and tick-label layout were most of the browser's redraw time (bench/whatif.py, docs/benchmarks.md).
     # The keys are named in the hover and on the large single-head view below.
-    fig.update_xaxes(**tick_x, showticklabels=False, automargin=False, showgrid=False, range=[start - 0.5, stop - 0.5])
+    fig.update_xaxes(
+        **tick_x, showticklabels=False, automargin=False, showgrid=False, range=[kstart - 0.5, kstop - 0.5]
+    )
     fig.update_yaxes(**tick_y, tickfont_size=9, automargin=False, showgrid=False, range=[stop - 0.5, start - 0.5])
     fig.update_annotations(font_size=12)
     panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
@@ -202,12 +211,12 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
 
 def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None) -> go.Figure:
     """One head large, with every stage in the hover (query, key, weights, scores, scaled)."""
-    start, stop = window(trace.n_tokens, token_range)
-    z_layer = stage_values(trace, layer, stage)[:, start:stop, start:stop]
+    (start, stop), (kstart, kstop) = windows(trace, token_range)
+    z_layer = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
     z = z_layer[head]
     stages = trace.layer(layer)
-    sl = (head, slice(start, stop), slice(start, stop))
-    pairs = _token_pairs(trace.tokens, start, stop)
+    sl = (head, slice(start, stop), slice(kstart, kstop))
+    pairs = _token_pairs(trace, (start, stop), (kstart, kstop))
     hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weights %{customdata[2]}"
     if trace.weights_only:
         custom = np.concatenate([pairs, _fmt(stages.weights[sl])[..., None]], axis=-1)
@@ -221,7 +230,7 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     fig = go.Figure(
         go.Heatmap(
             z=f32(z),
-            x0=start,
+            x0=kstart,
             dx=1,
             y0=start,
             dy=1,
@@ -232,13 +241,18 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
             **colour(stage, z_layer),  # the layer's range, so colours mean what they mean in the grid
         )
     )
-    t = ticks(trace.tokens, start, stop)
-    n = stop - start
+    n = max(stop - start, kstop - kstart)
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
     fig.update_xaxes(
-        **t, tickangle=-60, title_text="key (attended to)", showgrid=False, range=[start - 0.5, stop - 0.5]
+        **ticks(trace.key_tokens, kstart, kstop), tickangle=-60, title_text="key (attended to)", showgrid=False,
+        range=[kstart - 0.5, kstop - 0.5],
+    )  # fmt: skip
+    fig.update_yaxes(
+        **ticks(trace.tokens, start, stop),
+        title_text="query (attending)",
+        showgrid=False,
+        range=[stop - 0.5, start - 0.5],
     )
-    fig.update_yaxes(**t, title_text="query (attending)", showgrid=False, range=[stop - 0.5, start - 0.5])
     title = f"{_where(trace, layer)} · head {head} · {label}{_range_note(trace, start, stop)}"
     on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
     fig.update_layout(
@@ -260,13 +274,13 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
     n_layer, n_head = trace.n_layer, trace.n_head
     # pooled one layer at a time, so a long text never holds every layer at full size
     pooled = trace.memo(("overview", stage, tile), lambda: pooled_stage(trace, stage, tile))  # once per trace
-    s = pooled.shape[-1]
-    step = s + 1  # one empty (NaN) row and column between tiles
-    image = np.full((n_layer * step - 1, n_head * step - 1), np.nan, dtype=np.float32)
+    sq, sk = pooled.shape[-2:]  # tile height (queries) and width (keys): they differ in cross-attention
+    ystep, xstep = sq + 1, sk + 1  # one empty (NaN) row and column between tiles
+    image = np.full((n_layer * ystep - 1, n_head * xstep - 1), np.nan, dtype=np.float32)
     for layer in range(n_layer):
         for h in range(n_head):
-            image[layer * step : layer * step + s, h * step : h * step + s] = pooled[layer, h]
-    centre = (s - 1) / 2
+            image[layer * ystep : layer * ystep + sq, h * xstep : h * xstep + sk] = pooled[layer, h]
+    ycentre, xcentre = (sq - 1) / 2, (sk - 1) / 2
     lay, hd = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
     fig = go.Figure(
         go.Heatmap(
@@ -280,8 +294,8 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
     marker = int(max(6, min(row_px, 900 / n_head) * 0.8))
     fig.add_trace(
         go.Scatter(
-            x=(hd.ravel() * step + centre).astype(np.float32),
-            y=(lay.ravel() * step + centre).astype(np.float32),
+            x=(hd.ravel() * xstep + xcentre).astype(np.float32),
+            y=(lay.ravel() * ystep + ycentre).astype(np.float32),
             customdata=[[int(a), int(b)] for a, b in zip(lay.ravel(), hd.ravel())],  # plain lists: see selected_tile
             mode="markers",
             marker=dict(symbol="square", size=marker, color="rgba(0,0,0,0)"),
@@ -291,32 +305,33 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         )
     )
     if selected is not None and 0 <= selected[0] < n_layer and 0 <= selected[1] < n_head:
-        y0, x0 = selected[0] * step - 0.5, selected[1] * step - 0.5
-        fig.add_shape(type="rect", x0=x0, x1=x0 + s, y0=y0, y1=y0 + s, line=dict(color="#ff4b4b", width=3))
+        y0, x0 = selected[0] * ystep - 0.5, selected[1] * xstep - 0.5
+        fig.add_shape(type="rect", x0=x0, x1=x0 + sk, y0=y0, y1=y0 + sq, line=dict(color="#ff4b4b", width=3))
     hstep = thin(n_head, 32)
     fig.update_xaxes(
         tickmode="array",
-        tickvals=[h * step + centre for h in range(0, n_head, hstep)],
+        tickvals=[h * xstep + xcentre for h in range(0, n_head, hstep)],
         ticktext=[str(h) for h in range(0, n_head, hstep)],
         title_text="head",
         side="top",
         showgrid=False,
         zeroline=False,
         fixedrange=True,
-        range=[-0.5, n_head * step - 1.5],
+        range=[-0.5, n_head * xstep - 1.5],
     )
     lstep = thin(n_layer, 32)
     fig.update_yaxes(
         tickmode="array",
-        tickvals=[layer * step + centre for layer in range(0, n_layer, lstep)],
+        tickvals=[layer * ystep + ycentre for layer in range(0, n_layer, lstep)],
         ticktext=[str(layer) for layer in range(0, n_layer, lstep)],
         title_text="layer",
         showgrid=False,
         zeroline=False,
         fixedrange=True,
-        range=[n_layer * step - 1.5, -0.5],
+        range=[n_layer * ystep - 1.5, -0.5],
     )
-    pooled_note = f" · each head pooled to {s}×{s} blocks of tokens" if s < trace.n_tokens else ""
+    shrunk = sq < trace.n_tokens or sk < trace.n_keys
+    pooled_note = f" · each head pooled to {sq}×{sk} blocks of tokens" if shrunk else ""
     on_paper(fig)
     fig.update_layout(
         meta={"figure": "overview", "stage": stage},

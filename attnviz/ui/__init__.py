@@ -15,6 +15,7 @@ from .state import (
     FILL_IDS,
     FILL_LABELS,
     INPUT_LABELS,
+    PARTS,
     SOURCES,
     STAGE_HELP,
     URL,
@@ -30,7 +31,7 @@ from .state import (
 from .widgets import head_picker, scroll_to, section, stage_picker, token_window
 
 __all__ = [
-    "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
+    "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
     "Selection", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker", "max_tokens",
     "module_preview", "module_settings", "scroll_to", "section", "selected_tile", "setup", "sidebar", "stage_picker",
     "text_inputs", "token_window", "trace_of_text", "url_choice",

@@ -13,6 +13,7 @@ from .. import settings
 from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
+from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
 from .state import Selection, max_tokens, text_inputs
@@ -51,6 +52,8 @@ def _compute_trace(model_name: str, module_key: tuple | None, text: str, options
     opts = dict(options)
     if module_key is not None:
         return trace_module(ModuleSource(loaded, **dict(module_key)), text, **opts)
+    if loaded.is_seq2seq:
+        return trace_seq2seq(loaded, text, **opts)
     return trace_pretrained(loaded, text, **opts)
 
 
@@ -61,6 +64,8 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
         st.info("Type a sentence in the sidebar to see its attention.")
         return None
     options = {"pair": pair, "max_tokens": max_tokens(), **options}
+    if src.part is not None:  # an encoder-decoder: its decoder reads the target (empty: generated greedily)
+        options["target"] = (st.session_state.get("target") or "").strip() or None
     if src.is_module:
         dropped = sorted(k for k in options if k not in MODULE_OPTIONS and options[k] not in (None, True, ()))
         if dropped:
@@ -74,6 +79,8 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     except AttnvizError as e:
         st.error(str(e))
         return None
+    if isinstance(tr, Seq2SeqTrace):
+        tr = tr.part(src.part)
     shown = st.session_state.setdefault("_notes_shown", set())
     for note in tr.notes:  # a page may fetch several traces of one text: say each thing once
         if note not in shown:

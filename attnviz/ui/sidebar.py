@@ -9,7 +9,7 @@ from ..errors import AttnvizError
 from ..hf import BUNDLED, LoadedModel
 from ..scratch import INPUTS, WEIGHTS, ModuleSource
 from .data import get_model
-from .state import DEFAULT_TEXT, INPUT_LABELS, SOURCES, URL, WEIGHT_LABELS, Selection, url_choice
+from .state import DEFAULT_TEXT, INPUT_LABELS, PARTS, SOURCES, URL, WEIGHT_LABELS, Selection, url_choice
 
 
 def sidebar() -> Selection:
@@ -46,17 +46,28 @@ def sidebar() -> Selection:
                 or BUNDLED
             )
         loaded = _load_or_fallback(name)
+        part = seq2seq_settings() if loaded.is_seq2seq and kind != "module" else None
+        n_layer = loaded.layers_per_role[part] if part else loaded.n_layer
         layer = 0
-        if loaded.n_layer > 1:
+        if n_layer > 1:
             what = "Layer (inputs / weights taken from)" if kind == "module" else "Layer"
             # no explicit value: the overview's tile click sets this key, and a default value as well would log
             # a warning with a stack trace on every click (the default is min_value, 0, all the same)
-            layer = st.slider(what, 0, loaded.n_layer - 1, key="layer", bind=URL, help="Layer 0 is nearest the input.")
+            layer = st.slider(what, 0, n_layer - 1, key="layer", bind=URL, help="Layer 0 is nearest the input.")
         module = module_settings(loaded, layer) if kind == "module" else None
-    src = Selection(loaded, module, layer)
+    src = Selection(loaded, module, layer, part)
     st.session_state["_source"] = src
     st.session_state["_notes_shown"] = set()  # notes are shown once per run
     return src
+
+
+def seq2seq_settings() -> str:
+    """For an encoder-decoder model: the decoder's text and which of the three attentions to show."""
+    st.text_input(
+        "Target text (decoder)", value="", key="target", bind=URL, placeholder="empty: the model writes one",
+        help="What the decoder reads, fed as in training (shifted right by one). Empty: generated greedily.",
+    )  # fmt: skip
+    return url_choice(st.radio, "Attention", PARTS, key="part")
 
 
 def current() -> Selection:

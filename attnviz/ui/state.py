@@ -15,6 +15,12 @@ from ..scratch import ModuleSource
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 
 
+#: The three attentions of an encoder-decoder model.
+PARTS = {
+    "encoder": "encoder (source → source)",
+    "decoder": "decoder (target → target, causal)",
+    "cross": "cross (target → source)",
+}
 SOURCES = {"bundled": "Bundled model", "hub": "Hugging Face model", "module": "Our module"}
 
 
@@ -148,6 +154,7 @@ class Selection:
     model: LoadedModel
     module: tuple | None  # sorted ModuleSource kwargs, or None for the pretrained model itself
     layer: int  # the base model's layer (for our module: where its inputs / copied weights come from)
+    part: str | None = None  # encoder-decoder models: which attention, "encoder", "decoder" or "cross"
 
     @property
     def is_module(self) -> bool:
