@@ -17,6 +17,8 @@ if tr is None:
     st.stop()
 layer = src.trace_layer
 where = "our module (a single layer)" if src.is_module else f"layer {layer}"
+if src.part:  # an encoder-decoder model: say which of its three attentions
+    where = f"the {src.part} attention, {where}"
 stage = ui.stage_picker(tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 
