@@ -25,6 +25,9 @@ class ModuleSource:
     inputs:  "embeddings" (what enters the base model's layer 0), "hidden" (what enters `layer`),
              or "random" (seeded N(0, 1) vectors, one per token).
     weights: "random" (seeded, the same in every process) or "pretrained" (copied from `layer`).
+    cross:   False: self-attention over the sentence. True: cross-attention, queries from the sentence and keys
+             and values from the second sentence (or, without one, `n_keys` seeded vectors).
+    valid_keys: with cross, only the first valid_keys keys are visible (the rest are padding), as valid lengths do.
     Tokens always come from the base model's tokenizer.
     """
 
@@ -36,6 +39,9 @@ class ModuleSource:
     inputs: str = "embeddings"
     weights: str = "random"
     layer: int = 0
+    cross: bool = False
+    n_keys: int = 6
+    valid_keys: int | None = None
 
     def resolved(self) -> tuple[int, int]:
         d_model = self.base.d_model if self.d_model is None else int(self.d_model)
@@ -67,13 +73,14 @@ class ModuleSource:
         d_model, n_head = self.resolved()
         w = f"weights of layer {self.layer}" if self.weights == "pretrained" else f"random weights (seed {self.seed})"
         src = {"embeddings": "embedding", "hidden": f"layer {self.layer}", "random": f"random (seed {self.seed})"}
-        return f"attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head}), {w}, {src[self.inputs]} inputs"
+        mode = ", cross-attention" if self.cross else ""
+        return f"attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head}), {w}, {src[self.inputs]} inputs{mode}"
 
     @property
     def mirrors_layer(self) -> bool:
         """True when the module should reproduce pretrained layer `layer`: its weights on its inputs."""
         same_inputs = self.inputs == "hidden" or (self.inputs == "embeddings" and self.layer == 0)
-        return self.weights == "pretrained" and same_inputs
+        return self.weights == "pretrained" and same_inputs and not self.cross
 
     def snippet(self, text: str) -> str:
         """Python that reproduces this view outside the dashboard."""
@@ -131,6 +138,28 @@ def input_vectors(src: ModuleSource, text: str, pair=None, max_tokens=None):
     return attention_inputs(src.base, text, layer, pair=pair, max_tokens=max_tokens)
 
 
+def key_vectors(src: ModuleSource, pair, max_tokens) -> tuple[torch.Tensor, list[str]]:
+    """Cross-attention's keys and values: the second sentence's vectors, or `n_keys` seeded vectors."""
+    if pair is not None and str(pair).strip():
+        x, tokens, _ = input_vectors(src, str(pair), None, max_tokens)
+        return x, tokens
+    d_model, _ = src.resolved()
+    n = max(1, int(src.n_keys))
+    return seeded_vectors(n, d_model, src.seed + 1), [f"k{i}" for i in range(n)]
+
+
+def _visible(n_query: int, keys: list[str], hide, valid_keys) -> torch.Tensor:
+    """[query, key] bool: keys not hidden and within the valid length."""
+    mask = torch.ones(n_query, len(keys), dtype=torch.bool)
+    hide = sorted({int(i) for i in hide})
+    if any(not 0 <= i < len(keys) for i in hide):
+        raise InputError(f"Cannot hide positions outside 0..{len(keys) - 1}.")
+    mask[:, hide] = False
+    if valid_keys is not None:
+        mask[:, max(0, int(valid_keys)) :] = False
+    return mask
+
+
 def trace_module(
     src: ModuleSource,
     text: str,
@@ -142,23 +171,23 @@ def trace_module(
     fill: float | None = None,
     max_tokens: int | None = None,
 ) -> AttentionTrace:
-    """Run our module as self-attention over the sentence's vectors; a one-layer AttentionTrace."""
+    """Run our module over the sentence's vectors (self-attention, or cross-attention with `src.cross`)."""
     module = src.build()
-    x, tokens, notes = input_vectors(src, text, pair, max_tokens)
-    T = len(tokens)
-    mask = torch.ones(T, T, dtype=torch.bool)
-    hide = tuple(sorted({int(i) for i in hide}))
-    if any(not 0 <= i < T for i in hide):
-        raise InputError(f"Cannot hide positions outside 0..{T - 1}.")
-    mask[:, list(hide)] = False
+    x, tokens, notes = input_vectors(src, text, None if src.cross else pair, max_tokens)
+    kv, key_tokens = key_vectors(src, pair, max_tokens) if src.cross else (x, tokens)
+    mask = _visible(len(tokens), key_tokens, hide, src.valid_keys if src.cross else None)
     fill = DEFAULT_FILL if fill is None else float(fill)
     scale = None if scale is None else check_scale(scale)
     with torch.inference_mode():
-        full_mask = module.build_mask(1, T, T, mask, causal=causal)[0, 0]  # exactly the mask forward applies
-        qh, kh, _ = module.project(x[None], x[None], x[None])  # [1, head, T, d_head]
+        full_mask = module.build_mask(1, len(tokens), len(key_tokens), mask, causal=causal)[
+            0, 0
+        ]  # what forward applies
+        qh, kh, _ = module.project(x[None], kv[None], kv[None])  # [1, head, T, d_head]
     used_scale = default_scale(module.d_head) if scale is None else scale
     causal_used = module.causal if causal is None else causal
-    options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hide, scale=scale, fill=fill).items()))
+    hidden = tuple(sorted({int(i) for i in hide}))
+    options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hidden, scale=scale, fill=fill).items()))
     record = LayerRecord(qh[0], kh[0], used_scale, full_mask, fill)
     provenance = Provenance(model=src.describe(), kind="module", options=options)
-    return AttentionTrace(tokens, records=(record,), d_head=module.d_head, provenance=provenance, notes=tuple(notes))
+    return AttentionTrace(tokens, records=(record,), key_tokens=key_tokens, d_head=module.d_head,
+                          provenance=provenance, notes=tuple(notes))  # fmt: skip

@@ -112,6 +112,14 @@ def module_settings(loaded: LoadedModel, layer: int) -> tuple:
         seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="m_seed", bind=URL)
     else:
         bias, seed = True, 0
+    cross = st.toggle(
+        "Cross-attention", key="m_cross", bind=URL,
+        help="Queries from the sentence; keys and values from the second sentence (without one: 6 seeded vectors).",
+    )  # fmt: skip
+    valid = 0
+    if cross:
+        valid = st.number_input("Valid keys (0 = all)", 0, 4096, 0, key="m_valid", bind=URL,
+                                help="Keys after the first N are padding: no query may attend them.")  # fmt: skip
     cfg = dict(
         d_model=int(d_model),
         n_head=int(n_head),
@@ -120,6 +128,8 @@ def module_settings(loaded: LoadedModel, layer: int) -> tuple:
         inputs=inputs,
         weights=weights,
         layer=layer,
+        cross=bool(cross),
+        valid_keys=int(valid) or None,
     )
     return tuple(sorted(cfg.items()))
 

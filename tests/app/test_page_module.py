@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import figures, heatmaps, run_page, texts, z_arrays
+from helpers import array, figures, heatmaps, run_page, texts, z_arrays
 
 PAGE = "app_pages/module.py"
 
@@ -84,3 +84,12 @@ def test_preview_of_a_model_whose_layers_cannot_be_copied_uses_random_weights(ti
     assert figures(at)["head_grid"], "still shows the module's heads"
     assert not at.metric, "no parity claim without copied weights"
     assert any("preview: our module with random weights" in i for i in texts(at, "info"))
+
+
+def test_cross_attention_mode_draws_sentence_queries_over_second_sentence_keys():
+    at = run_page(PAGE, source="module", m_inputs="random", m_cross=True, m_valid=2,
+                  text="The cat sat on the mat.", pair="A dog ran")  # fmt: skip
+    assert not at.exception and not at.error
+    z = array(figures(at)["head_detail"]["data"][0]["z"])
+    assert z.shape == (9, 5)  # [CLS] the cat sat on the mat . [SEP] over [CLS] a dog ran [SEP]
+    assert (z[:, 2:] == 0).all() and np.allclose(z.sum(-1), 1, atol=1e-5)  # only 2 valid keys
