@@ -16,6 +16,10 @@ PAGES = [
     st.Page("app_pages/rollout.py", title="Rollout", icon=":material/account_tree:"),
     st.Page("app_pages/neuron.py", title="Neuron view", icon=":material/hub:"),
     st.Page("app_pages/scores.py", title="Score functions", icon=":material/calculate:"),
+    st.Page("app_pages/words.py", title="Words", icon=":material/text_fields:"),
+    st.Page("app_pages/pairs.py", title="Sentence pairs", icon=":material/compare_arrows:"),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/difference:"),
+    st.Page("app_pages/export.py", title="Export", icon=":material/download:"),
 ]
 page = st.navigation(PAGES)
 ui.sidebar()

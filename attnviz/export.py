@@ -1,17 +1,33 @@
-"""Downloads: one layer of a trace as CSV (for spreadsheets) or .npz (for numpy), every stage it has.
+"""Downloads: one layer as CSV or .npz; the whole trace as .npz with its provenance; a view as one HTML file.
 
-Pure functions returning bytes, so pages can hand them to a download button and tests can read them back.
+Pure functions returning bytes or text, so pages can hand them to a download button and tests can read them back.
+
+The whole-trace .npz (`trace_npz`) holds every stage of every layer as [layer, head, query, key] float32, what
+they are made from (scale, fill, mask, bias, softcap, sinks per layer) and a JSON record (`provenance.json`)
+of what produced it. `load_npz` rebuilds an AttentionTrace from the saved scores with the saved scale, mask
+and fill, through the same stage function, so its arrays equal the saved ones (checked on load; a trace saved
+on a GPU and reopened on a CPU may differ in the last bits, and the trace's notes then say by how much).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import io
+import json
+import platform
 import re
+from importlib import metadata
 
 import numpy as np
+import torch
 
-from .errors import check_index
-from .trace import AttentionTrace
+from .errors import InputError, check_index
+from .plots.common import print_ready
+from .trace import AttentionTrace, LayerRecord, Provenance
+
+NPZ_FORMAT = "attnviz-trace/1"
+VERSIONED = ("attnviz", "torch", "transformers", "numpy", "plotly", "streamlit")
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CSV_MAX_CELLS = 500_000  # about 30 MB of CSV and a few seconds; beyond that offer .npz only
@@ -27,11 +43,15 @@ def _cell(token: str) -> str:
     return "'" + token if len(token) > 1 and token.startswith(_FORMULA_START) else token
 
 
+def model_slug(trace: AttentionTrace) -> str:
+    """The model's name as a file-name part ("module" for our module), safe for every file system."""
+    name = "module" if trace.provenance.kind == "module" else trace.model_name.split(" (")[0]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60] or "trace"
+
+
 def file_name(trace: AttentionTrace, layer: int, ext: str) -> str:
     """attnviz_<model>_layer<k>.<ext>, safe for every file system."""
-    name = "module" if trace.provenance.kind == "module" else trace.model_name.split(" (")[0]
-    model = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60]
-    return f"attnviz_{model or 'trace'}_layer{layer}.{ext}"
+    return f"attnviz_{model_slug(trace)}_layer{layer}.{ext}"
 
 
 def layer_csv(trace: AttentionTrace, layer: int) -> bytes:
@@ -72,3 +92,162 @@ def layer_npz(trace: AttentionTrace, layer: int) -> bytes:
     buf = io.BytesIO()
     np.savez_compressed(buf, **out)
     return buf.getvalue()
+
+
+# --- the whole trace: .npz with a JSON record ------------------------------------------------------------
+
+
+def versions() -> dict:
+    """Installed versions of the packages a trace depends on (attnviz from the checkout when not installed)."""
+    from . import __version__
+
+    out = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = __version__ if name == "attnviz" else "not installed"
+    return out
+
+
+def provenance_record(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> dict:
+    """Everything needed to reproduce `trace`, JSON-ready: model, revision, attention implementation, dtype,
+    device, scale and fill per layer, the options (mask experiments), versions, input text, tokens and ids."""
+    p = trace.provenance
+    return {
+        "format": NPZ_FORMAT,
+        "model": p.model,
+        "kind": p.kind,
+        "revision": p.revision,
+        "attn_implementation": p.attn_implementation,
+        "dtype": p.dtype,
+        "device": p.device,
+        "options": [[k, _jsonable(v)] for k, v in p.options],
+        "scale": None if trace.weights_only else [float(x) for x in trace.scale],
+        "fill": None if trace.weights_only else [float(x) for x in trace.fill],
+        "text": text,
+        "pair": pair,
+        "tokens": list(trace.tokens),
+        "key_tokens": list(trace.key_tokens),
+        "input_ids": [int(i) for i in p.input_ids],
+        "n_dropped": p.n_dropped,
+        "d_head": trace.d_head,
+        "weights_only": trace.weights_only,
+        "notes": list(trace.notes),
+        "versions": versions(),
+    }
+
+
+def record_value(v) -> str:
+    """One value of a provenance record as text for a table: strings as they are, the rest as JSON."""
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+def _jsonable(v):
+    if isinstance(v, (tuple, list)):
+        return [_jsonable(x) for x in v]
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _tupled(v):
+    return tuple(_tupled(x) for x in v) if isinstance(v, list) else v
+
+
+def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> bytes:
+    """The whole trace as .npz: every stage [layer, head, query, key], what they are made from, provenance.json.
+
+    Needs every layer's stages at once: a 512-token, 6 x 12 trace is about 300 MB before compression.
+    """
+    record = provenance_record(trace, text, pair)
+    out = {"provenance.json": np.array(json.dumps(record, ensure_ascii=False))}
+    for name in trace.stages:
+        out[name] = np.asarray(trace.stage(name), np.float32)
+    if not trace.weights_only:
+        out["mask"] = trace.mask
+        for i, r in enumerate(trace.records):
+            for part in ("bias", "sinks"):
+                if getattr(r, part) is not None:
+                    out[f"{part}_{i}"] = getattr(r, part).detach().float().cpu().numpy()
+            if r.softcap is not None:
+                out[f"softcap_{i}"] = np.array(r.softcap, np.float64)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **out)
+    return buf.getvalue()
+
+
+def read_npz(data: bytes) -> tuple[dict, dict]:
+    """(JSON record, arrays) of a file written by `trace_npz`; an InputError for anything else."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        record = json.loads(str(arrays.pop("provenance.json")))
+    except Exception as e:  # noqa: BLE001 - any unreadable upload is the user's file, not our bug
+        raise InputError(f"This is not an attnviz trace file (.npz from the Export page): {e}") from None
+    if record.get("format") != NPZ_FORMAT:
+        raise InputError(f"Unknown trace file format {record.get('format')!r}; expected {NPZ_FORMAT}.")
+    return record, arrays
+
+
+def load_npz(data: bytes) -> AttentionTrace:
+    """The trace saved by `trace_npz`, rebuilt from its scores, scale, mask and fill (or its weights)."""
+    rec, arrays = read_npz(data)
+    names = {f.name for f in dataclasses.fields(Provenance)}
+    fields = {k: v for k, v in rec.items() if k in names}
+    fields.update(options=tuple((k, _tupled(v)) for k, v in rec["options"]), input_ids=tuple(rec["input_ids"]))
+    common = dict(key_tokens=rec["key_tokens"], d_head=rec["d_head"], provenance=Provenance(**fields))
+    if rec["weights_only"]:
+        return AttentionTrace(rec["tokens"], stored_weights=arrays["weights"], notes=rec["notes"], **common)
+    records = tuple(_layer_record(arrays, rec, i) for i in range(arrays["scores"].shape[0]))
+    trace = AttentionTrace(rec["tokens"], records=records, notes=rec["notes"], **common)
+    gap = max(
+        float(np.max(np.abs(trace.layer(i).weights - arrays["weights"][i]), initial=0)) for i in range(len(records))
+    )
+    if gap:
+        note = f"Recomputed on this machine, the weights differ from the saved ones by up to {gap:.1e}."
+        trace = dataclasses.replace(trace, notes=(*trace.notes, note))
+    return trace
+
+
+def _layer_record(arrays: dict, rec: dict, i: int) -> LayerRecord:
+    opt = lambda name: torch.from_numpy(arrays[f"{name}_{i}"].copy()) if f"{name}_{i}" in arrays else None  # noqa: E731
+    softcap = float(arrays[f"softcap_{i}"]) if f"softcap_{i}" in arrays else None
+    return LayerRecord(
+        None, None, rec["scale"][i], torch.from_numpy(arrays["mask"][i].copy()), rec["fill"][i],
+        bias=opt("bias"), scores=torch.from_numpy(arrays["scores"][i].copy()), softcap=softcap, sinks=opt("sinks"),
+    )  # fmt: skip
+
+
+def trace_file_name(trace: AttentionTrace, page: str, ext: str, layer: int | None = None) -> str:
+    """attnviz_<page>_<model>[_layer<k>].<ext>: names the page, the model and (when one is shown) the layer."""
+    page = re.sub(r"[^A-Za-z0-9_.-]+", "-", page).strip("-.") or "view"
+    return f"attnviz_{page}_{model_slug(trace)}" + ("" if layer is None else f"_layer{layer}") + f".{ext}"
+
+
+# --- a view as one HTML file ---------------------------------------------------------------------------------
+
+_HTML = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:sans-serif;background:#fff;color:#111;margin:2em}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}}
+</style></head><body><h1>{title}</h1>
+{figures}
+<h2>Provenance</h2><table>{rows}</table>
+<p>Made with attnviz. This file works offline: plotly.js and every figure's data are inside it.</p>
+</body></html>
+"""
+
+
+def view_html(figures, title: str, provenance: dict) -> str:
+    """A self-contained HTML page: the figures (plotly.js and their data inline, no server, no network) on a
+    white background, then the provenance record as a table. Tokens and values are escaped."""
+    import plotly.io as pio
+
+    parts = [
+        pio.to_html(print_ready(fig), include_plotlyjs=(i == 0), full_html=False, include_mathjax=False)
+        for i, fig in enumerate(figures)
+    ]
+    rows = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(json.dumps(v, ensure_ascii=False))}</td></tr>"
+        for k, v in provenance.items()
+    )
+    return _HTML.format(title=html.escape(title), figures="\n".join(parts), rows=rows)

@@ -60,13 +60,19 @@ def thin(n: int, most: int) -> int:
     return max(1, math.ceil(n / most))
 
 
-def chart_config(*parts) -> dict:
-    """Plotly modebar config: the camera button saves a PNG named after what it shows (attnviz_layer2_head3_weights)."""
+IMAGE_FORMATS = ("png", "svg")
+PRINT_BACKGROUND, PRINT_TEXT = "#ffffff", "#111111"
+
+
+def chart_config(*parts, fmt: str = "png") -> dict:
+    """Plotly modebar config: the camera button saves an image (`fmt`: png or svg) named after what it shows
+    (attnviz_layer2_head3_weights)."""
     name = "_".join(["attnviz", *(str(p) for p in parts if p not in (None, ""))])
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:120]
+    fmt = fmt if fmt in IMAGE_FORMATS else "png"
     return {
         "displaylogo": False,
-        "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2},
+        "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2 if fmt == "png" else 1},
         "modeBarButtonsToRemove": ["lasso2d", "select2d"],
     }
 
@@ -143,3 +149,14 @@ def colorbar(title: str, x: float = 1.0) -> dict:
 
 def weights_axis(x: float = 1.0, title: str = "weight") -> dict:
     return dict(colorscale=WEIGHTS_SCALE, cmin=0.0, cmax=1.0, colorbar=colorbar(title, x))
+
+
+def print_ready(fig):
+    """A copy of `fig` with a white background and dark text whatever the dashboard's theme: for files."""
+    import plotly.graph_objects as go
+
+    out = go.Figure(fig)
+    out.update_layout(
+        template="plotly_white", paper_bgcolor=PRINT_BACKGROUND, plot_bgcolor=PRINT_BACKGROUND, font_color=PRINT_TEXT
+    )
+    return out

@@ -1,0 +1,97 @@
+"""Export: the whole trace as .npz with its provenance, a view as one offline HTML file, a saved trace reopened.
+Layout only."""
+
+import streamlit as st
+
+from attnviz import export, ui
+from attnviz.errors import AttnvizError
+from attnviz.plots import heatmaps as hm
+from attnviz.plots.common import chart_config
+
+src = ui.current()
+st.title("Export")
+st.markdown(
+    "Take a trace away and bring it back: the **whole trace** (every layer, every stage) as a numpy `.npz` file "
+    "with a JSON record of what produced it, or the **Heads view** as one HTML file that opens offline in any "
+    "browser, figures and data inside. Every chart's camera icon saves that chart as an image."
+)
+tr = ui.get_trace(src)
+if tr is None:
+    st.stop()
+text, pair = ui.text_inputs()
+layer = src.trace_layer
+record = export.provenance_record(tr, text=text, pair=pair)
+
+
+def provenance_table(rec: dict) -> None:
+    """The record as a two-column table (values as text, so tokens are shown, never interpreted)."""
+    st.table({"field": list(rec), "value": [export.record_value(v) for v in rec.values()]})
+
+
+st.subheader("Provenance", divider="gray")
+st.caption("What produced this trace; the .npz and the HTML file carry the same record.")
+provenance_table(record)
+
+st.subheader("The whole trace (.npz)", divider="gray")
+size_mb = len(tr.stages) * tr.n_layer * tr.n_head * tr.n_tokens * tr.n_keys * 4 / 1e6
+st.markdown(
+    f"Arrays `scores`, `scaled`, `masked`, `weights` of shape [layer, head, query, key] = "
+    f"[{tr.n_layer}, {tr.n_head}, {tr.n_tokens}, {tr.n_keys}] (float32, about {size_mb:,.1f} MB before compression), "
+    "`mask` [layer, query, key] (True = may attend), and `provenance.json`. In Python: "
+    "`attnviz.export.load_npz(open(path, 'rb').read())` gives the trace back; plain `numpy.load` reads the arrays."
+)
+st.download_button(
+    "Download the trace (.npz)",
+    lambda: export.trace_npz(tr, text=text, pair=pair),
+    export.trace_file_name(tr, "trace", "npz"),
+    "application/octet-stream",
+    icon=":material/download:",
+    on_click="ignore",
+)
+
+st.subheader("The Heads view as HTML", divider="gray")
+st.caption(
+    "Every head of the sidebar's layer and one head up close, on a white background, with the provenance table. "
+    "plotly.js is inside the file (about 5 MB): it needs no server and no network."
+)
+stage = ui.stage_picker(tr)
+head = ui.head_picker(src)
+span = hm.window(tr.n_tokens)
+figs = [hm.head_grid(tr, layer, stage, token_range=span), hm.head_detail(tr, layer, head, stage, token_range=span)]
+st.download_button(
+    "Download the view (.html)",
+    lambda: export.view_html(figs, f"attnviz: {tr.model_name}, layer {layer}, {stage}", record).encode("utf-8"),
+    export.trace_file_name(tr, "heads", "html", layer=layer),
+    "text/html",
+    icon=":material/download:",
+    on_click="ignore",
+)
+
+st.subheader("Open a saved trace", divider="gray")
+st.caption("Load an .npz saved here: its heads are shown from the file alone, with the record it carries.")
+upload = st.file_uploader("Trace file (.npz)", type=["npz"], key="ex_upload")
+if upload is not None:
+    try:
+        saved = export.load_npz(upload.getvalue())
+        saved_record, _ = export.read_npz(upload.getvalue())
+    except AttnvizError as e:
+        st.error(str(e))
+        st.stop()
+    for note in saved.notes:
+        st.caption(note)
+    saved_layer = 0
+    if saved.n_layer > 1:
+        saved_layer = st.slider("Layer of the saved trace", 0, saved.n_layer - 1, 0, key="ex_layer")
+    saved_stage = st.segmented_control(
+        "Stage of the saved trace", saved.stages, default="weights", required=True, key="ex_stage"
+    )
+    saved_stage = saved_stage or "weights"
+    grid = hm.head_grid(saved, saved_layer, saved_stage, token_range=hm.window(saved.n_tokens))
+    grid.update_layout(meta={**grid.layout.meta, "figure": "saved_grid"})
+    st.plotly_chart(
+        grid,
+        key="ex_saved_grid",
+        config=chart_config("export", "saved", f"layer{saved_layer}", saved_stage),
+    )
+    with st.expander("Its provenance"):
+        provenance_table(saved_record)

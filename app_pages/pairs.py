@@ -1,0 +1,63 @@
+"""Sentence pairs: where sentence A ends, the four blocks A->A, A->B, B->A, B->B and what crosses. Layout only."""
+
+import streamlit as st
+
+from attnviz import ui
+from attnviz.analysis import pairs as P
+from attnviz.errors import AttnvizError
+from attnviz.plots import headstats as hp
+from attnviz.plots import pairs as pp
+from attnviz.plots.common import chart_config
+
+src = ui.current()
+st.title("Sentence pairs")
+st.markdown(
+    "Models like BERT read two sentences at once (a question and a passage, a premise and a hypothesis). Which "
+    "heads stay inside one sentence, and which ones connect the two? Every head's attention is split into four "
+    "blocks: **A->A** (sentence A reading itself), **A->B**, **B->A** and **B->B**."
+)
+text, pair = ui.text_inputs()
+if pair is None:
+    st.info("Type a **Second sentence** in the sidebar to see how attention moves between two sentences.")
+    st.stop()
+tr = ui.get_trace(src)
+if tr is None:
+    st.stop()
+boundary = P.segment_boundary(tr.tokens)
+rule = "sentence B starts after the first separator token(s) that follow sentence A"
+if boundary is None:  # a tokenizer that joins the pair without a separator: count sentence A's own tokens
+    rule = "sentence B starts after as many tokens as sentence A alone gives (this tokenizer adds no separator)"
+    try:
+        boundary = P.boundary_from_count(len(src.model.tokenizer(text)["input_ids"]), tr.n_tokens)
+    except AttnvizError as e:
+        st.warning(str(e))
+        st.stop()
+end = P.real_length(tr.layer_mask(src.trace_layer), tr.n_tokens)
+st.caption(
+    f"Sentence A: tokens 0–{boundary - 1}, sentence B: tokens {boundary}–{end - 1} ({rule}). "
+    "The dashed line marks the boundary on the heatmap." + (" Padding is left out." if end < tr.n_tokens else "")
+)
+
+layer = src.trace_layer
+where = "our module" if src.is_module else f"layer {layer}"
+w = tr.layer(layer).weights
+shares = P.block_shares(w, boundary, end)
+
+st.subheader(f"The four blocks, every head of {where}", divider="gray")
+st.caption("Each bar: the mean over the block's query rows of the weight they give to the block's keys.")
+st.plotly_chart(pp.block_bars(shares), config=chart_config("pairs", f"layer{layer}", "blocks"))
+st.subheader("Attention crossing between the sentences", divider="gray")
+st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
+st.plotly_chart(pp.crossing_bars(shares["crossing"]), config=chart_config("pairs", f"layer{layer}", "crossing"))
+st.dataframe(
+    [{"head": h, **{k: float(v[h]) for k, v in shares.items()}} for h in range(tr.n_head)],
+    hide_index=True,
+    key="pair_table",
+    column_config={k: st.column_config.NumberColumn(k, format="%.3f") for k in shares},
+)
+
+st.subheader("One head with the boundary", divider="gray")
+head = ui.head_picker(src)
+fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: weights", "pair_head", tr.key_tokens)
+fig.update_layout(shapes=pp.boundary_shapes(boundary, (0, tr.n_tokens)))
+st.plotly_chart(fig, config=chart_config("pairs", f"layer{layer}", f"head{head}"))

@@ -1,0 +1,55 @@
+"""Words: sub-word pieces merged back into whole words (sum over keys, mean over queries). Layout only."""
+
+import streamlit as st
+
+from attnviz import ui
+from attnviz.analysis import heads as H
+from attnviz.analysis import words as W
+from attnviz.plots import headstats as hp
+from attnviz.plots.common import chart_config
+
+src = ui.current()
+st.title("Words")
+st.markdown(
+    "Tokenizers cut rare words into pieces, and attention runs between the pieces. Here the pieces of each word "
+    f"are put back together. {W.RULE}"
+)
+tr = ui.get_trace(src)
+if tr is None:
+    st.stop()
+tok = src.model.tokenizer
+special = H.special_keys(tr, tok.all_special_ids, tok.all_special_tokens)
+detected = W.detect_scheme(tr.tokens)
+options = ["auto", *W.SCHEMES]
+scheme = st.selectbox(
+    "Sub-word convention",
+    options,
+    format_func=lambda s: f"detected: {W.SCHEMES[detected]}" if s == "auto" else W.SCHEMES[s],
+    key="w_scheme",
+)
+scheme = detected if scheme == "auto" else scheme
+groups = W.word_groups(tr.tokens, scheme, special[: tr.n_tokens])
+key_groups = groups if tr.n_keys == tr.n_tokens else W.word_groups(tr.key_tokens, scheme, special)
+labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.key_tokens, key_groups, scheme)
+st.caption(
+    f"{tr.n_tokens} tokens → {len(groups)} words. Special tokens ([CLS], [SEP], <s>, padding) stay words of their own."
+)
+
+layer = src.trace_layer
+where = "our module" if src.is_module else f"layer {layer}"
+head = ui.head_picker(src)
+w = tr.layer(layer).weights
+merged = W.merge_words(w, groups, key_groups)
+left, right = st.columns(2, gap="large")
+with left:
+    st.plotly_chart(
+        hp.weights_matrix(merged[head], labels, f"{where}, head {head}: words", "words_head", key_labels),
+        config=chart_config("words", f"layer{layer}", f"head{head}"),
+    )
+    st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
+with right:
+    st.plotly_chart(
+        hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: tokens", "tokens_head", tr.key_tokens),
+        config=chart_config("tokens", f"layer{layer}", f"head{head}"),
+    )
+    st.caption("The same head between the tokens the model really saw.")

@@ -1,0 +1,91 @@
+"""Compare: two attention patterns of the same shape, head by head (a minimal pair, two models, two layers).
+
+For weights a, b [head, query, key] (the same positions): the difference b - a, and per head how much it
+changed: the mean and the largest |b - a| over cells, and the Jensen-Shannon divergence of each query's row
+(in nats, 0 = the same distribution, at most ln 2), averaged over the rows where either side attends at all.
+Heads are ranked by the measure the caller picks.
+
+Two sentences compare cell by cell only when they have the same number of tokens (a minimal pair, one word
+swapped for another single-token word, usually does); otherwise `check_comparable` says why not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..trace import AttentionTrace
+
+MEASURES = {
+    "mean_abs": "mean |difference| over the head's cells",
+    "max_abs": "largest |difference| in the head",
+    "js": "Jensen-Shannon divergence of each query's row (nats), averaged over the rows",
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """b - a per head, and how much each head changed (one [head] array per measure of MEASURES)."""
+
+    diff: np.ndarray  # [head, query, key], b - a
+    change: dict
+
+    def ranked(self, measure: str = "mean_abs") -> list[int]:
+        """Heads, the most changed first."""
+        return [int(h) for h in np.argsort(-self.change[measure], kind="stable")]
+
+    def rows(self, measure: str = "mean_abs") -> list[dict]:
+        """One dict per head in ranked order: the page's table."""
+        return [{"rank": r + 1, "head": h, **{k: float(v[h]) for k, v in self.change.items()}}
+                for r, h in enumerate(self.ranked(measure))]  # fmt: skip
+
+
+def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Jensen-Shannon divergence (nats) between rows of p and q [..., key] (each a distribution; 0 log 0 = 0)."""
+    p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+    m = 0.5 * (p + q)
+
+    def kl(x):
+        ratio = np.divide(x, m, out=np.ones_like(x), where=(x > 0) & (m > 0))
+        return (x * np.log(ratio)).sum(axis=-1)
+
+    return 0.5 * kl(p) + 0.5 * kl(q)
+
+
+def compare_layers(a: np.ndarray, b: np.ndarray) -> Comparison:
+    """Head-by-head comparison of weights a and b [head, query, key] of the same shape."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        raise InputError(f"Cannot compare attention of shapes {a.shape} and {b.shape}: heads and tokens must match.")
+    diff = b - a
+    flat = np.abs(diff).reshape(diff.shape[0], -1)
+    js = js_divergence(a, b)  # [head, query]
+    live = (a.sum(-1) > 0) | (b.sum(-1) > 0)  # rows that attend somewhere (fully masked rows are all 0)
+    js_mean = np.array([js[h][live[h]].mean() if live[h].any() else 0.0 for h in range(js.shape[0])])
+    change = {"mean_abs": flat.mean(axis=1), "max_abs": flat.max(axis=1), "js": js_mean}
+    return Comparison(diff, change)
+
+
+def check_comparable(a: AttentionTrace, b: AttentionTrace, what: str = "two sentences") -> None:
+    """An InputError saying why two traces cannot be compared cell by cell (token counts or heads differ)."""
+    if (a.n_tokens, a.n_keys) != (b.n_tokens, b.n_keys):
+        raise InputError(
+            f"The {what} give {a.n_tokens} and {b.n_tokens} tokens: a cell-by-cell difference needs the same "
+            "positions. Use a minimal pair (swap one word for another that is also a single token)."
+        )
+    if a.n_head != b.n_head:
+        raise InputError(f"The {what} have {a.n_head} and {b.n_head} heads: heads cannot be paired.")
+
+
+def compare_traces(a: AttentionTrace, b: AttentionTrace, layer_a: int, layer_b: int | None = None,
+                   what: str = "two sentences") -> Comparison:  # fmt: skip
+    """Compare layer_a of trace a with layer_b (default the same) of trace b, after `check_comparable`."""
+    check_comparable(a, b, what)
+    return compare_layers(a.layer(layer_a).weights, b.layer(layer_a if layer_b is None else layer_b).weights)
+
+
+def changed_tokens(a: AttentionTrace, b: AttentionTrace) -> list[int]:
+    """Positions where the two traces' tokens differ (the swapped word of a minimal pair)."""
+    return [i for i, (x, y) in enumerate(zip(a.tokens, b.tokens)) if x != y]

@@ -1,0 +1,76 @@
+"""Sentence pairs: where sentence A ends, and how much attention stays inside each sentence or crosses over.
+
+A trace does not keep the token_type_ids, so the boundary is read back from the tokens (`segment_boundary`):
+sentence B starts right after the first run of separator tokens that follows sentence A. For BERT,
+[CLS] A [SEP] B [SEP]: A is [CLS] .. the first [SEP] (the segment the model gives token type 0), B the rest
+with its final [SEP]. RoBERTa's <s> A </s></s> B </s> puts both middle </s> in A. Tokenizers that join a pair
+with no separator (GPT-2) give no boundary here: count sentence A's tokens instead (`boundary_from_count`).
+
+`block_shares` splits each head's attention into four blocks, X->Y = the mean over queries in X of the weight
+they give to keys in Y (so A->A + A->B = 1 and B->A + B->B = 1 for rows that sum to 1), and the crossing
+share: of all the attention the real (not padding) queries give, the fraction that goes to the other sentence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..trace import AttentionTrace
+
+SEPARATORS = ("[SEP]", "</s>", "<|endoftext|>", "<eos>", "<sep>", "<|eot_id|>")
+BLOCKS = ("A->A", "A->B", "B->A", "B->B")
+
+
+def pair_text(trace: AttentionTrace) -> str | None:
+    """The second sentence the trace was made with (its options), or None."""
+    return dict(trace.options).get("pair") or None
+
+
+def segment_boundary(tokens, separators=SEPARATORS) -> int | None:
+    """The first position of sentence B: after the first run of separators that follows at least one other token.
+
+    None when no separator has a token after it (a single sentence, or a pair joined without separators).
+    """
+    tokens = [str(t) for t in tokens]
+    for i in range(1, len(tokens)):
+        if tokens[i] in separators:
+            j = i
+            while j < len(tokens) and tokens[j] in separators:
+                j += 1
+            return j if j < len(tokens) else None
+    return None
+
+
+def boundary_from_count(n_first: int, n_tokens: int) -> int:
+    """The boundary when sentence A is known to be `n_first` tokens long (e.g. counted by re-tokenizing it)."""
+    if not 0 < n_first < n_tokens:
+        raise InputError(f"Sentence A of {n_first} tokens leaves no sentence B in {n_tokens} tokens.")
+    return int(n_first)
+
+
+def real_length(mask: np.ndarray | None, n_tokens: int) -> int:
+    """Tokens before any trailing padding: the last key that some query may attend, plus one."""
+    if mask is None:
+        return n_tokens
+    seen = np.flatnonzero(np.asarray(mask, bool).any(axis=0))
+    return int(seen[-1]) + 1 if seen.size else n_tokens
+
+
+def block_shares(weights: np.ndarray, boundary: int, end: int | None = None) -> dict:
+    """Per head: the four blocks' mean row shares and the crossing share. weights [head, query, key].
+
+    Tokens 0..boundary-1 are sentence A, boundary..end-1 sentence B; positions from `end` on (padding) are left
+    out as queries and as keys. Returns {"A->A": [head], ..., "crossing": [head]}.
+    """
+    w = np.asarray(weights, np.float64)
+    end = w.shape[-1] if end is None else int(end)
+    if not 0 < boundary < end:
+        raise InputError(f"The boundary {boundary} must fall inside the {end} tokens of the pair.")
+    a, b = slice(0, boundary), slice(boundary, end)
+    out = {}
+    for name, (rows, cols) in zip(BLOCKS, [(a, a), (a, b), (b, a), (b, b)]):
+        out[name] = w[:, rows, cols].sum(axis=-1).mean(axis=-1)
+    n_a, n_b = boundary, end - boundary
+    out["crossing"] = (out["A->B"] * n_a + out["B->A"] * n_b) / (n_a + n_b)
+    return out

@@ -1,0 +1,49 @@
+"""Figures of the Compare page: per-head difference heatmaps on one diverging scale centred at 0."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import DIFF_SCALE, escape, f32, symmetric_range
+from .heatmaps import MAX_TICKS, ticks
+
+
+def diff_grid(diff: np.ndarray, tokens, title: str, order=None, cols: int = 4, labels=None) -> go.Figure:
+    """Every head's b - a [head, query, key] as a heatmap, ONE colour range -r..r (zmid 0), heads in `order`.
+
+    labels: hover names of the heads (e.g. "head 3, rank 1"); tokens label the axes (the first text's tokens).
+    """
+    d = f32(diff)
+    n_head, n = d.shape[0], d.shape[1]
+    order = list(range(n_head)) if order is None else list(order)
+    labels = [f"head {h}" for h in order] if labels is None else labels
+    cols = max(1, min(cols, n_head))
+    rows = math.ceil(n_head / cols)
+    r = symmetric_range(d) or 1e-9
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[escape(s) for s in labels], shared_xaxes=True,
+                        shared_yaxes=True, horizontal_spacing=0.02, vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0)  # fmt: skip
+    for i, h in enumerate(order):
+        fig.add_trace(
+            go.Heatmap(
+                z=d[h], x0=0, dx=1, y0=0, dy=1, colorscale=DIFF_SCALE, zmin=-r, zmax=r, zmid=0.0,
+                showscale=i == 0, colorbar=dict(title=dict(text="b − a", side="right"), thickness=14),
+                hovertemplate=f"head {h}<br>query %{{y}} · key %{{x}}<br>b − a %{{z:.4f}}<extra></extra>",
+            ),
+            row=i // cols + 1, col=i % cols + 1,
+        )  # fmt: skip
+    tk = ticks(tokens, 0, n, MAX_TICKS // 2)
+    fig.update_xaxes(**tk, showticklabels=False, showgrid=False, range=[-0.5, n - 0.5])
+    fig.update_yaxes(**tk, tickfont_size=9, showgrid=False, range=[n - 0.5, -0.5])
+    fig.update_annotations(font_size=12)
+    panel = max(160, min(320, 860 // cols))
+    fig.update_layout(
+        title=dict(text=escape(title), font_size=14, x=0, xanchor="left"),
+        height=rows * panel + 100,
+        margin=dict(l=100, r=10, t=60, b=10),
+        meta={"figure": "diff_grid", "order": order},
+    )
+    return fig

@@ -1,0 +1,62 @@
+"""Figures of the Sentence pairs page, and the boundary line any heatmap can draw (`boundary_shapes`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import f32
+
+BOUNDARY_COLOUR = "#ff4b4b"  # visible on Viridis and on the diverging scales, in both themes
+BLOCK_COLOURS = {"A->A": "#4c78a8", "A->B": "#f58518", "B->A": "#e45756", "B->B": "#72b7b2"}
+
+
+def boundary_shapes(boundary: int | None, span=None, xref: str = "x", yref: str = "y") -> list[dict]:
+    """Plotly shapes marking where sentence A ends on a [query, key] heatmap drawn at token positions.
+
+    Two lines between positions boundary-1 and boundary: a vertical one (keys) and a horizontal one (queries).
+    span: the (start, stop) token window the heatmap draws (positions are absolute, as on the Heads page); no
+    shapes when the boundary falls outside it. xref/yref name a subplot's axes ("x3", "y3").
+    Add with `fig.update_layout(shapes=[*fig.layout.shapes, *boundary_shapes(...)])` or `fig.add_shape(**s)`.
+    """
+    if boundary is None:
+        return []
+    start, stop = (0, boundary + 1) if span is None else (int(span[0]), int(span[1]))
+    if not start < boundary < stop:
+        return []
+    at, lo, hi = boundary - 0.5, start - 0.5, stop - 0.5
+    line = dict(color=BOUNDARY_COLOUR, width=2, dash="dash")
+    return [
+        dict(type="line", x0=at, x1=at, y0=lo, y1=hi, xref=xref, yref=yref, line=line, name="end of sentence A"),
+        dict(type="line", x0=lo, x1=hi, y0=at, y1=at, xref=xref, yref=yref, line=line, name="end of sentence A"),
+    ]
+
+
+def block_bars(shares: dict, blocks=("A->A", "A->B", "B->A", "B->B")) -> go.Figure:
+    """Per head, the mean share of each block (grouped bars), on a 0..1 axis."""
+    n_head = len(next(iter(shares.values())))
+    heads = list(range(n_head))
+    fig = go.Figure([go.Bar(name=b, x=heads, y=f32(shares[b]), marker_color=BLOCK_COLOURS[b]) for b in blocks])
+    fig.update_layout(
+        barmode="group",
+        xaxis=dict(title="head", tickmode="array", tickvals=heads),
+        yaxis=dict(title="mean share of a row", range=[0, 1]),
+        height=360,
+        margin=dict(l=60, r=20, t=30, b=50),
+        meta={"figure": "pair_blocks"},
+    )
+    return fig
+
+
+def crossing_bars(crossing: np.ndarray) -> go.Figure:
+    """Per head, the share of all attention that crosses between the sentences."""
+    heads = list(range(len(crossing)))
+    fig = go.Figure(go.Bar(x=heads, y=f32(crossing), marker_color=BLOCK_COLOURS["A->B"], name="crossing"))
+    fig.update_layout(
+        xaxis=dict(title="head", tickmode="array", tickvals=heads),
+        yaxis=dict(title="share crossing between A and B", range=[0, 1]),
+        height=300,
+        margin=dict(l=60, r=20, t=30, b=50),
+        meta={"figure": "pair_crossing"},
+    )
+    return fig

@@ -1,0 +1,99 @@
+"""The whole trace as .npz with provenance, loaded back exactly; a view as one self-contained HTML file."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from helpers import array, make_trace
+
+import attnviz
+from attnviz import export
+from attnviz.errors import InputError
+from attnviz.plots import heatmaps
+from attnviz.trace import AttentionTrace, LayerRecord, Provenance
+
+TEXT = "The cat sat on the mat."
+
+
+def _same_arrays(a: AttentionTrace, b: AttentionTrace) -> None:
+    assert a.tokens == b.tokens and a.key_tokens == b.key_tokens and a.stages == b.stages
+    for name in a.stages:
+        assert np.array_equal(a.stage(name), b.stage(name)), name  # bit for bit, NaN-free stages
+    if not a.weights_only:
+        assert np.array_equal(a.mask, b.mask) and np.array_equal(a.scale, b.scale) and np.array_equal(a.fill, b.fill)
+
+
+@pytest.fixture(scope="module")
+def bundled_trace(bundled):
+    return attnviz.trace(bundled, TEXT, pair="It was tired.", pad_to=16, causal=True, fill=float("-inf"))
+
+
+def test_npz_of_a_pretrained_trace_loads_back_identical_with_its_provenance(bundled_trace):
+    tr = bundled_trace
+    data = export.trace_npz(tr, text=TEXT, pair="It was tired.")
+    back = export.load_npz(data)
+    _same_arrays(tr, back)
+    assert back.provenance == tr.provenance  # model, revision, dtype, device, implementation, options, ids
+    assert not back.notes or back.notes == tr.notes
+    with np.load(io.BytesIO(data)) as z:
+        assert z["weights"].shape == (6, 12, 16, 16) and z["mask"].dtype == bool
+        rec = json.loads(str(z["provenance.json"]))
+    assert rec["text"] == TEXT and rec["input_ids"] == list(tr.provenance.input_ids)
+    assert rec["attn_implementation"] and rec["revision"] == tr.provenance.revision
+    assert rec["scale"] == pytest.approx([1 / np.sqrt(32)] * 6)
+    assert dict((k, v) for k, v in rec["options"])["fill"] == float("-inf")
+    assert {"attnviz", "torch", "transformers", "numpy"} <= set(rec["versions"])
+    assert rec["versions"]["torch"] == torch.__version__.split("+")[0] or rec["versions"]["torch"] == torch.__version__
+
+
+def test_npz_round_trip_keeps_bias_softcap_sinks_and_weights_only_traces():
+    g = torch.Generator().manual_seed(5)
+    s = torch.randn(2, 3, 4, 4, generator=g)
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+    recs = (
+        LayerRecord(None, None, 0.5, mask, -1e9, bias=torch.randn(1, 4, 4, generator=g), scores=s[0], softcap=2.0),
+        LayerRecord(None, None, 0.25, mask, float("-inf"), scores=s[1], sinks=torch.randn(3, generator=g)),
+    )
+    tr = AttentionTrace(["a", "b", "c", "d"], records=recs, provenance=Provenance("toy", options=(("hide", (1, 2)),)))
+    back = export.load_npz(export.trace_npz(tr))
+    _same_arrays(tr, back)
+    assert back.records[0].softcap == 2.0 and back.records[1].bias is None
+    assert back.provenance.options == (("hide", (1, 2)),)
+    wo = make_trace(["x", "y", "z"], weights_only=True)
+    back = export.load_npz(export.trace_npz(wo))
+    assert back.weights_only and np.array_equal(back.weights, wo.weights)
+
+
+def test_load_npz_refuses_other_files_with_a_clear_message():
+    with pytest.raises(InputError, match="not an attnviz trace"):
+        export.load_npz(b"not a zip")
+    buf = io.BytesIO()
+    np.savez(buf, weights=np.zeros((1, 1, 2, 2)))
+    with pytest.raises(InputError, match="not an attnviz trace"):
+        export.load_npz(buf.getvalue())
+
+
+def test_file_names_name_the_page_model_and_layer():
+    tr = make_trace(["a", "b"])
+    assert export.trace_file_name(tr, "heads", "html", layer=3) == "attnviz_heads_synthetic_layer3.html"
+    assert export.trace_file_name(tr, "export", "npz") == "attnviz_export_synthetic.npz"
+
+
+def test_view_html_is_self_contained_with_the_data_and_the_provenance():
+    tr = make_trace(["<b>x</b>", "y", "z"], n_layer=1, n_head=2)
+    fig = heatmaps.head_grid(tr, 0, "weights")
+    page = export.view_html([fig], "Heads <layer 0>", export.provenance_record(tr, text="<script>alert(1)</script>"))
+    assert page.startswith("<!DOCTYPE html>") and "Heads &lt;layer 0&gt;" in page
+    assert not re.search(r"<script[^>]*\bsrc=", page), "no external script: plotly.js is inline"
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)" in page
+    # the figure's data is in the file: its z values, as plotly serialises them
+    spec = re.search(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*\{', page, re.S)
+    assert spec is not None
+    z = array(json.loads(spec.group(1))[0]["z"])
+    np.testing.assert_allclose(z, tr.layer(0).weights[0], atol=1e-7)
+    assert '"paper_bgcolor":"#ffffff"' in page.replace(" ", "")
