@@ -140,10 +140,12 @@ def start_script(port: int, log: Path, extra_env: dict | None = None) -> subproc
     """Start the server exactly as the container does (its CMD is scripts/serve.sh), on 127.0.0.1:`port`.
 
     The script runs `python` from PATH, as in the image; this venv's interpreter is put first on PATH.
+    ATTNVIZ_HOSTED is left to the script (hosted by default) unless `extra_env` sets it.
     The script execs streamlit, so the returned process is the server itself (its pid is the server's).
     """
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = dict(os.environ, PATH=path, PORT=str(port), ATTNVIZ_ADDRESS="127.0.0.1", HF_HUB_OFFLINE="1")
+    env.pop("ATTNVIZ_HOSTED", None)  # the script's own default decides, as in the image, unless extra_env says
     env.update(extra_env or {})
     proc = subprocess.Popen([str(SERVE)], cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     return wait_healthy(proc, port, log)
@@ -156,3 +158,12 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def dockerfile_healthcheck() -> list[str]:
+    """The Dockerfile's HEALTHCHECK command (exec form), to run it against a server started by the script."""
+    import json
+
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("HEALTHCHECK")]
+    return json.loads(line[line.index(" CMD ") + 5 :])
