@@ -113,3 +113,57 @@ class Tab:
 
     def errors_on_page(self) -> list[str]:
         return self.page.locator("[data-testid='stException'], [data-testid='stError']").all_inner_texts()
+
+
+# --- the container's start script (scripts/serve.sh), run directly: Docker cannot run on our machines ----------
+
+SERVE = ROOT / "scripts" / "serve.sh"
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, log: Path, timeout: float = 90) -> subprocess.Popen:
+    """Poll /_stcore/health until it says ok; fail with the server's log if the process dies or never answers."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early (rc {proc.returncode}); see {log}:\n{log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.read().decode().strip() == "ok":
+                    return proc
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"server did not become healthy in {timeout:.0f} s; see {log}")
+
+
+def start_script(port: int, log: Path, extra_env: dict | None = None) -> subprocess.Popen:
+    """Start the server exactly as the container does (its CMD is scripts/serve.sh), on 127.0.0.1:`port`.
+
+    The script runs `python` from PATH, as in the image; this venv's interpreter is put first on PATH.
+    ATTNVIZ_HOSTED is left to the script (hosted by default) unless `extra_env` sets it.
+    The script execs streamlit, so the returned process is the server itself (its pid is the server's).
+    """
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = dict(os.environ, PATH=path, PORT=str(port), ATTNVIZ_ADDRESS="127.0.0.1", HF_HUB_OFFLINE="1")
+    env.pop("ATTNVIZ_HOSTED", None)  # the script's own default decides, as in the image, unless extra_env says
+    env.update(extra_env or {})
+    proc = subprocess.Popen([str(SERVE)], cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    return wait_healthy(proc, port, log)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def dockerfile_healthcheck() -> list[str]:
+    """The Dockerfile's HEALTHCHECK command (exec form), to run it against a server started by the script."""
+    import json
+
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("HEALTHCHECK")]
+    return json.loads(line[line.index(" CMD ") + 5 :])

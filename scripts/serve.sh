@@ -1,0 +1,24 @@
+#!/bin/sh
+# Start attnviz as a server: the container's start command (the Dockerfile's CMD runs exactly this script,
+# and tests/test_deploy.py runs it directly, since Docker cannot run on our machines).
+#
+# Environment (all optional):
+#   PORT                  port to listen on (default 8501; platforms such as Cloud Run set it)
+#   ATTNVIZ_ADDRESS       address to bind (default 0.0.0.0: every interface, as a container needs)
+#   ATTNVIZ_HOSTED        hosted mode, on unless set to 0 (allow-listed models only, 256 tokens)
+#   STREAMLIT_SERVER_COOKIE_SECRET  the same secret on every replica behind one load balancer
+#   ATTNVIZ_*             every other setting of README "Hosting" passes through unchanged
+# Everything else comes from .streamlit/config.toml next to app.py (production-safe defaults).
+set -eu
+cd "$(dirname "$0")/.."
+
+export ATTNVIZ_HOSTED="${ATTNVIZ_HOSTED:-1}"
+# One shared process holds every session's traces: a smaller cache than a laptop's (docs/deploy.md, memory).
+export ATTNVIZ_TRACE_CACHE_MB="${ATTNVIZ_TRACE_CACHE_MB:-256}"
+export PYTHONUNBUFFERED=1
+
+exec python -m streamlit run app.py \
+  --server.address "${ATTNVIZ_ADDRESS:-0.0.0.0}" \
+  --server.port "${PORT:-8501}" \
+  --server.headless true \
+  --browser.gatherUsageStats false

