@@ -215,9 +215,9 @@ def probe(loaded: LoadedModel) -> None:
             rec.layers.clear()
         except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
             raise ModelLoadError(
-                f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200]}. {INSTEAD}"
+                f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200].rstrip('.')}. {INSTEAD}"
             ) from None
-        if any(m is n for m, n in zip(rec.modules, rec.modules[1:])):
+        if len(set(rec.modules)) < len(rec.modules) and _calls_per_forward(loaded, inputs, rec) > 1:
             raise ModelLoadError(
                 f"{loaded.label!r} calls attention twice in each layer and subtracts the second map from the first "
                 "(differential attention, as in DiffLlama): no single map per layer shows what it attends to, and "
@@ -243,6 +243,10 @@ def probe(loaded: LoadedModel) -> None:
             f"{loaded.label!r} returned no attention weights at all: it has no softmax attention attnviz can read "
             f"(state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM). {INSTEAD}"
         )
+    if not loaded.captures:  # a longer sentence shows chunked or bucketed attention for what it is (Reformer)
+        longer = encode(loaded.tokenizer, " ".join(["hello world"] * 8), limit=loaded.max_tokens).inputs
+        att = [a for a in capture.forward_eager(loaded.model, model_inputs(loaded, longer)) if a is not None] or att
+        inputs = longer
     n = inputs["input_ids"].shape[-1]
     if any(a.dim() != 4 or tuple(a.shape[-2:]) != (n, n) for a in att):
         shape = tuple(next(a for a in att if a.dim() != 4 or tuple(a.shape[-2:]) != (n, n)).shape)
@@ -253,6 +257,20 @@ def probe(loaded: LoadedModel) -> None:
     loaded.n_layer, loaded.n_head = len(att), int(att[0].shape[1])
     hd = getattr(loaded.model.config, "head_dim", None)
     loaded.d_head = int(hd) if isinstance(hd, int) else loaded.d_model // loaded.n_head
+
+
+def _calls_per_forward(loaded: LoadedModel, inputs: dict, rec) -> float:
+    """Seam calls per forward of an attention module: 1 even when a module is reused (ALBERT shares one across
+    layers), 2 for differential attention (DiffLlama calls the seam twice in one forward)."""
+    runs = []
+    hooks = [m.register_forward_pre_hook(lambda *_: runs.append(1)) for m in set(rec.modules)]
+    try:
+        again = capture.Recorder()
+        capture.forward(loaded.model, inputs, again)
+    finally:
+        for h in hooks:
+            h.remove()
+    return len(again.layers) / max(len(runs), 1)
 
 
 def use_eager(model) -> None:
