@@ -157,6 +157,7 @@ def capture_attention(
     position_bias (T5) is added to the scaled scores, softcap (Gemma 2) caps them with tanh, s_aux (gpt-oss) holds
     one sink logit per head that joins the softmax; every other argument is checked by `check_arguments`.
     """
+    attention_mask = _select_keys(attention_mask, kwargs.pop("indices", None), key.shape[-2])
     check_arguments(kwargs)
     rec = _CAPTURE.get()
     scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
@@ -181,6 +182,20 @@ def capture_attention(
     stages = stages_from_scores(query @ key.transpose(-2, -1), scale, allowed, fill, **extra)
     weights = torch.nn.functional.dropout(stages.weights.to(value.dtype), p=dropout, training=module.training)
     return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
+def _select_keys(attention_mask, indices, n_key: int):
+    """The mask with only the keys a sparse-attention indexer chose (DeepSeek-V3.2: top-k key `indices` per query,
+    [batch, query, k]) left visible, exactly as transformers' eager path turns them into a mask."""
+    if indices is None:
+        return attention_mask
+    chosen = torch.zeros(*indices.shape[:2], n_key, dtype=torch.bool, device=indices.device)
+    chosen = chosen.scatter(-1, indices.long(), True).unsqueeze(1)  # [batch, 1, query, key]
+    if attention_mask is None:
+        return chosen
+    if attention_mask.dtype == torch.bool:
+        return attention_mask[..., :n_key] & chosen
+    return attention_mask[..., :n_key].masked_fill(~chosen, torch.finfo(attention_mask.dtype).min)
 
 
 def explicit_mask(*args, **kwargs):

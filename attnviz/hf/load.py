@@ -14,13 +14,14 @@ from typing import Any
 
 import torch
 
-from ..errors import InputError, ModelLoadError
+from ..errors import AttnvizError, InputError, ModelLoadError
 from . import capture
 from .access import check_before_loading
 from .encode import encode
 
 BUNDLED = "bundled"
 BUNDLED_LABEL = "all-MiniLM-L6-v2 (bundled)"
+INSTEAD = "Use a model with softmax attention, such as 'bert-base-uncased' or 'gpt2', or the bundled all-MiniLM-L6-v2."
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -108,7 +109,16 @@ def load_model(name: str | None = None, *, device: str = "auto", dtype: str | No
         raise ModelLoadError(f"{label!r} does not fit on {device}: {str(e).splitlines()[0][:200]}") from None
     model.eval()
     loaded = LoadedModel(label, model, tokenizer, _max_tokens(config, tokenizer), captures, device, dtype)
-    probe(loaded)
+    try:
+        probe(loaded)
+    except AttnvizError:
+        raise
+    except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
+        first = (str(e).splitlines() or [""])[0][:200]
+        raise ModelLoadError(
+            f"{label!r} loaded, but attnviz could not run it on a test sentence ({type(e).__name__}: {first}). "
+            "Try another model, or the bundled all-MiniLM-L6-v2."
+        ) from None
     return loaded
 
 
@@ -227,8 +237,14 @@ def probe(loaded: LoadedModel) -> None:
             rec.layers.clear()
         except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
             raise ModelLoadError(
-                f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200]}"
+                f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200].rstrip('.')}. {INSTEAD}"
             ) from None
+        if len(set(rec.modules)) < len(rec.modules) and _calls_per_forward(loaded, inputs, rec) > 1:
+            raise ModelLoadError(
+                f"{loaded.label!r} calls attention twice in each layer and subtracts the second map from the first "
+                "(differential attention, as in DiffLlama): no single map per layer shows what it attends to, and "
+                f"attnviz would show two layers for one. {INSTEAD}"
+            )
         if rec.layers:
             _learn_shapes(loaded, rec)
             return
@@ -237,17 +253,63 @@ def probe(loaded: LoadedModel) -> None:
                 f"{loaded.label!r} is an encoder-decoder model whose attention attnviz cannot capture "
                 "(it computes attention in its own code). T5, BART, Marian, mBART and Pegasus are supported."
             )
-        loaded.model.set_attn_implementation("eager")
+        use_eager(loaded.model)
         loaded.captures = False
     try:
         att = capture.forward_eager(loaded.model, inputs)
     except InputError as e:
-        raise ModelLoadError(f"{loaded.label!r} cannot be traced: {e}") from None
+        raise ModelLoadError(f"{loaded.label!r} cannot be traced: {e} {INSTEAD}") from None
+    att = [a for a in att if a is not None]  # hybrid models: no weights from their recurrent layers
     if not att:
-        raise ModelLoadError(f"{loaded.label!r} returned no attention weights at all; attnviz cannot show it.")
+        raise ModelLoadError(
+            f"{loaded.label!r} returned no attention weights at all: it has no softmax attention attnviz can read "
+            f"(state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM). {INSTEAD}"
+        )
+    if not loaded.captures:  # a longer sentence shows chunked or bucketed attention for what it is (Reformer)
+        longer = encode(loaded.tokenizer, " ".join(["hello world"] * 8), limit=loaded.max_tokens).inputs
+        att = [a for a in capture.forward_eager(loaded.model, model_inputs(loaded, longer)) if a is not None] or att
+        inputs = longer
+    n = inputs["input_ids"].shape[-1]
+    if any(a.dim() != 4 or tuple(a.shape[-2:]) != (n, n) for a in att):
+        shape = tuple(next(a for a in att if a.dim() != 4 or tuple(a.shape[-2:]) != (n, n)).shape)
+        raise ModelLoadError(
+            f"{loaded.label!r} does not attend token to token: its attention weights come as {shape} for {n} tokens, "
+            f"not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax). {INSTEAD}"
+        )
     loaded.n_layer, loaded.n_head = len(att), int(att[0].shape[1])
     hd = getattr(loaded.model.config, "head_dim", None)
     loaded.d_head = int(hd) if isinstance(hd, int) else loaded.d_model // loaded.n_head
+
+
+def _calls_per_forward(loaded: LoadedModel, inputs: dict, rec) -> float:
+    """Seam calls per forward of an attention module: 1 even when a module is reused (ALBERT shares one across
+    layers), 2 for differential attention (DiffLlama calls the seam twice in one forward)."""
+    runs = []
+    hooks = [m.register_forward_pre_hook(lambda *_: runs.append(1)) for m in set(rec.modules)]
+    try:
+        again = capture.Recorder()
+        capture.forward(loaded.model, inputs, again)
+    finally:
+        for h in hooks:
+            h.remove()
+    return len(again.layers) / max(len(runs), 1)
+
+
+def use_eager(model) -> None:
+    """Switch a loaded model to eager attention, masks included.
+
+    Families that compute attention in their own code (BLOOM) refuse set_attn_implementation and keep building
+    their masks with the seam's mask function (boolean, where they add an additive one): set every config directly.
+    """
+    model.set_attn_implementation("eager")
+    configs, seen = [getattr(m, "config", None) for m in model.modules()], set()
+    while configs:
+        cfg = configs.pop()
+        if cfg is None or id(cfg) in seen or not hasattr(cfg, "_attn_implementation_internal"):
+            continue
+        seen.add(id(cfg))
+        cfg._attn_implementation_internal = "eager"
+        configs += [getattr(cfg, key, None) for key in getattr(cfg, "sub_configs", None) or {}]
 
 
 def _learn_shapes(loaded: LoadedModel, rec) -> None:
@@ -258,6 +320,13 @@ def _learn_shapes(loaded: LoadedModel, rec) -> None:
         names = {m: n for n, m in loaded.model.named_modules()}
         loaded.roles = {m: role_of(names[m]) for m in rec.modules}
         loaded.layers_per_role = {r: list(loaded.roles.values()).count(r) for r in ("encoder", "decoder", "cross")}
+        missing = [r for r, n in loaded.layers_per_role.items() if n == 0]
+        if missing:
+            raise ModelLoadError(
+                f"{loaded.label!r} is an encoder-decoder model whose {' and '.join(missing)} attention attnviz cannot "
+                "capture (it is computed in the model's own code), so its three attentions cannot be shown together. "
+                "T5, BART, Marian, mBART and Pegasus are supported."
+            )
         loaded.n_layer = loaded.layers_per_role["encoder"]
 
 
@@ -271,13 +340,32 @@ def role_of(module_name: str) -> str:
 
 def probe_inputs(loaded: LoadedModel) -> dict:
     """A two-word input on the model's device; encoder-decoders also get a two-token decoder input."""
-    inputs = model_inputs(loaded, encode(loaded.tokenizer, "hello world", limit=loaded.max_tokens).inputs)
+    try:
+        enc = encode(loaded.tokenizer, "hello world", limit=loaded.max_tokens)
+    except InputError as e:
+        raise ModelLoadError(f"{loaded.label!r} cannot be traced: its tokenizer fails on 'hello world' ({e})") from None
+    inputs = model_inputs(loaded, enc.inputs)
     config = loaded.model.config
     if getattr(config, "is_encoder_decoder", False):
         inputs.pop("token_type_ids", None)
-        start = config.decoder_start_token_id if config.decoder_start_token_id is not None else 0
+        start = decoder_start(loaded.model)
+        if start is None:
+            raise ModelLoadError(
+                f"{loaded.label!r} is an encoder-decoder model whose config names no decoder_start_token_id, so "
+                "attnviz cannot feed its decoder. Add decoder_start_token_id to its config.json (T5 uses its pad "
+                "token id, BART its eos token id)."
+            )
         inputs["decoder_input_ids"] = torch.tensor([[start, start]], device=loaded.device)
     return inputs
+
+
+def decoder_start(model) -> int | None:
+    """The decoder's start token id, from the config or the generation config; None when neither names one."""
+    for source in (model.config, getattr(model, "generation_config", None)):
+        start = getattr(source, "decoder_start_token_id", None)
+        if isinstance(start, int):
+            return start
+    return None
 
 
 def model_inputs(loaded: LoadedModel, inputs: dict) -> dict:

@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
 from . import capture
 from .encode import encode
-from .load import LoadedModel, model_inputs
+from .load import LoadedModel, decoder_start, model_inputs
 
 ROLES = ("encoder", "decoder", "cross")
 MAX_GENERATED = 48
@@ -47,7 +47,7 @@ class Seq2SeqTrace:
 
 def decoder_ids(loaded: LoadedModel, source_inputs: dict, target: str | None, limit: int) -> list[int]:
     """The decoder's input ids: the start token then the target shifted right, or a greedy generation."""
-    start = loaded.model.config.decoder_start_token_id
+    start = decoder_start(loaded.model)
     if start is None:
         raise InputError(f"{loaded.label} has no decoder_start_token_id; attnviz cannot feed its decoder.")
     if target is not None and str(target).strip():

@@ -77,7 +77,8 @@ def _weights_only(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, co
     inputs = model_inputs(loaded, enc.inputs)
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
-    weights = np.stack([a[0].float().cpu().numpy() for a in capture.forward_eager(loaded.model, inputs)])
+    attentions = [a for a in capture.forward_eager(loaded.model, inputs) if a is not None]  # hybrids: attention only
+    weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
     notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label))
     return AttentionTrace(enc.tokens, stored_weights=weights, notes=notes, **common)
 

@@ -1,0 +1,787 @@
+"""The family matrix: every text model type transformers ships, built tiny from its config, loaded and traced.
+
+`text_families()` lists the model types of transformers' MODEL_MAPPING_NAMES whose base model reads token ids
+and has no vision, audio or video part. `build(model_type, folder)` writes a tiny random model of that type
+(hidden 32, 2 layers, 4 heads, a 20-word WordLevel tokenizer) with save_pretrained. `run_family` loads it with
+attnviz, traces a sentence and compares every stage it can with transformers' own eager attention loaded
+independently, and records the outcome: all stages / weights only / refused at load / build failed.
+
+    python -m tests.hf.families                   # print the matrix (all families; a few minutes on 2 cores)
+    python -m tests.hf.families --write-doc       # ... and rewrite docs/models.md
+    python -m tests.hf.families llama bert        # only these families
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DOC = ROOT / "docs" / "models.md"
+WORDS = "the cat sat on mat a dog ran away . hello world it was tired because".split()
+SPECIALS = ["<pad>", "<unk>", "</s>", "<s>", "<mask>", "<sep>", "<cls>"]
+TEXT = "the cat sat on the mat because it was tired ."
+TARGET = "a dog ran away"
+VOCAB = 99
+ATOL = 1e-5
+MAX_PARAMETERS = 2_000_000
+
+#: Parts of a config that make a model multimodal (or not a text model at all).
+NON_TEXT_PARTS = ("vision", "audio", "image", "video", "speech", "visual", "codec", "acoustic", "depth", "perceiver",
+                  "vq", "semantic", "coarse", "fine", "spectrogram", "mel", "voice")  # fmt: skip
+
+#: Model types whose base model reads token ids but that are not text models (speech, music, layout, tables...).
+NOT_TEXT = {
+    "bark": "audio generation (semantic, coarse and fine acoustic sub-models)",
+    "clvp": "speech (text and speech encoders)",
+    "csm": "speech generation",
+    "dia": "speech generation",
+    "fastspeech2_conformer": "text to speech (spectrogram decoder)",
+    "fastspeech2_conformer_with_hifigan": "text to speech (vocoder)",
+    "vits": "text to speech",
+    "musicgen": "music generation (audio codec)",
+    "musicgen_melody": "music generation (audio codec)",
+    "moshi": "speech dialogue (audio codec)",
+    "pocket_tts": "text to speech",
+    "gradium_phonon_tts": "text to speech",
+    "vibevoice": "speech",
+    "higgs_audio_v2": "speech",
+    "glm_image_vqmodel": "image tokenizer",
+    "layoutlm": "documents: needs bounding boxes with every token",
+    "layoutlmv2": "documents: needs the page image",
+    "layoutlmv3": "documents: needs bounding boxes and the page image",
+    "lilt": "documents: needs bounding boxes",
+    "bros": "documents: needs bounding boxes",
+    "markuplm": "web pages: needs xpath tags",
+    "udop": "documents: needs the page image",
+    "tapas": "tables: needs table structure ids",
+    "lxmert": "vision and language: needs image features",
+    "visual_bert": "vision and language: needs visual embeddings",
+    "dpr": "a question/context encoder pair, not one model (its BERT encoder is covered by bert)",
+    "vision-text-dual-encoder": "an image and a text encoder",
+    "imagegpt": "images as pixel tokens",
+    "flava": "vision and language",
+    "xclip": "video and language",
+    "clap": "audio and language",
+    "owlv2": "open-vocabulary detection (vision)",
+    "owlvit": "open-vocabulary detection (vision)",
+    "groupvit": "vision and language",
+    "bridgetower": "vision and language",
+    "blip": "vision and language",
+    "blip_2_qformer": "vision and language (query transformer over image features)",
+    "align": "vision and language",
+    "altclip": "vision and language",
+    "chinese_clip": "vision and language",
+    "clip": "vision and language (its text tower is covered by clip_text_model)",
+    "clipseg": "vision and language",
+    "siglip": "vision and language",
+    "siglip2": "vision and language",
+    "metaclip_2": "vision and language",
+    "tvp": "video and language",
+    "vilt": "vision and language",
+    "git": "vision and language",
+    "idefics": "vision and language",
+    "kosmos-2.5": "documents (vision and language)",
+    "chameleon": "vision and language (image tokens)",
+    "emu3": "vision and language (image tokens)",
+    "janus": "vision and language",
+    "fuyu": "vision and language",
+    "mllama": "vision and language",
+    "seamless_m4t": "speech and text translation",
+    "seamless_m4t_v2": "speech and text translation",
+    "aimv2": "vision and language",
+    "tipsv2": "vision and language",
+    "evolla": "protein and language",
+}
+
+
+def text_families() -> list[str]:
+    """Model types of transformers' base-model mapping that are text models (sorted)."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    out = []
+    for model_type, names in MODEL_MAPPING_NAMES.items():
+        name = names[0] if isinstance(names, (list, tuple)) else names
+        try:
+            cls = getattr(transformers, name)
+            if cls.main_input_name != "input_ids" or model_type in NOT_TEXT:
+                continue
+            config_cls = CONFIG_MAPPING[model_type]
+        except Exception:  # noqa: BLE001 - a class that cannot be imported is not a family we can build
+            continue
+        parts = [p.lower() for p in (getattr(config_cls, "sub_configs", None) or {})]
+        if any(word in p for p in parts for word in NON_TEXT_PARTS):
+            continue
+        if any(word in model_type for word in ("vision", "vl", "ocr", "omni", "asr", "audio", "speech", "image")):
+            continue
+        out.append(model_type)
+    return sorted(out)
+
+
+# --- tiny configs ------------------------------------------------------------------------------------------
+
+HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN = 32, 2, 4, 2, 8, 64
+
+#: Size attributes set when the default config has them (several spellings of the same thing).
+SIZES = {
+    **dict.fromkeys(("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "hidden_dim", "n_embed"), HIDDEN),
+    **dict.fromkeys(
+        (
+            "num_hidden_layers",
+            "n_layer",
+            "num_layers",
+            "n_layers",
+            "encoder_layers",
+            "decoder_layers",
+            "num_decoder_layers",
+        ),
+        LAYERS,
+    ),  # fmt: skip
+    **dict.fromkeys(
+        (
+            "num_attention_heads",
+            "n_head",
+            "num_heads",
+            "n_heads",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "num_decoder_attention_heads",
+        ),
+        HEADS,
+    ),  # fmt: skip
+    **dict.fromkeys(("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"), KV_HEADS),
+    **dict.fromkeys(
+        (
+            "intermediate_size",
+            "d_ff",
+            "n_inner",
+            "ffn_dim",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "ffn_hidden_size",
+            "hidden_dim_ffn",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+            "expert_intermediate_size",
+        ),
+        FFN,
+    ),  # fmt: skip
+    **dict.fromkeys(("head_dim", "d_kv", "kv_channels", "attention_head_dim", "attention_head_size"), HEAD_DIM),
+    **dict.fromkeys(
+        ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "max_sequence_length", "seq_length"), 64
+    ),  # fmt: skip
+    **dict.fromkeys(("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), 4),
+    **dict.fromkeys(("num_experts_per_tok", "moe_k", "top_k", "num_selected_experts"), 2),
+    **dict.fromkeys(("n_shared_experts", "num_shared_experts"), 1),
+    "vocab_size": VOCAB,
+    "embedding_size": HIDDEN,
+    "pad_token_id": 0,
+    "eos_token_id": 2,
+    "bos_token_id": 3,
+    "decoder_start_token_id": 3,
+    "sep_token_id": 5,
+    "cls_token_id": 6,
+    "mask_token_id": 4,
+    "unk_token_id": 1,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 16,
+    "q_lora_rank": 16,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 8,
+    "sliding_window": 4096,
+    "rotary_dim": 4,
+    "n_group": 1,
+    "topk_group": 1,
+    "index_topk": 4,  # sparse attention (DeepSeek-V3.2) then really hides keys in an 11-token text
+}
+
+#: Family quirks: extra or replaced config values.
+QUIRKS: dict[str, dict] = {
+    "gpt_neo": dict(attention_types=[[["global", "local"], 1]]),
+    "jamba": dict(attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1),
+    "deepseek_v3": dict(qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=8),
+    "longformer": dict(attention_window=[4, 4]),
+    "reformer": dict(
+        attn_layers=["local", "lsh"],
+        axial_pos_shape=[8, 8],
+        axial_pos_embds_dim=[16, 16],
+        local_attn_chunk_length=4,
+        lsh_attn_chunk_length=4,
+        num_buckets=2,
+    ),  # fmt: skip
+    "big_bird": dict(attention_type="original_full"),
+    "bigbird_pegasus": dict(attention_type="original_full"),
+    "funnel": dict(block_sizes=[1, 1], num_decoder_layers=1, d_head=8, d_inner=64),
+    "xlnet": dict(d_head=8, d_inner=64),
+    "transfo_xl": dict(d_head=8),
+}
+
+
+def tiny_config(model_type: str):
+    """A tiny config of `model_type`: the default config with the size attributes it has set small."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    default = cls()
+    settable = {k for k in SIZES if hasattr(default, k) and not isinstance(getattr(cls, k, None), property)}
+    values = {k: v for k, v in SIZES.items() if k in settable}
+    for attr in ("layer_types", "layers_block_type", "mlp_layer_types", "hybrid_override_pattern"):
+        seq = getattr(default, attr, None)
+        if isinstance(getattr(cls, attr, None), property):
+            continue
+        if isinstance(seq, (list, tuple)) and len(seq) > LAYERS:
+            values[attr] = _keep_attention(list(seq))
+        elif isinstance(seq, str) and len(seq) > LAYERS:
+            values[attr] = seq[:LAYERS] if "*" in seq[:LAYERS] else seq[0] + "*"
+    if "kv_lora_rank" in values and "num_key_value_heads" in values:  # latent attention expands k/v to every head
+        values["num_key_value_heads"] = HEADS
+    values.update(QUIRKS.get(model_type, {}))
+    config = _construct(cls, values)
+    if getattr(config, "is_encoder_decoder", False) and getattr(config, "decoder_start_token_id", None) is None:
+        values["decoder_start_token_id"] = SIZES["decoder_start_token_id"]
+    for k, v in values.items():  # some configs ignore a keyword or derive it: set what the model reads
+        with contextlib.suppress(Exception):
+            if getattr(config, k, None) != v and not isinstance(v, (list, dict)):
+                setattr(config, k, v)
+    return config
+
+
+def _construct(cls, values: dict):
+    """cls(**values), leaving out values that only a read-only property would take."""
+    aliases = getattr(cls, "attribute_map", {}) or {}
+    for _ in range(5):
+        try:
+            return cls(**values)
+        except AttributeError as e:
+            bad = [k for k in values if f"'{k}'" in str(e) or f"'{aliases.get(k)}'" in str(e)]
+            if "setter" not in str(e) or not bad:
+                raise
+            for k in bad:
+                values.pop(k)
+    return cls(**values)
+
+
+def _keep_attention(seq: list) -> list:
+    """The first LAYERS entries of a per-layer list, with one attention layer among them if the list has one."""
+    head = seq[:LAYERS]
+    attn = [x for x in seq if isinstance(x, str) and not any(w in x.lower() for w in ("linear", "sliding", "mamba"))
+            and ("attention" in x.lower() or x in ("full", "attn", "*"))]  # fmt: skip
+    if attn and not any(x in attn for x in head):
+        head[-1] = attn[0]
+    return head
+
+
+def tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    # Some families rebuild the tokenizer as their own byte-level BPE (Qwen2Tokenizer) with no merges: letters and
+    # the byte-level space (Ġ) keep every word spellable there.
+    letters = sorted(set("".join(WORDS)) - set(WORDS)) + ["\u0120"]
+    vocab = {w: i for i, w in enumerate(SPECIALS + WORDS + letters)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", eos_token="</s>", pad_token="<pad>",
+                                   bos_token="<s>", mask_token="<mask>", sep_token="<sep>", cls_token="<cls>")  # fmt: skip
+
+
+def build(model_type: str, folder: Path) -> Path:
+    """Write a tiny random `model_type` model and the WordLevel tokenizer to `folder`."""
+    from attnviz.hf.load import model_class
+
+    config = tiny_config(model_type)
+    with torch.device("meta"):  # count first: a config the table does not shrink would build a real-sized model
+        n = sum(p.numel() for p in model_class(config).from_config(config).parameters())
+    if n > MAX_PARAMETERS:
+        raise ValueError(f"the tiny config still has {n / 1e6:,.0f}M parameters (sizes the matrix does not shrink)")
+    torch.manual_seed(0)
+    model = model_class(config).from_config(config)
+    with torch.no_grad():  # parameters that start at zero (sinks, some biases) get values that matter
+        for name, p in model.named_parameters():
+            if "sink" in name or "lambda" in name:
+                p.normal_(0, 0.5)
+    model.save_pretrained(folder)
+    tokenizer().save_pretrained(folder)
+    # else AutoTokenizer picks the family's own tokenizer class (Qwen2Tokenizer...), which re-splits our words
+    settings = folder / "tokenizer_config.json"
+    settings.write_text(json.dumps(dict(json.loads(settings.read_text()), tokenizer_class="PreTrainedTokenizerFast")))
+    return folder
+
+
+# --- running one family ----------------------------------------------------------------------------------
+
+ALL, WEIGHTS, REFUSED, NOT_BUILT, ESCAPED, WRONG = (
+    "all stages", "weights only", "refused", "not built", "error escaped", "wrong"
+)  # fmt: skip
+
+
+@dataclass
+class Result:
+    model_type: str
+    outcome: str  # one of ALL, WEIGHTS, REFUSED, NOT_BUILT, ESCAPED, WRONG
+    detail: str = ""  # the refusal message, the build error, what did not match
+    labels: dict = field(default_factory=dict)  # n_layer, n_head, d_head as attnviz reports them
+    seconds: float = 0.0
+
+    def row(self) -> str:
+        return f"{self.model_type:28s} {self.outcome:14s} {self.labels or ''} {self.detail[:160]}"
+
+
+def _first_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+
+
+def run_family(model_type: str, root: Path) -> Result:
+    """Build, load with attnviz, trace and compare with eager. Never raises."""
+    t0 = time.perf_counter()
+    result = _run(model_type, Path(root))
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _quiet():
+    stack = contextlib.ExitStack()
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    return stack
+
+
+def _run(model_type: str, root: Path) -> Result:
+    import attnviz
+
+    folder = root / model_type
+    try:
+        with _quiet():
+            if not (folder / "config.json").exists():
+                build(model_type, folder)
+    except Exception as e:  # noqa: BLE001 - recorded as "not built" with its reason
+        return Result(model_type, NOT_BUILT, _first_line(e))
+    try:
+        with _quiet():
+            loaded = attnviz.load_model(str(folder), device="cpu")
+    except attnviz.AttnvizError as e:
+        broken = _eager_fails(folder)
+        if broken:  # the tiny model itself is broken: the matrix's config, not a verdict on the family
+            return Result(model_type, NOT_BUILT, f"the tiny model fails even with eager attention ({broken})")
+        return Result(model_type, REFUSED, str(e))
+    except Exception as e:  # noqa: BLE001 - the thing the matrix exists to catch
+        return Result(model_type, ESCAPED, f"load_model: {_first_line(e)}")
+    labels = dict(n_layer=loaded.n_layer, n_head=loaded.n_head, d_head=loaded.d_head)
+    if loaded.is_seq2seq:
+        labels = dict(labels, per_role=dict(loaded.layers_per_role))
+    try:
+        with _quiet():
+            trace = attnviz.trace(loaded, TEXT, **({"target": TARGET} if loaded.is_seq2seq else {}))
+    except attnviz.AttnvizError as e:
+        return Result(model_type, WRONG, f"trace refused: {e}", labels)
+    except Exception as e:  # noqa: BLE001
+        return Result(model_type, ESCAPED, f"trace: {_first_line(e)}", labels)
+    try:
+        with _quiet():
+            problems = compare_with_eager(loaded, trace, folder)
+    except Exception as e:  # noqa: BLE001 - the eager reference itself failed
+        problems = [f"eager reference failed: {_first_line(e)}"]
+    outcome = ALL if loaded.captures else WEIGHTS
+    if problems:
+        return Result(model_type, WRONG, "; ".join(problems), labels)
+    return Result(model_type, outcome, "", labels)
+
+
+def _eager_fails(folder: Path) -> str:
+    """Why a forward pass of the tiny model with transformers' eager attention fails, or "" when it runs."""
+    try:
+        with _quiet(), torch.no_grad():
+            model = eager_model(folder)
+            ids = torch.tensor([[3, 7, 8, 9, 10, 2]])
+            extra = {"decoder_input_ids": ids[:, :2]} if getattr(model.config, "is_encoder_decoder", False) else {}
+            model(input_ids=ids, **extra)
+    except Exception as e:  # noqa: BLE001
+        return _first_line(e)
+    return ""
+
+
+def eager_model(folder: Path, implementation: str = "eager"):
+    from transformers import AutoConfig
+
+    from attnviz.hf.load import model_class
+
+    config = AutoConfig.from_pretrained(folder)
+    model = model_class(config).from_pretrained(folder, attn_implementation=implementation, dtype=torch.float32)
+    return model.eval()
+
+
+def _main_output(out) -> torch.Tensor:
+    for name in ("last_hidden_state", "logits", "encoder_last_hidden_state"):
+        t = getattr(out, name, None)
+        if isinstance(t, torch.Tensor):
+            return t
+    return out[0]
+
+
+def _stack(attentions) -> np.ndarray:
+    return np.stack([a[0].float().numpy() for a in attentions if a is not None])
+
+
+def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
+    """What differs from transformers' eager attention: weights per part, labels, and the model's output."""
+    from attnviz.hf import capture
+
+    ref_model = eager_model(folder)
+    problems = []
+    if loaded.is_seq2seq:
+        inputs = dict(input_ids=torch.tensor([trace.encoder.provenance.input_ids]),
+                      decoder_input_ids=torch.tensor([trace.decoder.provenance.input_ids]))  # fmt: skip
+        with torch.no_grad():
+            ref = ref_model(**inputs, output_attentions=True, use_cache=False)
+        parts = {"encoder": ref.encoder_attentions, "decoder": ref.decoder_attentions, "cross": ref.cross_attentions}
+        for part, attentions in parts.items():
+            problems += _weights_differ(trace.part(part), attentions, part)
+    else:
+        ids = torch.tensor([trace.provenance.input_ids])
+        inputs = dict(input_ids=ids, attention_mask=torch.ones_like(ids))
+        kw = {"use_cache": False} if "use_cache" in capture.call_kwargs(ref_model) else {}
+        with torch.no_grad():
+            ref = ref_model(**inputs, output_attentions=True, **kw)
+        problems += _weights_differ(trace, ref.attentions, "")
+        if not problems and trace.n_layer and trace.records:
+            d = trace.records[0].q.shape[-1]
+            if loaded.d_head != d:
+                problems.append(f"d_head {loaded.d_head} but q.k sums over {d}")
+    ours = capture.forward(loaded.model, {k: v.to(loaded.device) for k, v in inputs.items()}, capture.Recorder())
+    diff = (_main_output(ours).float() - _main_output(ref).float()).abs().max().item()
+    if not diff <= 1e-4:
+        problems.append(f"model output differs from eager by {diff:.2e}")
+    return problems
+
+
+def _weights_differ(trace, attentions, part: str) -> list[str]:
+    where = f"{part} " if part else ""
+    n_q, n_k = trace.weights.shape[-2:]
+    attentions = [a for a in (attentions or ()) if a is not None and a.dim() == 4 and tuple(a.shape[-2:]) == (n_q, n_k)]
+    if not attentions:  # hybrids (MiniMax) also return their linear-attention layers' state: only softmax layers count
+        return [f"{where}eager gives no attentions"]
+    ref = _stack(attentions)
+    ours = trace.weights
+    sinks = trace.records and trace.records[0].sinks is not None
+    if sinks and np.allclose(ref.sum(-1), 1, atol=1e-4):  # eager returns the weights before the sink's share
+        ours = ours / ours.sum(-1, keepdims=True)  # (GraniteSWA): the seam shows what really multiplies v
+    if ours.shape != ref.shape:
+        return [f"{where}weights shape {ours.shape}, eager {ref.shape}"]
+    err = float(np.abs(ours - ref).max())
+    return [] if err <= ATOL else [f"{where}weights differ from eager by {err:.2e}"]
+
+
+# --- the matrix and its document -------------------------------------------------------------------------
+
+
+def run_matrix(families, root: Path, log=None) -> list[Result]:
+    results = []
+    for model_type in families:
+        r = run_family(model_type, root)
+        if log:
+            log(f"{r.seconds:5.1f}s {r.row()}")
+        results.append(r)
+    return results
+
+
+#: What each family gives, and why: the expected outcome the test checks and the source of docs/models.md.
+FAMILIES = {
+    'afmoe': ('all stages', ''),
+    'albert': ('all stages', 'one attention module shared by every layer: each application is a layer'),
+    'apertus': ('all stages', ''),
+    'arcee': ('all stages', ''),
+    'aria_text': ('all stages', ''),
+    'axk1': ('all stages', ''),
+    'axk2': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
+    'bailing_hybrid': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'bamba': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'bart': ('all stages', ''),
+    'beam': ('all stages', ''),
+    'bert': ('all stages', ''),
+    'bert-generation': ('all stages', ''),
+    'big_bird': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'bigbird_pegasus': ('refused', "is an encoder-decoder model whose encoder attention attnviz cannot capture (it is computed in the model's own code), so its three attentions cannot be shown together"),
+    'biogpt': ('all stages', ''),
+    'bitnet': ('all stages', ''),
+    'blenderbot': ('all stages', ''),
+    'blenderbot-small': ('all stages', ''),
+    'bloom': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'blt': ('not built', 'ValueError: the tiny config still has 4,633M parameters (sizes the matrix does not shrink)'),
+    'camembert': ('all stages', ''),
+    'canine': ('refused', 'failed on a test sentence: The canine model failed on this text (RuntimeError: max_pool1d() Invalid computed output size: 0)'),
+    'clip_text_model': ('all stages', ''),
+    'codegen': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'cohere': ('all stages', ''),
+    'cohere2': ('all stages', ''),
+    'cohere2_moe': ('all stages', ''),
+    'cohere_compass_text': ('not built', "KeyError: 'full_attention'"),
+    'convbert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'cosmos3_edge_text': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'cpmant': ('not built', 'ValueError: the tiny config still has 2M parameters (sizes the matrix does not shrink)'),
+    'ctrl': ('all stages', ''),
+    'cwm': ('all stages', ''),
+    'data2vec-text': ('all stages', ''),
+    'dbrx': ('not built', "AttributeError: 'DbrxAttentionConfig' object has no attribute 'rope_theta'"),
+    'deberta': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'deberta-v2': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'deepseek_v2': ('all stages', ''),
+    'deepseek_v3': ('all stages', "multi-head latent attention: d_head is what q.k sums over (qk_nope + qk_rope = 24 here), not v's dimension"),
+    'deepseek_v32': ('all stages', 'sparse attention: the top-k key indices its indexer passes to the seam become part of the mask (index_topk=4 here, so keys really are hidden)'),
+    'deepseek_v4': ('all stages', ''),
+    'diffllama': ('refused', 'calls attention twice in each layer and subtracts the second map from the first (differential attention, as in DiffLlama): no single map per layer shows what it attends to, and attnviz would show two layers for one'),
+    'distilbert': ('all stages', ''),
+    'doge': ('refused', 'failed on a test sentence: The doge model failed on this text (RuntimeError: The expanded size of the tensor (1) must match the existing size (4) at non-singleton dimension 1.  Target sizes: [1, 1, 2, 2].  Tensor sizes: [1, 4, '),
+    'dots1': ('all stages', ''),
+    'dots3_note_text': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'num_attention_heads' is a per-layer attribute and may vary across layers. Access it via the individual layer configs ins"),
+    'electra': ('all stages', ''),
+    'embedding_gemma2_text': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'num_key_value_heads' is a per-layer attribute and may vary across layers. Access it via the individual layer configs ins"),
+    'ernie': ('all stages', ''),
+    'ernie4_5': ('all stages', ''),
+    'ernie4_5_moe': ('all stages', ''),
+    'esm': ('all stages', 'q is multiplied by 1/sqrt(d_head) before rotary embedding and the model passes scale 1.0: the scores stage is already scaled'),
+    'esmc': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'eurobert': ('all stages', ''),
+    'exaone4': ('all stages', ''),
+    'exaone_moe': ('all stages', ''),
+    'falcon': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'falcon_h1': ('all stages', ''),
+    'falcon_mamba': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
+    'flaubert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'flex_olmo': ('all stages', ''),
+    'flint': ('all stages', ''),
+    'fnet': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
+    'fsmt': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
+    'funnel': ('not built', "TypeError: 'NoneType' object is not iterable"),
+    'gemma': ('all stages', ''),
+    'gemma2': ('all stages', 'logit softcapping is part of the scaled stage'),
+    'gemma3_text': ('all stages', ''),
+    'gemma3n_text': ('not built', 'ValueError: The set of layer types producing a cache is different than the set of layer types using them'),
+    'gemma4_text': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'head_dim' is a per-layer attribute and may vary across layers. Access it via the individual layer configs instead (e.g. "),
+    'gemma4_unified_text': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'head_dim' is a per-layer attribute and may vary across layers. Access it via the individual layer configs instead (e.g. "),
+    'glm': ('all stages', ''),
+    'glm4': ('all stages', ''),
+    'glm4_moe': ('all stages', ''),
+    'glm4_moe_lite': ('all stages', ''),
+    'glm4v_moe_text': ('not built', "the tiny model fails even with eager attention (RuntimeError: split_with_sizes expects split_sizes to sum exactly to 2 (input tensor's size at dimension -1), bu"),
+    'glm4v_text': ('not built', "the tiny model fails even with eager attention (RuntimeError: split_with_sizes expects split_sizes to sum exactly to 4 (input tensor's size at dimension -1), bu"),
+    'glm5_next_text': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'glm_moe_dsa': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
+    'gpt-sw3': ('all stages', ''),
+    'gpt2': ('all stages', ''),
+    'gpt_bigcode': ('all stages', ''),
+    'gpt_neo': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'gpt_neox': ('all stages', ''),
+    'gpt_neox_japanese': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'gpt_oss': ('all stages', 'attention sinks join the softmax: rows sum to less than 1'),
+    'gptj': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'granite': ('all stages', ''),
+    'granite_docling_text': ('all stages', ''),
+    'granite_swa': ('all stages', "its attention sinks scale the output after the softmax; eager returns the weights before the sinks' share, attnviz shows the weights that really multiply v (rows sum to less than 1), which the matrix checks against eager's renormalised"),
+    'granitemoe': ('all stages', ''),
+    'granitemoe_swa': ('all stages', 'as granite_swa: sinks; attnviz shows the weights that really multiply v'),
+    'granitemoehybrid': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'granitemoeshared': ('all stages', ''),
+    'gte': ('all stages', ''),
+    'helium': ('all stages', ''),
+    'hrm_text': ('all stages', 'its blocks are applied again in recurrent cycles: every application is an attention layer (16 for 2 blocks here), as eager reports'),
+    'hunyuan_v1_dense': ('all stages', ''),
+    'hunyuan_v1_moe': ('all stages', ''),
+    'hy_v3': ('all stages', ''),
+    'hy_v4': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
+    'hyperclovax': ('all stages', ''),
+    'ibert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'inkling2_text': ('weights only', 'its attention calls the seam but passes per-token sink logits (sinks=, one per query and head) that the seam does not reproduce yet: the capture refuses rather than drop them, and eager attention gives the weights'),
+    'inkling_text': ('all stages', ''),
+    'internlm3': ('all stages', ''),
+    'iquestcoder': ('all stages', ''),
+    'jais2': ('all stages', ''),
+    'jamba': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'jetmoe': ('all stages', ''),
+    'jina_embeddings_v3': ('all stages', ''),
+    'kimi_linear': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'kolibri1': ('all stages', ''),
+    'laguna': ('all stages', ''),
+    'led': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
+    'lfm2': ('all stages', ''),
+    'lfm2_moe': ('not built', "TypeError: 'NoneType' object is not subscriptable"),
+    'lfm3': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'llama': ('all stages', ''),
+    'llama4_text': ('all stages', ''),
+    'longcat_flash': ('not built', 'ValueError: the tiny config still has 2M parameters (sizes the matrix does not shrink)'),
+    'longformer': ('refused', 'does not attend token to token: its attention weights come as (1, 4, 16, 5) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
+    'longt5': ('refused', "is an encoder-decoder model whose encoder attention attnviz cannot capture (it is computed in the model's own code), so its three attentions cannot be shown together"),
+    'luke': ('not built', 'ValueError: the tiny config still has 128M parameters (sizes the matrix does not shrink)'),
+    'm2m_100': ('all stages', ''),
+    'mamba': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
+    'mamba2': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'marian': ('all stages', ''),
+    'mbart': ('all stages', ''),
+    'megatron-bert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'mellum': ('all stages', ''),
+    'mimo_v2_flash': ('all stages', ''),
+    'minicpm3': ('all stages', ''),
+    'minimax': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'minimax_m2': ('all stages', ''),
+    'ministral': ('all stages', ''),
+    'ministral3': ('all stages', ''),
+    'mistral': ('all stages', ''),
+    'mistral4': ('not built', 'the tiny model fails even with eager attention (RuntimeError: The size of tensor a (4) must match the size of tensor b (2) at non-singleton dimension 3)'),
+    'mistral_large4_text': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
+    'mixtral': ('all stages', ''),
+    'mobilebert': ('all stages', ''),
+    'modernbert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'modernbert-decoder': ('all stages', ''),
+    'molmo2_text': ('all stages', ''),
+    'mpnet': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'mpt': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'mra': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
+    'mt5': ('all stages', 'as t5: scale 1.0, relative position bias'),
+    'muse_glimmer_text': ('all stages', ''),
+    'muse_spark_text': ('not built', 'ValueError: the tiny config still has 7M parameters (sizes the matrix does not shrink)'),
+    'mvp': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
+    'nanochat': ('all stages', ''),
+    'nemotron': ('all stages', ''),
+    'nemotron_h': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'neomme': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'sliding_window' is a per-layer attribute and may vary across layers. Access it via the individual layer configs instead "),
+    'nllb-moe': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
+    'nomic_bert': ('all stages', ''),
+    'nystromformer': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'olmo': ('all stages', ''),
+    'olmo2': ('all stages', ''),
+    'olmo3': ('all stages', ''),
+    'olmo_hybrid': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'olmoe': ('all stages', ''),
+    'openai-gpt': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'openai_privacy_filter': ('all stages', 'q and k are each multiplied by d_head^-1/4 before the seam and the model passes scale 1.0: the scores stage is already scaled'),
+    'opt': ('all stages', 'q is multiplied by 1/sqrt(d_head) before the seam and the model passes scale 1.0: the scores stage is already scaled'),
+    'pegasus': ('all stages', ''),
+    'pegasus_x': ('refused', "is an encoder-decoder model whose encoder attention attnviz cannot capture (it is computed in the model's own code), so its three attentions cannot be shown together"),
+    'persimmon': ('all stages', ''),
+    'phi': ('all stages', ''),
+    'phi3': ('all stages', ''),
+    'phimoe': ('all stages', ''),
+    'plbart': ('all stages', ''),
+    'prophetnet': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
+    'qwen2': ('all stages', ''),
+    'qwen2_moe': ('all stages', ''),
+    'qwen3': ('all stages', ''),
+    'qwen3_5_moe_text': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'qwen3_5_text': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'qwen3_moe': ('all stages', ''),
+    'qwen3_next': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'qwen4_exp_text': ('not built', "TypeError: unsupported operand type(s) for //: 'NoneType' and 'NoneType'"),
+    'recurrent_gemma': ('not built', 'the tiny model fails even with eager attention (ValueError: `get_seq_length` can only be called on Attention layers, and the current Cache seem to only contain '),
+    'reformer': ('refused', 'does not attend token to token: its attention weights come as (1, 4, 4, 4, 8) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
+    'rembert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'roberta': ('all stages', ''),
+    'roberta-prelayernorm': ('all stages', ''),
+    'roc_bert': ('not built', 'ValueError: the tiny config still has 13M parameters (sizes the matrix does not shrink)'),
+    'roformer': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'rwkv': ('refused', 'does not attend token to token: its attention weights come as (1, 16, 32) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
+    'seed_oss': ('all stages', ''),
+    'smollm3': ('all stages', ''),
+    'solar_open': ('all stages', ''),
+    'splinter': ('all stages', ''),
+    'squeezebert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'stablelm': ('all stages', ''),
+    'starcoder2': ('all stages', ''),
+    'switch_transformers': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
+    't5': ('all stages', 'no 1/sqrt(d) scale (1.0); the relative position bias joins the scaled stage'),
+    't5gemma': ('not built', 'ValueError: the tiny config still has 5,597M parameters (sizes the matrix does not shrink)'),
+    't5gemma2': ('not built', 'ValueError: the tiny config still has 4,748M parameters (sizes the matrix does not shrink)'),
+    'tipsv2_text_model': ('all stages', ''),
+    'ultrabert': ('all stages', ''),
+    'umt5': ('all stages', 'as t5: scale 1.0, relative position bias'),
+    'vaultgemma': ('all stages', ''),
+    'xglm': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'xlm': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'xlm-roberta': ('all stages', ''),
+    'xlm-roberta-xl': ('all stages', ''),
+    'xlnet': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'xlstm': ('not built', 'the tiny model fails even with eager attention (ValueError: matC_old has wrong shape, got torch.Size([1, 4, 16, 16]))'),
+    'xmod': ('not built', 'the tiny model fails even with eager attention (ValueError: Input language unknown. Please call `XmodPreTrainedModel.set_default_language()`)'),
+    'yoso': ('refused', 'does not attend token to token: its attention weights come as (1, 16, 32) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
+    'youtu': ('all stages', ''),
+    'zamba': ('not built', 'the tiny model fails even with eager attention (ValueError: `get_seq_length` can only be called on Attention layers, and the current Cache seem to only contain '),
+    'zamba2': ('not built', 'the tiny model fails even with eager attention (ValueError: `get_seq_length` can only be called on Attention layers, and the current Cache seem to only contain '),
+    'zaya': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+}  # fmt: skip
+
+
+OUTCOME_TITLES = {
+    ALL: "All stages (scores, scaled, masked, weights), equal to transformers' eager attention",
+    WEIGHTS: "Weights only (the family computes attention in its own code, which attnviz cannot reach)",
+    REFUSED: "Refused at load, with a message that says why and what to use instead",
+    NOT_BUILT: "Not covered: the matrix cannot build a tiny model of the family from its default config",
+}
+
+
+def render_doc() -> str:
+    """docs/models.md, from FAMILIES."""
+    from importlib.metadata import version
+
+    counts = {o: sorted(t for t, (out, _) in FAMILIES.items() if out == o) for o in OUTCOME_TITLES}
+    lines = [
+        "# Model families: what attnviz gives for each",
+        "",
+        f"Every text model type of transformers {version('transformers')} (its base-model mapping, without vision, "
+        f"audio, video, layout or table models), {len(FAMILIES)} in all, built as a tiny random model from its config "
+        "and run through `attnviz.load_model` and `attnviz.trace` by `tests/hf/test_family_matrix.py`. An all-stages "
+        "family's weights equal transformers' eager attention to 1e-5 (encoder, decoder and cross attention for "
+        "encoder-decoders) and the model's output is unchanged; layer counts are the real number of softmax "
+        "attention layers (hybrid models report only those) and the head dimension is the one q.k sums over.",
+        "",
+        "Generated by `python -m tests.hf.families --write-doc` from the table in `tests/hf/families.py`; the test "
+        "checks that this page matches it. Run the whole matrix with `ATTNVIZ_FAMILY_MATRIX=all pytest "
+        "tests/hf/test_family_matrix.py` (the default run takes a representative subset).",
+        "",
+        "| outcome | families |",
+        "|---|---|",
+        *(f"| {OUTCOME_TITLES[o].split(' (')[0].split(',')[0]} | {len(v)} |" for o, v in counts.items()),
+        "",
+    ]
+    for outcome, title in OUTCOME_TITLES.items():
+        lines += [f"## {title}: {len(counts[outcome])}", ""]
+        if outcome == ALL:
+            plain = [t for t in counts[outcome] if not FAMILIES[t][1]]
+            lines += [", ".join(f"`{t}`" for t in plain), "", "With something to know:", ""]
+            lines += [f"- `{t}`: {FAMILIES[t][1]}" for t in counts[outcome] if FAMILIES[t][1]]
+        else:
+            lines += ["| family | why |", "|---|---|"]
+            lines += [f"| `{t}` | {FAMILIES[t][1]} |" for t in counts[outcome]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - a developer's tool
+    import os
+    import tempfile
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if "--write-doc" in sys.argv:
+        DOC.write_text(render_doc())
+        print(f"wrote {DOC}")
+        sys.exit(0)
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        res = run_matrix(args or text_families(), Path(tmp), log=lambda s: print(s, flush=True))
+        print(f"{len(res)} families in {time.perf_counter() - t:.0f} s")
+    if "--json" in sys.argv:
+        print(json.dumps({r.model_type: [r.outcome, r.detail, r.labels] for r in res}))
