@@ -18,6 +18,8 @@ PAGES = [
     st.Page("app_pages/scores.py", title="Score functions", icon=":material/calculate:"),
 ]
 page = st.navigation(PAGES)
+notice = ui.loading_notice()  # a cold start loads the model in the sidebar: say so in the main area meanwhile
 ui.sidebar()
+notice.empty()
 ui.copy_link()
 page.run()
