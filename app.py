@@ -22,6 +22,8 @@ PAGES = [
     st.Page("app_pages/export.py", title="Export", icon=":material/download:"),
 ]
 page = st.navigation(PAGES)
+notice = ui.loading_notice()  # a cold start loads the model in the sidebar: say so in the main area meanwhile
 ui.sidebar()
+notice.empty()
 ui.copy_link()
 page.run()

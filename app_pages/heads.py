@@ -19,7 +19,10 @@ layer = src.trace_layer
 where = "our module (a single layer)" if src.is_module else f"layer {layer}"
 if src.part:  # an encoder-decoder model: say which of its three attentions
     where = f"the {src.part} attention, {where}"
-stage = ui.stage_picker(tr)
+left, right = st.columns([2, 3], vertical_alignment="bottom")
+with left:
+    stage = ui.stage_picker(tr)
+colours = ui.colour_range(stage, right)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 
 st.subheader(f"Every head of {where}")
@@ -28,7 +31,9 @@ st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
 st.plotly_chart(
-    hm.head_grid(tr, layer, stage, token_range=span), theme=None, config=chart_config(f"layer{layer}", stage, "heads")
+    hm.head_grid(tr, layer, stage, token_range=span, colours=colours),
+    theme=None,
+    config=chart_config(f"layer{layer}", stage, "heads"),
 )
 
 st.subheader("One head up close", anchor="one-head")
@@ -48,7 +53,7 @@ with left:
     )
 with right:
     st.plotly_chart(
-        hm.head_detail(tr, layer, head, stage, token_range=span),
+        hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours),
         theme=None,
         config=chart_config(f"layer{layer}", f"head{head}", stage),
     )
@@ -70,7 +75,7 @@ if tr.n_layer > 1:  # our module is one layer: its overview would repeat the gri
         "Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above."
     )
     st.plotly_chart(
-        hm.overview(tr, stage, selected=(layer, head)),  # the open head's tile is outlined
+        hm.overview(tr, stage, selected=(layer, head), colours=colours),  # the open head's tile is outlined
         key="overview",
         on_select=_open_tile,
         selection_mode="points",

@@ -35,9 +35,9 @@ causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui
 hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
                     options={i: f"{i:02d} {base.tokens[i]}" for i in range(n_real)})
 apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=src.is_module)
-fill = ui.url_choice(c3.radio, "Fill value for masked cells", ui.FILL_LABELS, key="fill")
-# fmt: on
 head = ui.head_picker(src, c4)
+# fmt: on
+fill = ui.url_choice(st.radio, "Fill value for masked cells", ui.FILL_LABELS, key="fill", horizontal=True)
 
 layers = None if apply == "all" else (layer,)
 opts = analysis.mask_options(is_module=src.is_module, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
@@ -99,6 +99,7 @@ show(
     "4 · A row with every key masked",
     f"The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill value. "
     "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "
-    f"−inf gives zeros (it attends to nothing). With some keys visible, every fill gives the same weights.{dead}",
+    f"−inf gives zeros (it attends to nothing). With some keys visible, every fill gives the same weights.{dead} "
+    + mp.fill_demo_note(with_mask.n_tokens),
     "fills",
 )

@@ -12,9 +12,84 @@ from attnviz.scratch import module_code, parity
 src = ui.current()
 st.title("Our module")
 st.markdown(
-    "`attnviz.MultiHeadAttention` is multi-head attention written from scratch in `attnviz/attention.py` "
-    "(about 100 lines): no library attention is called, and every stage is kept."
+    "`attnviz.MultiHeadAttention` (attnviz/attention.py): attention from scratch, every stage kept; how: below."
 )
+
+
+def _use_module():
+    st.session_state["source"] = "module"
+
+
+if src.is_module:
+    st.caption(f"Settings in the sidebar · now: {src.label}")
+else:
+    src = ui.module_preview(src)
+    what = f"copying layer {src.layer}" if src.module_source().mirrors_layer else "with random weights"
+    c1, c2 = st.columns([4, 1], vertical_alignment="center")
+    c1.info(
+        f"The sidebar's **Source** is a pretrained model, so this is a preview: our module {what}. "
+        "Switch to our module to change its inputs, weights, heads and seed in the sidebar."
+    )
+    c2.button("Use our module", on_click=_use_module, type="primary", icon=":material/build:")
+ms = src.module_source()
+tr = ui.get_trace(src)
+if tr is None:
+    st.stop()
+
+if ms.mirrors_layer:
+    ref = ui.get_trace(replace(src, module=None))
+    if ref is not None:
+        diff = parity(tr, ref, src.layer)
+        c1, c2 = st.columns([1, 2], vertical_alignment="center")
+        c1.metric(
+            f"Largest |difference| vs layer {src.layer}",
+            f"{diff:.1e}" if diff else "0",
+            help="Max over heads, queries and keys of |our weight − pretrained weight|. With weights copied from the "
+            "layer and run on the vectors entering it, our module reproduces the library's attention weights (up to "
+            "float32 rounding at most).",
+        )
+        with c2:
+            if diff < 1e-5:
+                st.badge(
+                    "Identical" if diff == 0 else "Matches the pretrained layer", icon=":material/check:", color="green"
+                )
+            else:
+                st.badge("Differs from the pretrained layer", icon=":material/warning:", color="orange")
+elif src.is_module:
+    st.caption(
+        "To check it against the pretrained model, set **Weights** to *copied from the layer* and "
+        "**Input vectors** to *hidden states entering the layer* in the sidebar."
+    )
+
+left, right = st.columns([2, 3], vertical_alignment="bottom")
+with left:
+    stage = ui.stage_picker(tr)
+colours = ui.colour_range(stage, right)
+span = ui.token_window(tr, hm.MAX_SHOWN)
+st.subheader(f"Its {tr.n_head} heads")
+if note := hm.stage_note(tr, 0, stage):
+    st.caption(note)
+st.plotly_chart(
+    hm.head_grid(tr, 0, stage, token_range=span, colours=colours),
+    theme=None,
+    config=chart_config("module", stage, "heads"),
+)
+st.subheader("One head up close")
+left, right = st.columns([1, 2.4], gap="large")
+with left:
+    head = ui.head_picker(src)
+    st.markdown(
+        "Rows are queries, columns are keys; each row of **weights** sums to 1. "
+        "Hover a cell for the weight, the raw score and the scaled score."
+    )
+with right:
+    st.plotly_chart(
+        hm.head_detail(tr, 0, head, stage, token_range=span, colours=colours),
+        theme=None,
+        config=chart_config("module", f"head{head}", stage),
+    )
+
+st.subheader("How it works")
 st.latex(
     r"\mathrm{head}_i = \mathrm{softmax}\!\Big(\mathrm{mask}\big(\tfrac{(XW_q)_i\,(XW_k)_i^{\top}}{\sqrt{d_\mathrm{head}}}\big)\Big)\,(XW_v)_i"
     r"\qquad \mathrm{out} = [\mathrm{head}_1;\dots;\mathrm{head}_h]\,W_o"
@@ -29,76 +104,6 @@ st.markdown(
 )
 with st.expander("Read the code (attnviz/attention.py)", icon=":material/code:"):
     st.code(module_code(), language="python", line_numbers=True)
-
-
-def _use_module():
-    st.session_state["source"] = "module"
-
-
-if src.is_module:
-    st.caption(f"Settings in the sidebar · now: {src.label}")
-else:
-    src = ui.module_preview(src)
-    what = f"copying layer {src.layer}" if src.module_source().mirrors_layer else "with random weights"
-    st.info(
-        f"The sidebar's **Source** is a pretrained model, so this is a preview: our module {what}. "
-        "Switch to our module to change its inputs, weights, heads and seed in the sidebar."
-    )
-    st.button("Use our module", on_click=_use_module, type="primary", icon=":material/build:")
-ms = src.module_source()
-tr = ui.get_trace(src)
-if tr is None:
-    st.stop()
-
-if ms.mirrors_layer:
-    ref = ui.get_trace(replace(src, module=None))
-    if ref is not None:
-        st.subheader(f"Same as the pretrained layer {src.layer}?")
-        diff = parity(tr, ref, src.layer)
-        c1, c2 = st.columns([1, 3], vertical_alignment="center")
-        c1.metric(
-            f"Largest |difference| vs layer {src.layer}",
-            f"{diff:.1e}" if diff else "0",
-            border=True,
-            help="max over heads, queries and keys of |our weight − pretrained weight|",
-        )
-        with c2:
-            if diff < 1e-5:
-                st.badge(
-                    "Identical" if diff == 0 else "Matches the pretrained layer", icon=":material/check:", color="green"
-                )
-            else:
-                st.badge("Differs from the pretrained layer", icon=":material/warning:", color="orange")
-            st.caption(
-                "With weights copied from the layer and run on the vectors entering it, our module "
-                "reproduces the library's attention weights (up to float32 rounding at most)."
-            )
-elif src.is_module:
-    st.caption(
-        "To check it against the pretrained model, set **Weights** to *copied from the layer* and "
-        "**Input vectors** to *hidden states entering the layer* in the sidebar."
-    )
-
-stage = ui.stage_picker(tr)
-span = ui.token_window(tr, hm.MAX_SHOWN)
-st.subheader(f"Its {tr.n_head} heads")
-if note := hm.stage_note(tr, 0, stage):
-    st.caption(note)
-st.plotly_chart(hm.head_grid(tr, 0, stage, token_range=span), theme=None, config=chart_config("module", stage, "heads"))
-st.subheader("One head up close")
-left, right = st.columns([1, 2.4], gap="large")
-with left:
-    head = ui.head_picker(src)
-    st.markdown(
-        "Rows are queries, columns are keys; each row of **weights** sums to 1. "
-        "Hover a cell for the weight, the raw score and the scaled score."
-    )
-with right:
-    st.plotly_chart(
-        hm.head_detail(tr, 0, head, stage, token_range=span),
-        theme=None,
-        config=chart_config("module", f"head{head}", stage),
-    )
 
 st.subheader("Use it from Python")
 st.code(ms.snippet(ui.text_inputs()[0]), language="python")

@@ -69,7 +69,8 @@ elif tr is not None:
         "3 · How peaked each row is",
         "A largest weight near 1 and an entropy near 0 mean a one-hot row: there the softmax is flat, its gradients "
         "vanish and the layer stops learning. Scaling keeps the rows spread out."
-        + (" Each point is the mean over the heads." if all_heads else ""),
+        + (" Each point is the mean over the heads." if all_heads else "")
+        + (f" {note}" if (note := dp.row_saturation_note(tr.n_tokens)) else ""),
         "rows",
     )
 

@@ -68,7 +68,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     weights = torch.softmax(x, dim=-1)  # the very kernel eager attention uses, so weights match it bit for bit
     # An all -inf row comes out of torch.softmax as NaN in every column, so looking at the first column
     # (T values per head, not T*T) finds every candidate; only then pay for the exact check over the rows.
-    # (Checking x.amax on every call cost a full extra pass over the scores: bench/, docs/benchmarks.md.)
+    # (Checking x.amax on every call would cost a full extra pass over the scores.)
     if not bool(weights[..., :1].isnan().any()):
         return weights
     dead = torch.isneginf(x.amax(dim=-1, keepdim=True))

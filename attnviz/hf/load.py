@@ -255,6 +255,11 @@ def probe(loaded: LoadedModel) -> None:
             )
         use_eager(loaded.model)
         loaded.captures = False
+    _probe_eager(loaded, inputs)
+
+
+def _probe_eager(loaded: LoadedModel, inputs: dict) -> None:
+    """Shapes of a weights-only model, refusing weights that are not one token-by-token map per head."""
     try:
         att = capture.forward_eager(loaded.model, inputs)
     except InputError as e:

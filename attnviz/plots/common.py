@@ -160,3 +160,38 @@ def print_ready(fig):
         template="plotly_white", paper_bgcolor=PRINT_BACKGROUND, plot_bgcolor=PRINT_BACKGROUND, font_color=PRINT_TEXT
     )
     return out
+
+
+# --- long charts: at most LONG_CHART positions along a line or strip ----------------------------------------
+
+LONG_CHART = 64  # more points than this on a line or strip chart read as a zig-zag or a barcode
+
+
+def group_edges(n: int, most: int = LONG_CHART) -> np.ndarray:
+    """Edges of at most `most` consecutive, near-equal groups of n positions (one position per group if n <= most)."""
+    return np.unique(np.linspace(0, n, min(n, most) + 1).round().astype(int))
+
+
+def group(values: np.ndarray, edges: np.ndarray, how: str = "mean") -> np.ndarray:
+    """Reduce the last axis of `values` to one number per group: its "mean", "sum", "min" or "max"."""
+    v = np.asarray(values, dtype=np.float64)
+    fn = {"mean": np.add, "sum": np.add, "min": np.minimum, "max": np.maximum}[how]
+    out = fn.reduceat(v, edges[:-1], axis=-1)
+    return out / np.diff(edges) if how == "mean" else out
+
+
+def group_labels(tokens, edges: np.ndarray) -> list[str]:
+    """'%03d token' for single positions, '007–013' for groups."""
+    labels = tick_labels(tokens)
+    width = max(2, len(str(len(tokens) - 1)))
+    return [labels[a] if b - a == 1 else f"{a:0{width}d}–{b - 1:0{width}d}" for a, b in zip(edges[:-1], edges[1:])]
+
+
+def group_note(n: int, edges: np.ndarray, what: str, how: str, item: str = "point") -> str:
+    """A sentence saying how n positions were grouped ('' when they were not)."""
+    if len(edges) - 1 == n:
+        return ""
+    size = int(np.diff(edges).max())
+    return (
+        f"{n} {what} in {len(edges) - 1} groups of up to {size} consecutive {what}: each {item} is the group's {how}."
+    )

@@ -20,9 +20,12 @@ from .common import (
     f32,
     finish,
     grid_height,
+    group,
+    group_edges,
+    group_labels,
+    group_note,
     heatmap,
     thin,
-    tick_labels,
     token_axes,
     weights_axis,
 )
@@ -108,8 +111,10 @@ def softmax_pair(cmp: ScalingComparison, tokens, head_label: str, scale_text: st
 def row_saturation(cmp: ScalingComparison, tokens, scale_text: str) -> go.Figure:
     """Per query row: the largest weight (1 = one-hot) and the entropy (0 = one-hot, log n = uniform), raw vs scaled.
 
-    With several heads, each point is the mean over those heads."""
-    labels = tick_labels(tokens)
+    With several heads, each point is the mean over those heads. More than LONG_CHART queries are averaged in groups
+    of consecutive queries (the hover gives each group's range; `row_saturation_note` says so)."""
+    edges = group_edges(len(tokens))
+    labels = group_labels(tokens, edges)
     x = np.arange(len(labels))
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("largest weight per row", "entropy per row (nats)"), horizontal_spacing=0.08
@@ -120,28 +125,36 @@ def row_saturation(cmp: ScalingComparison, tokens, scale_text: str) -> go.Figure
     )
     for mx, ent, name, colour in series:
         for col, vals in ((1, mx), (2, ent)):
+            per_query = vals.mean(axis=0)
+            low, high = group(per_query, edges, "min"), group(per_query, edges, "max")
+            text = [f"{a:.3f}–{b:.3f}" for a, b in zip(low, high)] if len(labels) < len(tokens) else None
             fig.add_trace(
                 go.Scatter(
                     x=x,
-                    y=f32(vals.mean(axis=0)),
+                    y=f32(group(per_query, edges, "mean")),
                     mode="lines+markers",
                     name=name,
                     legendgroup=name,
                     showlegend=col == 1,
                     line=dict(color=colour),
                     customdata=labels,
-                    hovertemplate="%{customdata}: %{y:.3f}<extra>" + name + "</extra>",
+                    text=text,
+                    hovertemplate="%{customdata}: %{y:.3f}"
+                    + (" (mean; range %{text})" if text else "")
+                    + "<extra>"
+                    + name
+                    + "</extra>",
                 ),
                 row=1,
                 col=col,
             )
-    uniform = math.log(len(labels))
+    uniform = math.log(len(tokens))
     fig.add_hline(
         y=uniform,
         line=dict(dash="dot", color="#6b6b6b"),
         row=1,
         col=2,
-        annotation_text=f"uniform = log {len(labels)}",
+        annotation_text=f"uniform = log {len(tokens)}",
         annotation_position="top right",
     )
     fig.add_hline(
@@ -155,7 +168,8 @@ def row_saturation(cmp: ScalingComparison, tokens, scale_text: str) -> go.Figure
     fig.update_yaxes(range=[0, 1.12], row=1, col=1)
     fig.update_yaxes(range=[0, uniform * 1.12], row=1, col=2)
     step = thin(len(labels), 40)
-    fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=labels[::step], tickangle=-60, title_text="query")
+    what = "query" if len(labels) == len(tokens) else "queries (groups)"
+    fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=labels[::step], tickangle=-60, title_text=what)
     return finish(fig, "row_saturation", 380)
 
 
@@ -215,3 +229,8 @@ def law_figure(rows: list[LawRow], d_head: int | None = None) -> go.Figure:
                 col=c,
             )
     return finish(fig, "sqrt_d_law", 380)
+
+
+def row_saturation_note(n_queries: int) -> str:
+    """What the points of the row chart are for this many queries ('' when each point is one query)."""
+    return group_note(n_queries, group_edges(n_queries), "queries", "mean (hover for its range)")

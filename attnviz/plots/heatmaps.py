@@ -64,20 +64,66 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str) -> np.ndarray:
     return z
 
 
-def colour(stage: str, values: np.ndarray, robust: bool = False) -> dict:
+def colour(stage: str, values: np.ndarray, robust: bool = False, mode: str = "linear") -> dict:
     """Explicit colour scale and range: 0..1 for weights, symmetric around 0 for the score stages.
 
     robust=True sets the score range at the 99.5th percentile of |value| instead of the maximum, so one
     extreme head does not wash out all the others (used by the overview, where patterns matter most).
+    `mode` (a COLOUR_RANGES id) applies to weights, which are then drawn as `colour_values(...)`: log spans
+    log10(LOG_FLOOR)..0, every other mode 0..1.
     """
     if stage == "weights":
-        return dict(colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0)
+        low, high = (math.log10(LOG_FLOOR), 0.0) if mode == "log" else (0.0, 1.0)
+        return dict(colorscale=WEIGHTS_SCALE, zmin=low, zmax=high)
     r = symmetric_range(values)
     if robust:
         finite = np.abs(values[np.isfinite(values)])
         r = float(np.percentile(finite, 99.5)) if finite.size else r
     r = r if r > 0 else 1.0
     return dict(colorscale=SCORES_SCALE, zmin=-r, zmax=r, zmid=0.0)
+
+
+#: Colour ranges for weights (URL id -> label). At 400 tokens most weights sit near 1/400, so a linear 0..1
+#: scale draws almost everything dark; the others show the structure. Hover always shows the true weight.
+COLOUR_RANGES = {"linear": "linear 0..1", "row": "per-row max", "sqrt": "power 0.5", "log": "log"}
+LOG_FLOOR = 1e-4  # the log range's bottom: weights below it share the darkest colour
+
+
+def transformed(stage: str, mode: str) -> bool:
+    """True when the colours are not the values themselves (hover must carry the true weight)."""
+    return stage == "weights" and mode in COLOUR_RANGES and mode != "linear"
+
+
+def colour_values(stage: str, values: np.ndarray, mode: str = "linear") -> np.ndarray:
+    """What to draw for `values` in colour range `mode`: weights / their row's max, sqrt(weights) or
+    log10(weights) (floored at LOG_FLOOR); unchanged for linear and for the score stages. Float32, NaN kept."""
+    v = np.asarray(values, dtype=np.float32)
+    if not transformed(stage, mode):
+        return v
+    if mode == "row":
+        with np.errstate(invalid="ignore"):
+            peak = np.nanmax(np.where(np.isnan(v), -np.inf, v), axis=-1, keepdims=True)
+        return np.where(peak > 0, v / np.where(peak > 0, peak, 1.0), 0.0).astype(np.float32)
+    if mode == "sqrt":
+        return np.sqrt(np.clip(v, 0.0, None))
+    return np.log10(np.clip(v, LOG_FLOOR, None))
+
+
+def colour_bar(stage: str, mode: str, title: str) -> dict:
+    """The colour bar for `colour(...)`: ticks labelled with true weights for the power and log ranges."""
+    bar = dict(title=dict(text=title, side="right"), thickness=14)
+    if not transformed(stage, mode):
+        return bar
+    if mode == "row":
+        bar["title"]["text"] = "weight ÷ row max"
+        return bar
+    vals = [1e-4, 1e-3, 0.01, 0.1, 1.0] if mode == "log" else [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0]
+    bar["title"]["text"] = f"{title} ({'log' if mode == 'log' else '√'} scale)"
+    return bar | dict(
+        tickmode="array",
+        tickvals=colour_values(stage, np.array(vals), mode).tolist(),
+        ticktext=[f"{v:g}" for v in vals],
+    )
 
 
 def ticks(tokens, start: int, stop: int, max_ticks: int = MAX_TICKS) -> dict:
@@ -145,11 +191,25 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     )
 
 
+def _grid_hover(pairs, z: np.ndarray, true_values: bool, head: str) -> dict:
+    """customdata and hovertemplate for one grid panel; with transformed colours the hover reads the true value."""
+    if not true_values:
+        return dict(customdata=pairs, hovertemplate=f"{head} %{{z:.4g}}<extra></extra>")
+    if pairs is None:
+        return dict(customdata=f32(z), hovertemplate=f"{head} %{{customdata:.4g}}<extra></extra>")
+    custom = np.concatenate([pairs, _fmt(z)[..., None]], axis=-1)
+    return dict(customdata=custom, hovertemplate=f"{head} %{{customdata[2]}}<extra></extra>")
+
+
 # --- figures ----------------------------------------------------------------------------------------
 
 
-def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None) -> go.Figure:
-    """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance."""
+def head_grid(
+    trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None, colours: str = "linear"
+) -> go.Figure:
+    """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance.
+
+    `colours`: a COLOUR_RANGES id for weights; the hover then still shows the true weight."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
     z_all = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
     n_head, n = z_all.shape[0], max(stop - start, kstop - kstart)
@@ -164,23 +224,22 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
         horizontal_spacing=0.02 if cols > 1 else 0.0,
         vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
     )
-    scale = colour(stage, z_all)
+    scale = colour(stage, z_all, mode=colours)
     pairs = _token_pairs(trace, (start, stop), (kstart, kstop)) if n <= GRID_HOVER_TOKENS else None
     who = "query %{customdata[0]}<br>key %{customdata[1]}" if pairs is not None else "query %{y} · key %{x}"
     label = STAGE_LABELS[stage]
     for h in range(n_head):
         fig.add_trace(
             go.Heatmap(
-                z=f32(z_all[h]),
+                z=f32(colour_values(stage, z_all[h], colours)),
                 x0=kstart,
                 dx=1,
                 y0=start,
                 dy=1,
-                customdata=pairs,
-                hovertemplate=f"head {h}<br>{who}<br>{label} %{{z:.4g}}<extra></extra>",
+                **_grid_hover(pairs, z_all[h], transformed(stage, colours), f"head {h}<br>{who}<br>{label}"),
                 hoverongaps=False,
                 showscale=h == 0,
-                colorbar=dict(title=dict(text=label, side="right"), thickness=14),
+                colorbar=colour_bar(stage, colours, label),
                 **scale,
             ),
             row=h // cols + 1,
@@ -189,7 +248,7 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
     tick_x = ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2)
     tick_y = ticks(trace.tokens, start, stop, MAX_TICKS // 2)
     # Fixed margins and no key labels under the panels: with 2 x n_head axes, Plotly's automatic margin
-    # passes and tick-label layout were most of the browser's redraw time (bench/whatif.py, docs/benchmarks.md).
+    # passes and tick-label layout were most of the browser's redraw time (measured in Chromium).
     # The keys are named in the hover and on the large single-head view below.
     fig.update_xaxes(
         **tick_x, showticklabels=False, automargin=False, showgrid=False, range=[kstart - 0.5, kstop - 0.5]
@@ -209,8 +268,10 @@ def head_grid(trace: AttentionTrace, layer: int, stage: str = "weights", cols: i
     return fig
 
 
-def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None) -> go.Figure:
-    """One head large, with every stage in the hover (query, key, weights, scores, scaled)."""
+def head_detail(
+    trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None, colours: str = "linear"
+) -> go.Figure:
+    """One head large, with every stage in the hover (query, key, weights, scores, scaled); `colours` as in head_grid."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
     z_layer = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
     z = z_layer[head]
@@ -229,7 +290,7 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     label = STAGE_LABELS[stage]
     fig = go.Figure(
         go.Heatmap(
-            z=f32(z),
+            z=f32(colour_values(stage, z, colours)),
             x0=kstart,
             dx=1,
             y0=start,
@@ -237,8 +298,8 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
             customdata=custom,
             hovertemplate=hover + "<extra></extra>",
             hoverongaps=False,
-            colorbar=dict(title=dict(text=label, side="right"), thickness=14),
-            **colour(stage, z_layer),  # the layer's range, so colours mean what they mean in the grid
+            colorbar=colour_bar(stage, colours, label),
+            **colour(stage, z_layer, mode=colours),  # the layer's range, so colours mean what they mean in the grid
         )
     )
     n = max(stop - start, kstop - kstart)
@@ -264,16 +325,19 @@ def head_detail(trace: AttentionTrace, layer: int, head: int, stage: str = "weig
     return fig
 
 
-def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile: int = TILE) -> go.Figure:
+def overview(
+    trace: AttentionTrace, stage: str = "weights", selected=None, tile: int = TILE, colours: str = "linear"
+) -> go.Figure:
     """Every layer x head as one tiled image (fast to draw), plus one invisible clickable marker per tile.
 
     Texts longer than `tile` tokens are pooled to tile x tile blocks per head (`analysis.pooling`); score stages use a
-    robust colour range (see `colour`). The markers carry
+    robust colour range (see `colour`), weights the `colours` range (per tile). The markers carry
     customdata [layer, head], which the dashboard reads back from a click. `selected` outlines the tile on show.
     """
     n_layer, n_head = trace.n_layer, trace.n_head
     # pooled one layer at a time, so a long text never holds every layer at full size
     pooled = trace.memo(("overview", stage, tile), lambda: pooled_stage(trace, stage, tile))  # once per trace
+    pooled = colour_values(stage, pooled, colours)  # the colours drawn (the overview has no value hover)
     sq, sk = pooled.shape[-2:]  # tile height (queries) and width (keys): they differ in cross-attention
     ystep, xstep = sq + 1, sk + 1  # one empty (NaN) row and column between tiles
     image = np.full((n_layer * ystep - 1, n_head * xstep - 1), np.nan, dtype=np.float32)
@@ -286,8 +350,8 @@ def overview(trace: AttentionTrace, stage: str = "weights", selected=None, tile:
         go.Heatmap(
             z=image,
             hoverinfo="skip",
-            colorbar=dict(title=dict(text=STAGE_LABELS[stage], side="right"), thickness=12),
-            **colour(stage, pooled, robust=True),
+            colorbar=colour_bar(stage, colours, STAGE_LABELS[stage]) | dict(thickness=12),
+            **colour(stage, pooled, robust=True, mode=colours),
         )
     )
     row_px = int(max(28, min(120, 860 / n_head, 900 / n_layer)))  # tiles about square, figure at most ~1000 px

@@ -18,10 +18,13 @@ from .common import (
     f32,
     finish,
     grid_height,
+    group,
+    group_edges,
+    group_labels,
+    group_note,
     heatmap,
     symmetric_range,
     thin,
-    tick_labels,
     token_axes,
     weights_axis,
 )
@@ -92,7 +95,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
         horizontal_spacing=0.1,
         subplot_titles=(
             "attention on positions that should be invisible",
-            "largest change in weights (your masks vs every key visible)",
+            "largest change in weights (yours vs none)",  # longer titles are clipped at 1,280 px
         ),
     )
     for vals, name, colour in (
@@ -139,15 +142,17 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
 def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> go.Figure:
     """For each fill value, softmax on a row with every key masked and on a row with some keys masked.
 
-    A finite fill turns a fully masked row into a uniform one (1/n each); -inf turns it into zeros."""
-    labels = tick_labels(tokens)
+    A finite fill turns a fully masked row into a uniform one (1/n each); -inf turns it into zeros.
+    More than LONG_CHART keys are summed in groups of consecutive keys (`fill_demo_note` says so)."""
+    edges = group_edges(len(tokens))
+    labels = group_labels(tokens, edges)
     ylabels, z = [], []
     for r in rows:
         mark = " ◀ chosen" if r.fill == chosen else ""
         name = "float32 min" if r.fill == "min" else r.fill
         ylabels += [f"fill {name}: every key masked{mark}", f"fill {name}: some keys masked"]
         z += [r.every_masked, r.some_masked]
-    z = np.asarray(z, np.float32)
+    z = group(np.asarray(z, np.float32), edges, "sum").astype(np.float32)
     text = np.vectorize(lambda v: "0" if v == 0 else f"{v:.2f}")(z)
     fig = go.Figure(
         go.Heatmap(
@@ -157,12 +162,13 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
             coloraxis="coloraxis",
             text=text,
             texttemplate="%{text}" if len(labels) <= 24 else None,
-            hovertemplate="key %{x}: weight %{z:.4f}<extra></extra>",
+            customdata=np.broadcast_to(np.array(labels, dtype=object), z.shape),
+            hovertemplate="key %{customdata}: weight %{z:.4f}<extra></extra>",
             xgap=1,
             ygap=1,
         )
     )
-    step = thin(len(labels), 40)
+    step = thin(len(labels), 40 if len(labels) == len(tokens) else 32)
     fig.update_xaxes(
         tickmode="array",
         tickvals=list(range(0, len(labels), step)),
@@ -174,3 +180,8 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
     fig.update_xaxes(showgrid=False, zeroline=False)
     fig.update_yaxes(showgrid=False, zeroline=False)
     return finish(fig, "fill_demo", 150 + 34 * len(ylabels), top=30, coloraxis=weights_axis())
+
+
+def fill_demo_note(n_keys: int) -> str:
+    """What the fill chart's columns are for this many keys ('' when each column is one key)."""
+    return group_note(n_keys, group_edges(n_keys), "keys", "total weight", item="cell")

@@ -8,7 +8,7 @@ and survives page switches and reloads. Streamlit ignores and removes a query va
 take (layer=99, a head of -1, garbage), so bad links fall back to defaults instead of failing.
 """
 
-from .data import get_model, get_trace, setup, trace_of_text
+from .data import get_model, get_trace, loading_notice, setup, trace_of_text
 from .sidebar import current, module_preview, module_settings, sidebar
 from .state import (
     DEFAULT_TEXT,
@@ -28,11 +28,12 @@ from .state import (
     text_inputs,
     url_choice,
 )
-from .widgets import head_picker, scroll_to, section, stage_picker, token_window
+from .widgets import colour_range, head_picker, scroll_to, section, stage_picker, token_window
 
 __all__ = [
     "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
-    "Selection", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker", "max_tokens",
+    "Selection", "colour_range", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker",
+    "loading_notice", "max_tokens",
     "module_preview", "module_settings", "scroll_to", "section", "selected_tile", "setup", "sidebar", "stage_picker",
     "text_inputs", "token_window", "trace_of_text", "url_choice",
 ]  # fmt: skip

@@ -26,11 +26,27 @@ def setup() -> None:
         setup.done = True
 
 
+_LOADED: set[str] = set()  # models this process has loaded (the cache may have dropped some since)
+
+
+def loading_notice():
+    """A main-area placeholder: on a cold start it says the model is loading (the sidebar's spinner is easy to
+    miss and the main area would stay blank). Call `.empty()` on it once the sidebar has loaded the model."""
+    box = st.empty()
+    if not _LOADED:
+        box.info(
+            "Loading the model and starting up… the first visit after a restart takes a few seconds.",
+            icon=":material/hourglass_top:",
+        )
+    return box
+
+
 @st.cache_resource(max_entries=3, show_spinner="Loading the model… (the first load takes a few seconds)")
 def get_model(name: str) -> LoadedModel:
     t0 = time.perf_counter()
     loaded = load_model(None if name in ("", BUNDLED) else name)
     # one line per real load in the server log: operators (and the concurrency test) count loads with it
+    _LOADED.add(name)
     print(f"attnviz: loaded model {name!r} in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     return loaded
 

@@ -7,8 +7,9 @@ import json
 import streamlit as st
 
 from ..plots.common import chart_config
+from ..plots.heatmaps import COLOUR_RANGES
 from ..trace import AttentionTrace
-from .state import URL, Selection
+from .state import URL, Selection, url_choice
 
 
 def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
@@ -45,6 +46,22 @@ def stage_picker(trace: AttentionTrace) -> str:
         help="scores = q·k → scaled (× scale) → masked (forbidden pairs removed) → weights (softmax).",
     )
     return stage or "weights"
+
+
+def colour_range(stage: str, container=None) -> str:
+    """The colour range of weights heatmaps (URL key "colour", short ids); "linear" for the score stages."""
+    if stage != "weights":
+        return "linear"
+    return url_choice(
+        (container or st).radio,
+        "Colour range",
+        COLOUR_RANGES,
+        key="colour",
+        horizontal=True,
+        help="Long texts put most weights near 1/tokens, which a linear 0..1 scale draws almost all dark. "
+        "Per-row max scales each query's row to its largest weight; power 0.5 and log stretch the small weights. "
+        "Hover always shows the true weight.",
+    )
 
 
 def token_window(trace: AttentionTrace, limit: int) -> tuple[int, int] | None:

@@ -278,3 +278,41 @@ def test_uniform_attention_is_called_out_and_module_titles_say_module():
     assert hm.stage_note(make_trace(["a", "b", "c"]), 0, "weights") == ""
     assert hm.head_grid(flat, 0).layout.title.text.startswith("Our module")
     assert hm.head_detail(flat, 0, 1).layout.title.text.startswith("Our module · head 1")
+
+
+# --- colour ranges (#12.6) ---------------------------------------------------------------------------------
+
+
+def test_colour_ranges_stretch_small_weights_and_keep_the_true_weight_in_the_hover():
+    w = np.array([[0.5, 0.25, 0.25, 0.0], [0.01, 0.01, 0.97, 0.01]], np.float32)
+    np.testing.assert_array_equal(hm.colour_values("weights", w, "linear"), w)
+    row = hm.colour_values("weights", w, "row")
+    np.testing.assert_allclose(row.max(axis=-1), 1.0)
+    np.testing.assert_allclose(row[0], [1, 0.5, 0.5, 0])
+    np.testing.assert_allclose(hm.colour_values("weights", w, "sqrt"), np.sqrt(w))
+    log = hm.colour_values("weights", w, "log")
+    assert log.min() == pytest.approx(np.log10(hm.LOG_FLOOR)) and log.max() <= 0
+    assert hm.colour("weights", w, mode="log") == dict(colorscale="Viridis", zmin=-4.0, zmax=0.0)
+    for mode in ("linear", "row", "sqrt"):
+        assert hm.colour("weights", w, mode=mode)["zmin"] == 0 and hm.colour("weights", w, mode=mode)["zmax"] == 1
+    scores = np.array([[-3.0, 2.0]], np.float32)  # score stages are never transformed
+    np.testing.assert_array_equal(hm.colour_values("scores", scores, "log"), scores)
+    bar = hm.colour_bar("weights", "log", "weights")
+    assert bar["ticktext"][-1] == "1" and bar["tickvals"][-1] == 0.0  # colour bar labelled in true weights
+
+
+@pytest.mark.parametrize("n", [6, 60])
+def test_transformed_grid_and_detail_hover_show_the_true_weight(n):
+    tr = make_trace([f"t{i}" for i in range(n)], n_layer=1, n_head=2)
+    w = tr.layer(0).weights
+    grid = hm.head_grid(tr, 0, "weights", colours="sqrt")
+    for h, t in enumerate(heat(grid)):
+        np.testing.assert_allclose(np.asarray(t.z), np.sqrt(w[h]), rtol=1e-6)
+        assert "%{z" not in t.hovertemplate  # z is sqrt(weight): the hover reads customdata instead
+        custom = np.asarray(t.customdata)
+        true = custom[..., 2].astype(float) if custom.ndim == 3 else custom
+        np.testing.assert_allclose(true, w[h], rtol=1e-3)
+    detail = heat(hm.head_detail(tr, 0, 1, "weights", colours="log"))[0]
+    assert "weights %{customdata[2]}" in detail.hovertemplate
+    np.testing.assert_allclose(np.asarray(detail.customdata)[..., 2].astype(float), w[1], rtol=1e-3)
+    assert heat(hm.overview(tr, "weights", colours="row"))[0].zmax == 1.0

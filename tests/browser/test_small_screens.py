@@ -1,0 +1,104 @@
+"""Issue 12, items 4-7 in a real browser: a laptop screen (1,280 x 800), ~400 tokens, a cold start, local paths,
+the Back button."""
+
+from __future__ import annotations
+
+import subprocess
+from urllib.parse import parse_qs, quote, urlparse
+
+import pytest
+from browserkit import OUT, Tab, free_port, start_server
+
+LONG = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 20)
+PAGES = {
+    "heads": "", "scaling": "scaling", "masks": "masks", "module": "module", "headstats": "headstats",
+    "rollout": "rollout", "neuron": "neuron", "scores": "scores",
+}  # fmt: skip
+
+
+@pytest.fixture
+def laptop(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    yield Tab(page, server)
+    context.close()
+
+
+def chart(figure: str) -> str:
+    """A JS expression for the chart whose layout.meta.figure is `figure`."""
+    return f"Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g.layout.meta?.figure === '{figure}')"
+
+
+# Titles (figure title, subplot titles) that stick out of their chart's box are clipped on screen.
+CLIPPED_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
+  const box = gd.getBoundingClientRect(), name = gd.layout.meta?.figure || 'chart';
+  return Array.from(gd.querySelectorAll('.gtitle, .annotation-text, .g-xtitle text, .g-ytitle text'))
+    .map(t => [t.textContent, t.getBoundingClientRect()])
+    .filter(([_, r]) => r.width > 0 && (r.top < box.top - 1 || r.bottom > box.bottom + 1 || r.left < box.left - 1 || r.right > box.right + 1))
+    .map(([text, r]) => `${name}: "${text.slice(0, 40)}" at top ${Math.round(r.top - box.top)}`);
+})"""
+
+
+@pytest.mark.parametrize("length", ["short", "long"])
+def test_every_page_starts_a_chart_above_the_fold_with_its_titles_inside(laptop, length):
+    """#12.5: at 1,280 x 800 the first chart starts in the first screen, and no chart title is clipped."""
+    text = "" if length == "short" else "?text=" + quote(LONG)
+    late, clipped = [], []
+    for name, path in PAGES.items():
+        laptop.open(path + text, charts=1, timeout=120_000)
+        laptop.page.wait_for_timeout(800)
+        top = laptop.page.evaluate("() => document.querySelector('.js-plotly-plot').getBoundingClientRect().top")
+        if top > 650:  # at least 150 px of the chart is on the first screen
+            late.append(f"{name}: first chart at {top:.0f} px")
+        clipped += laptop.page.evaluate(CLIPPED_TITLES_JS)
+        laptop.shot(f"laptop-{length}-{name}")
+        assert laptop.errors_on_page() == [], name
+    assert late == [] and clipped == [], "\n".join(late + clipped)
+
+
+def test_a_cold_start_says_the_model_is_loading(browser):
+    """#12.5: while the first model loads, the main area says so instead of staying blank."""
+    port = free_port()
+    proc = start_server(port, OUT.parent / "cold-start-server.log")
+    try:
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
+        page.wait_for_selector("[data-testid='stMain'] [data-testid='stAlert']", timeout=60_000)
+        assert "Loading the model" in page.inner_text("[data-testid='stMain']")
+        page.screenshot(path=str(OUT / "cold-start.png"))
+        tab = Tab(page, f"http://127.0.0.1:{port}").idle(charts=1, timeout=120_000)
+        assert "Loading the model" not in tab.page.inner_text("[data-testid='stMain']")  # gone once loaded
+        context.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_at_400_tokens_colour_ranges_show_structure_and_long_charts_are_grouped(laptop):
+    """#12.6: a colour range that is not all dark, the true weight in the hover, no barcode or zig-zag."""
+    laptop.open("?text=" + quote(LONG), charts=3)
+    laptop.page.locator("[data-testid='stRadio'] label", has_text="per-row max").click()
+    laptop.idle(charts=3)
+    assert parse_qs(urlparse(laptop.page.url).query).get("colour") == ["row"], laptop.page.url
+    bright, template = laptop.page.evaluate(
+        f"""() => {{ const t = {chart("head_grid")}._fullData[0];
+            const cells = Array.from(t.z, r => Array.from(r)).flat();
+            return [cells.filter(v => v > 0.1).length / cells.length, t.hovertemplate]; }}"""
+    )
+    assert bright > 0.05, f"only {bright:.1%} of cells are brighter than the bottom tenth"
+    assert "customdata" in template and "%{z" not in template, template
+    laptop.shot("long-heads-row-max")
+    laptop.open("scaling?text=" + quote(LONG), charts=3)
+    n = laptop.page.evaluate(f"() => Math.max(...{chart('row_saturation')}._fullData.map(t => t.x.length))")
+    assert n <= 64, f"the row chart draws {n} points"
+    assert "in 64 groups" in laptop.page.inner_text("[data-testid='stMain']")
+    laptop.open("masks?text=" + quote(LONG), charts=4)
+    n = laptop.page.evaluate(f"() => {chart('fill_demo')}._fullData[0].z[0].length")
+    assert n <= 64, f"the fill chart draws {n} columns"
+    assert "total weight" in laptop.page.inner_text("[data-testid='stMain']")
+    laptop.shot("long-masks")
