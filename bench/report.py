@@ -25,8 +25,8 @@ plotly {m["plotly"]}, playwright {m["playwright"]}. Load average (1, 5, 15 min):
 def _cpu(c: dict) -> str:
     rows = "\n".join(
         f"| {r['tokens']} | {r['sdpa_ms']:.1f} ms | {r['eager_ms']:.1f} ms | {r['trace_ms']:.1f} ms | "
-        f"**{r['trace_vs_sdpa']:.2f}x** | **{r['trace_vs_eager']:.2f}x** | {r['trace_vs_sdpa_cpu1']:.2f}x | "
-        f"{r['trace_vs_eager_cpu1']:.2f}x | {_mb(r['trace_bytes'])} |"
+        f"{r['trace_vs_sdpa']:.2f}x | {r['trace_vs_eager']:.2f}x | **{r['trace_vs_sdpa_cpu1']:.2f}x** | "
+        f"**{r['trace_vs_eager_cpu1']:.2f}x** | {_mb(r['trace_bytes'])} |"
         for r in c["rows"]
     )
     return f"""### attnviz.trace against the forwards it replaces (CPU, {c["model"]}, {c["layers"]}x{c["heads"]} heads)
@@ -52,7 +52,7 @@ Same weights (`MultiHeadAttention.from_torch`; outputs differ by {m["max_diff"]:
 | input | torch | attnviz | attnviz / torch | attnviz / torch, 1 thread, CPU |
 |---|---:|---:|---:|---:|
 | batch {m["batch"]}, {m["tokens"]} tokens, d_model {m["d_model"]}, {m["heads"]} heads | {m["torch_ms"]:.1f} ms | \
-{m["attnviz_ms"]:.1f} ms | **{m["ratio"]:.2f}x** | {m["ratio_cpu1"]:.2f}x |"""
+{m["attnviz_ms"]:.1f} ms | {m["ratio"]:.2f}x | **{m["ratio_cpu1"]:.2f}x** |"""
 
 
 def _browser(b: dict) -> str:
