@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny sizes and one round, in seconds")
     p.add_argument("--only", action="append", choices=list(GROUPS), help="run only this group (repeatable)")
     args = p.parse_args(argv)
-    res = {"command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)}
+    res = {"command": " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])}
     res |= run(args.only or list(GROUPS), args.quick)
     out = ROOT / "bench" / "out" / ("results-quick.json" if args.quick else "results.json")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 import attnviz
-from bench.measure import interleaved, ms, ratio
+from bench.measure import interleaved, ms, one_thread_cpu, ratio
 
 # fmt: off
 WORDS = [
@@ -72,14 +72,15 @@ def _forwards(tok, sdpa, eager, model, text: str) -> dict:
 def _row(n: int, fns: dict, rounds: int, warmup: int) -> dict:
     trace, attentions = fns["trace"](), fns["eager"]().attentions
     assert trace.n_tokens == n, (trace.n_tokens, n)
-    t = interleaved(fns, rounds, warmup)
+    t, c = interleaved(fns, rounds, warmup), one_thread_cpu(fns, rounds, warmup)
     row = {"tokens": n, "trace_bytes": trace_bytes(trace), **{f"{name}_ms": ms(v) for name, v in t.items()}}
     row |= {f"trace_vs_{ref}": ratio(t, "trace", ref) for ref in ("sdpa", "eager")}
+    row |= {f"trace_vs_{ref}_cpu1": ratio(c, "trace", ref) for ref in ("sdpa", "eager")}
     row["max_diff_vs_eager"] = float(np.abs(trace.weights - np.stack([a[0].numpy() for a in attentions])).max())
     return row
 
 
-def forwards(sizes=(32, 128, 512), rounds: int = 20, warmup: int = 2) -> dict:
+def forwards(sizes=(32, 128, 512), rounds: int = 15, warmup: int = 2) -> dict:
     """attnviz.trace vs the SDPA forward and the eager forward with output_attentions, tokenizer included."""
     tok, sdpa, eager, model = tokenizer(), reference("sdpa"), reference("eager"), attnviz.load_model()
     rows = [_row(n, _forwards(tok, sdpa, eager, model, sentence(n, seed=n)), rounds, warmup) for n in sizes]
@@ -87,7 +88,7 @@ def forwards(sizes=(32, 128, 512), rounds: int = 20, warmup: int = 2) -> dict:
     return {"model": "bundled all-MiniLM-L6-v2", **shape, "rounds": rounds, "rows": rows}
 
 
-def mha(batch: int = 128, tokens: int = 64, d_model: int = 512, heads: int = 8, rounds: int = 15, warmup: int = 2):
+def mha(batch: int = 128, tokens: int = 64, d_model: int = 512, heads: int = 8, rounds: int = 10, warmup: int = 2):
     """Per-head weights from both modules (torch: need_weights=True, average_attn_weights=False)."""
     torch.manual_seed(0)
     theirs = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
@@ -98,6 +99,14 @@ def mha(batch: int = 128, tokens: int = 64, d_model: int = 512, heads: int = 8, 
         "attnviz": torch.inference_mode()(lambda: ours(x)),
     }
     diff = float((fns["torch"]()[0] - fns["attnviz"]()[0]).abs().max())
-    t = interleaved(fns, rounds, warmup)
-    out = {"batch": batch, "tokens": tokens, "d_model": d_model, "heads": heads, "rounds": rounds, "max_diff": diff}
+    t, c = interleaved(fns, rounds, warmup), one_thread_cpu(fns, rounds, warmup)
+    out = {
+        "ratio_cpu1": ratio(c, "attnviz", "torch"),
+        "batch": batch,
+        "tokens": tokens,
+        "d_model": d_model,
+        "heads": heads,
+        "rounds": rounds,
+        "max_diff": diff,
+    }
     return out | {"torch_ms": ms(t["torch"]), "attnviz_ms": ms(t["attnviz"]), "ratio": ratio(t, "attnviz", "torch")}

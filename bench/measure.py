@@ -12,7 +12,7 @@ from importlib import metadata
 import torch
 
 
-def interleaved(fns: dict, rounds: int, warmup: int = 1) -> dict[str, list[float]]:
+def interleaved(fns: dict, rounds: int, warmup: int = 1, clock=time.perf_counter) -> dict[str, list[float]]:
     """Seconds per call of each callable; every round runs all of them back to back, in alternating order."""
     for _ in range(warmup):
         for fn in fns.values():
@@ -23,12 +23,23 @@ def interleaved(fns: dict, rounds: int, warmup: int = 1) -> dict[str, list[float
         for r in range(rounds):
             gc.collect()
             for name in list(fns) if r % 2 == 0 else list(fns)[::-1]:
-                t = time.perf_counter()
+                t = clock()
                 fns[name]()
-                times[name].append(time.perf_counter() - t)
+                times[name].append(clock() - t)
     finally:
         gc.enable()
     return times
+
+
+def one_thread_cpu(fns: dict, rounds: int, warmup: int = 1) -> dict[str, list[float]]:
+    """As interleaved, with torch on one thread and the process's CPU time as the clock: the work itself, which
+    waiting for a core that another process holds does not inflate (wall-clock times on a busy box do)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return interleaved(fns, rounds, warmup, clock=time.process_time)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def ms(times: list[float]) -> float:

@@ -25,17 +25,21 @@ plotly {m["plotly"]}, playwright {m["playwright"]}. Load average (1, 5, 15 min):
 def _cpu(c: dict) -> str:
     rows = "\n".join(
         f"| {r['tokens']} | {r['sdpa_ms']:.1f} ms | {r['eager_ms']:.1f} ms | {r['trace_ms']:.1f} ms | "
-        f"**{r['trace_vs_sdpa']:.2f}x** | **{r['trace_vs_eager']:.2f}x** | {_mb(r['trace_bytes'])} |"
+        f"{r['trace_vs_sdpa']:.2f}x | {r['trace_vs_eager']:.2f}x | **{r['trace_vs_sdpa_cpu1']:.2f}x** | "
+        f"**{r['trace_vs_eager_cpu1']:.2f}x** | {_mb(r['trace_bytes'])} |"
         for r in c["rows"]
     )
     return f"""### attnviz.trace against the forwards it replaces (CPU, {c["model"]}, {c["layers"]}x{c["heads"]} heads)
 
 Median of {c["rounds"]} rounds, tokenizer included. A ratio is the median over rounds of trace / reference, each
-round running the three back to back. Bytes: the numpy arrays one trace holds. Trace weights against eager's: max
-abs difference {max(r["max_diff_vs_eager"] for r in c["rows"]):.1e}.
+round running the three back to back: wall-clock time at the dashboard's thread count, then again with torch on one
+thread timed by the process's CPU time (*1 thread, CPU*: the work itself, which waiting for a core does not
+inflate). Bytes: the numpy arrays one trace holds. Trace weights against eager's: max abs difference
+{max(r["max_diff_vs_eager"] for r in c["rows"]):.1e}.
 
-| tokens | SDPA forward | eager + output_attentions | attnviz.trace | trace / SDPA | trace / eager | bytes per trace |
-|---:|---:|---:|---:|---:|---:|---:|
+| tokens | SDPA forward | eager + output_attentions | attnviz.trace | trace / SDPA | trace / eager | \
+trace / SDPA, 1 thread, CPU | trace / eager, 1 thread, CPU | bytes per trace |
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 {rows}"""
 
 
@@ -43,12 +47,12 @@ def _mha(m: dict) -> str:
     return f"""### attnviz.MultiHeadAttention against torch.nn.MultiheadAttention (CPU)
 
 Same weights (`MultiHeadAttention.from_torch`; outputs differ by {m["max_diff"]:.1e}); both return per-head weights
-(torch: `need_weights=True, average_attn_weights=False`). Median of {m["rounds"]} rounds.
+(torch: `need_weights=True, average_attn_weights=False`). Median of {m["rounds"]} rounds, timed as above.
 
-| input | torch | attnviz | attnviz / torch |
-|---|---:|---:|---:|
+| input | torch | attnviz | attnviz / torch | attnviz / torch, 1 thread, CPU |
+|---|---:|---:|---:|---:|
 | batch {m["batch"]}, {m["tokens"]} tokens, d_model {m["d_model"]}, {m["heads"]} heads | {m["torch_ms"]:.1f} ms | \
-{m["attnviz_ms"]:.1f} ms | **{m["ratio"]:.2f}x** |"""
+{m["attnviz_ms"]:.1f} ms | {m["ratio"]:.2f}x | **{m["ratio_cpu1"]:.2f}x** |"""
 
 
 def _browser(b: dict) -> str:

@@ -18,11 +18,11 @@ def test_cpu_groups_measure_positive_ratios_and_the_report_shows_them():
     forwards = cpu.forwards(sizes=(8,), rounds=1, warmup=0)
     mha = cpu.mha(batch=2, tokens=8, d_model=32, heads=4, rounds=1, warmup=0)
     (row,) = forwards["rows"]
-    assert row["tokens"] == 8 and row["trace_vs_sdpa"] > 0 and row["trace_vs_eager"] > 0
+    assert row["tokens"] == 8 and min(row[k] for k in row if k.startswith("trace_vs_")) > 0
     assert row["trace_bytes"] >= 2 * forwards["layers"] * forwards["heads"] * 8 * 32 * 4  # q and k, head dim 32
     assert row["max_diff_vs_eager"] < 1e-5 and mha["ratio"] > 0 and mha["max_diff"] < 1e-5
     text = report.render(_results(cpu=forwards, mha=mha))
-    assert "| 8 | " in text and "trace / SDPA" in text and f"**{mha['ratio']:.2f}x**" in text
+    assert "| 8 | " in text and "trace / SDPA" in text and f"**{mha['ratio_cpu1']:.2f}x**" in text
 
 
 def test_gpu_code_path_runs_on_a_tiny_llama_and_renders():
