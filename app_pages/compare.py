@@ -8,7 +8,6 @@ from attnviz.analysis import compare as C
 from attnviz.errors import AttnvizError
 from attnviz.plots import compare as cp
 from attnviz.plots import heatmaps as hm
-from attnviz.plots.common import chart_config
 
 MODES = {"sentences": "Two sentences (a minimal pair)", "models": "Two models", "layers": "Two layers"}
 MINIMAL_PAIR = "The dog sat on the mat because it was tired."
@@ -71,7 +70,7 @@ if stop < tr.n_tokens:
     title += f"; tokens {start}–{stop - 1} of {tr.n_tokens}"
 diff = result.diff[:, start:stop, start:stop]
 st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles),
-                config=chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
+                config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
 st.caption("One colour range for every panel, centred at 0 (white = no change); weights lie in 0..1, so |b − a| ≤ 1.")
 st.subheader("Heads ranked", divider="gray")
 st.dataframe(result.rows(measure), hide_index=True, key="cmp_table",

@@ -6,7 +6,6 @@ import streamlit as st
 from attnviz import export, ui
 from attnviz.errors import AttnvizError
 from attnviz.plots import heatmaps as hm
-from attnviz.plots.common import chart_config
 
 src = ui.current()
 st.title("Export")
@@ -91,7 +90,7 @@ if upload is not None:
     st.plotly_chart(
         grid,
         key="ex_saved_grid",
-        config=chart_config("export", "saved", f"layer{saved_layer}", saved_stage),
+        config=ui.chart_config("export", "saved", f"layer{saved_layer}", saved_stage),
     )
     with st.expander("Its provenance"):
         provenance_table(saved_record)

@@ -4,7 +4,6 @@ import streamlit as st
 
 from attnviz import export, ui
 from attnviz.plots import heatmaps as hm
-from attnviz.plots.common import chart_config
 
 src = ui.current()
 st.title("Heads")
@@ -33,7 +32,7 @@ if note := hm.stage_note(tr, layer, stage):
 st.plotly_chart(
     hm.head_grid(tr, layer, stage, token_range=span, colours=colours),
     theme=None,
-    config=chart_config(f"layer{layer}", stage, "heads"),
+    config=ui.chart_config(f"layer{layer}", stage, "heads"),
 )
 
 st.subheader("One head up close", anchor="one-head")
@@ -55,7 +54,7 @@ with right:
     st.plotly_chart(
         hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours),
         theme=None,
-        config=chart_config(f"layer{layer}", f"head{head}", stage),
+        config=ui.chart_config(f"layer{layer}", f"head{head}", stage),
     )
 
 
@@ -80,7 +79,7 @@ if tr.n_layer > 1:  # our module is one layer: its overview would repeat the gri
         on_select=_open_tile,
         selection_mode="points",
         theme=None,
-        config=chart_config("overview", stage),
+        config=ui.chart_config("overview", stage),
     )
 
 with st.expander("What the stages mean"):

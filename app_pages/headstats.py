@@ -5,7 +5,6 @@ import streamlit as st
 from attnviz import ui
 from attnviz.analysis import heads as H
 from attnviz.plots import headstats as hp
-from attnviz.plots.common import chart_config
 
 src = ui.current()
 st.title("Head statistics")
@@ -49,7 +48,7 @@ if name == "induction_score":
         "attends to the word that followed the earlier copy of the current word. Encoders like BERT rarely have one."
     )
 pick = st.session_state.get("hs_pick")
-st.plotly_chart(hp.stat_grid(stats[name], label, value_range, selected=pick), config=chart_config("headstats", name))
+st.plotly_chart(hp.stat_grid(stats[name], label, value_range, selected=pick), config=ui.chart_config("headstats", name))
 
 st.subheader("Every head, sortable", divider="gray")
 st.caption("Click a column header to sort. Shares and scores lie between 0 and 1; entropy is in nats.")
@@ -82,4 +81,4 @@ title = f"layer {choice[0]}, head {choice[1]}: weights" + (
     " (special tokens hidden, rows renormalised)" if hide else ""
 )
 st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens),
-                config=chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip
+                config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip

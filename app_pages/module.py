@@ -6,7 +6,6 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.plots import heatmaps as hm
-from attnviz.plots.common import chart_config
 from attnviz.scratch import module_code, parity
 
 src = ui.current()
@@ -72,7 +71,7 @@ if note := hm.stage_note(tr, 0, stage):
 st.plotly_chart(
     hm.head_grid(tr, 0, stage, token_range=span, colours=colours),
     theme=None,
-    config=chart_config("module", stage, "heads"),
+    config=ui.chart_config("module", stage, "heads"),
 )
 st.subheader("One head up close")
 left, right = st.columns([1, 2.4], gap="large")
@@ -86,7 +85,7 @@ with right:
     st.plotly_chart(
         hm.head_detail(tr, 0, head, stage, token_range=span, colours=colours),
         theme=None,
-        config=chart_config("module", f"head{head}", stage),
+        config=ui.chart_config("module", f"head{head}", stage),
     )
 
 st.subheader("How it works")

@@ -7,7 +7,6 @@ from attnviz import ui
 from attnviz.analysis import neuron as N
 from attnviz.errors import AttnvizError
 from attnviz.plots import neuron as nv
-from attnviz.plots.common import chart_config
 from attnviz.scratch import input_vectors
 
 src = ui.current()
@@ -33,7 +32,7 @@ except AttnvizError as e:
 
 where = "our module" if src.is_module else f"layer {layer}"
 st.subheader(f"{labels[query]} in {where}, head {head}", divider="gray")
-st.plotly_chart(nv.vectors(view, tr.tokens, tr.key_tokens), config=chart_config("neuron", layer, head, query))
+st.plotly_chart(nv.vectors(view, tr.tokens, tr.key_tokens), config=ui.chart_config("neuron", layer, head, query))
 
 rows = {
     "key": [f"{i:02d} {t}" for i, t in enumerate(tr.key_tokens)],

@@ -7,7 +7,6 @@ from attnviz.analysis import pairs as P
 from attnviz.errors import AttnvizError
 from attnviz.plots import headstats as hp
 from attnviz.plots import pairs as pp
-from attnviz.plots.common import chart_config
 
 src = ui.current()
 st.title("Sentence pairs")
@@ -45,10 +44,10 @@ shares = P.block_shares(w, boundary, end)
 
 st.subheader(f"The four blocks, every head of {where}", divider="gray")
 st.caption("Each bar: the mean over the block's query rows of the weight they give to the block's keys.")
-st.plotly_chart(pp.block_bars(shares), config=chart_config("pairs", f"layer{layer}", "blocks"))
+st.plotly_chart(pp.block_bars(shares), config=ui.chart_config("pairs", f"layer{layer}", "blocks"))
 st.subheader("Attention crossing between the sentences", divider="gray")
 st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
-st.plotly_chart(pp.crossing_bars(shares["crossing"]), config=chart_config("pairs", f"layer{layer}", "crossing"))
+st.plotly_chart(pp.crossing_bars(shares["crossing"]), config=ui.chart_config("pairs", f"layer{layer}", "crossing"))
 st.dataframe(
     [{"head": h, **{k: float(v[h]) for k, v in shares.items()}} for h in range(tr.n_head)],
     hide_index=True,
@@ -60,4 +59,4 @@ st.subheader("One head with the boundary", divider="gray")
 head = ui.head_picker(src)
 fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: weights", "pair_head", tr.key_tokens)
 fig.update_layout(shapes=pp.boundary_shapes(boundary, (0, tr.n_tokens)))
-st.plotly_chart(fig, config=chart_config("pairs", f"layer{layer}", f"head{head}"))
+st.plotly_chart(fig, config=ui.chart_config("pairs", f"layer{layer}", f"head{head}"))

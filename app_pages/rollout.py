@@ -8,7 +8,7 @@ from attnviz import ui
 from attnviz.analysis import rollout as R
 from attnviz.errors import AttnvizError
 from attnviz.plots import headstats as hp
-from attnviz.plots.common import chart_config, escape
+from attnviz.plots.common import escape
 
 src = ui.current()
 st.title("Rollout")
@@ -34,13 +34,13 @@ left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
         hp.weights_matrix(roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout"),
-        config=chart_config("rollout", f"layers{start}-{end}"),
+        config=ui.chart_config("rollout", f"layers{start}-{end}"),
     )
     st.caption("Row i: how much output token i draws on each input token. Every row sums to 1.")
 with right:
     st.plotly_chart(
         hp.weights_matrix(raw, tr.tokens, f"raw weights of layer {end}, heads averaged", "raw_last"),
-        config=chart_config("raw", f"layer{end}"),
+        config=ui.chart_config("raw", f"layer{end}"),
     )
     st.caption("The same layer's own weights, averaged over its heads: what one layer does, not the whole path.")
 
@@ -77,7 +77,7 @@ else:
             height=380,
             meta={"figure": "flow", "query": int(query)},
         )
-        st.plotly_chart(fig, config=chart_config("flow", f"query{query}"))
+        st.plotly_chart(fig, config=ui.chart_config("flow", f"query{query}"))
         st.caption(
             "Flow values are not shares of 1: a token's total outflow is bounded by its pipes, and each input gets "
             "the most that could reach it alone. Compare the ranking with rollout's, not the absolute heights."

@@ -1,11 +1,10 @@
 """Score functions: dot, scaled dot, general and additive attention side by side. Layout only."""
 
 import streamlit as st
-import torch
 
+from attnviz import ui
 from attnviz.analysis import scores as S
 from attnviz.plots import scores as sp
-from attnviz.plots.common import chart_config
 
 st.title("Score functions")
 st.markdown(
@@ -17,19 +16,18 @@ st.markdown(
 left, right = st.columns(2)
 d = left.select_slider("Vector width d", [4, 16, 64, 256, 1024], value=64, key="sc_d")
 seed = right.number_input("Seed", 0, 10_000, 0, key="sc_seed")
-g = torch.Generator().manual_seed(int(seed))
-q, k = torch.randn(12, d, generator=g), torch.randn(12, d, generator=g)
+q, k = S.seeded_queries_keys(12, d, seed)
 results = S.ScoreModule.seeded(d, seed=int(seed)).all(q, k)
 
 st.subheader("Score distributions", divider="gray")
-st.plotly_chart(sp.score_histograms(results), config=chart_config("scores", f"d{d}"))
+st.plotly_chart(sp.score_histograms(results), config=ui.chart_config("scores", f"d{d}"))
 st.subheader("Their softmax weights", divider="gray")
 st.caption("12 queries (rows) over 12 keys (columns); every row sums to 1.")
-st.plotly_chart(sp.weights_side_by_side(results), config=chart_config("score_weights", f"d{d}"))
+st.plotly_chart(sp.weights_side_by_side(results), config=ui.chart_config("score_weights", f"d{d}"))
 
 st.subheader("Why scaling matters for dot products and not for additive scores", divider="gray")
 dims = (4, 16, 64, 256, 1024)
-st.plotly_chart(sp.spread_lines(dims, S.spread_by_width(dims, seed=int(seed))), config=chart_config("spread"))
+st.plotly_chart(sp.spread_lines(dims, S.spread_by_width(dims, seed=int(seed))), config=ui.chart_config("spread"))
 st.markdown(
     "A dot product of unit-variance vectors sums d products, so its spread grows like √d (the dot and general "
     "lines climb): at large d one key's score dwarfs the rest and the softmax turns into a one-hot choice whose "

@@ -6,7 +6,6 @@ from attnviz import ui
 from attnviz.analysis import heads as H
 from attnviz.analysis import words as W
 from attnviz.plots import headstats as hp
-from attnviz.plots.common import chart_config
 
 src = ui.current()
 st.title("Words")
@@ -44,12 +43,12 @@ left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
         hp.weights_matrix(merged[head], labels, f"{where}, head {head}: words", "words_head", key_labels),
-        config=chart_config("words", f"layer{layer}", f"head{head}"),
+        config=ui.chart_config("words", f"layer{layer}", f"head{head}"),
     )
     st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
 with right:
     st.plotly_chart(
         hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: tokens", "tokens_head", tr.key_tokens),
-        config=chart_config("tokens", f"layer{layer}", f"head{head}"),
+        config=ui.chart_config("tokens", f"layer{layer}", f"head{head}"),
     )
     st.caption("The same head between the tokens the model really saw.")

@@ -95,3 +95,9 @@ def spread_by_width(dims=(4, 16, 64, 256, 1024), n: int = 64, seed: int = 0) -> 
         for name in SCORE_FUNCTIONS:
             out[name].append(float(module.scores(name, q, k).std()))
     return out
+
+
+def seeded_queries_keys(n: int, d: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """n standard-normal queries and n keys of width d that depend only on `seed`."""
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.randn(n, d, generator=g), torch.randn(n, d, generator=g)

@@ -28,11 +28,11 @@ from .state import (
     text_inputs,
     url_choice,
 )
-from .widgets import colour_range, head_picker, scroll_to, section, stage_picker, token_window
+from .widgets import chart_config, colour_range, head_picker, scroll_to, section, stage_picker, token_window
 
 __all__ = [
     "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
-    "Selection", "colour_range", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker",
+    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker",
     "loading_notice", "max_tokens",
     "module_preview", "module_settings", "scroll_to", "section", "selected_tile", "setup", "sidebar", "stage_picker",
     "text_inputs", "token_window", "trace_of_text", "url_choice",

@@ -55,6 +55,9 @@ def sidebar() -> Selection:
             # a warning with a stack trace on every click (the default is min_value, 0, all the same)
             layer = st.slider(what, 0, n_layer - 1, key="layer", bind=URL, help="Layer 0 is nearest the input.")
         module = module_settings(loaded, layer) if kind == "module" else None
+        st.caption(f"Running on **{loaded.device}** in **{loaded.dtype}**; stages are computed in float32.")
+        st.radio("Save charts as", ["png", "svg"], key="img_fmt", bind=URL, horizontal=True,
+                             help="What the camera button above each chart saves (white background, dark text).")  # fmt: skip
     src = Selection(loaded, module, layer, part)
     st.session_state["_source"] = src
     st.session_state["_notes_shown"] = set()  # notes are shown once per run

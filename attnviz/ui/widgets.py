@@ -6,7 +6,7 @@ import json
 
 import streamlit as st
 
-from ..plots.common import chart_config
+from ..plots import common
 from ..plots.heatmaps import COLOUR_RANGES
 from ..trace import AttentionTrace
 from .state import URL, Selection, url_choice
@@ -83,3 +83,8 @@ def section(fig, title: str, why: str, key: str, *name_parts) -> None:
     st.subheader(title, divider="gray")
     st.markdown(why)
     st.plotly_chart(fig, key=key, theme=None, config=chart_config(*name_parts, key))
+
+
+def chart_config(*name_parts) -> dict:
+    """The modebar config of every chart: the camera saves the format chosen in the sidebar (PNG or SVG)."""
+    return common.chart_config(*name_parts, fmt=st.session_state.get("img_fmt", "png"))
