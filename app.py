@@ -26,4 +26,5 @@ notice = ui.loading_notice()  # a cold start loads the model in the sidebar: say
 ui.sidebar()
 notice.empty()
 ui.copy_link()
+ui.keep_history()  # Back and Forward move between views
 page.run()

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import masks as analysis
+from attnviz.plots import heatmaps as hm
 from attnviz.plots import masks as mp
 
 APPLY = {"layer": "this layer only", "all": "all layers"}
@@ -64,8 +65,12 @@ st.markdown(
     analysis.reach_note(layers, src.layer, base.n_layer, src.is_module) + f" Shown: layer {src.layer}, head {head}."
 )
 who = f"head {head}"
+a, b = hm.window(with_mask.n_tokens, ui.token_window(with_mask, hm.MAX_SHOWN))
+cut = (slice(a, b), slice(a, b))  # long texts: a window of tokens, every row still over all of its keys
+if (a, b) != (0, with_mask.n_tokens):
+    who += f", tokens {a}–{b - 1} of {with_mask.n_tokens}"
 show(
-    mp.stage_pair(with_mask.layer(layer).scaled[head], with_mask.layer_mask(layer), with_mask.tokens, who),
+    mp.stage_pair(with_mask.layer(layer).scaled[head][cut], with_mask.layer_mask(layer)[cut], with_mask.tokens, who, a),
     "1 · The stages before and after the mask",
     "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
     "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
@@ -73,7 +78,12 @@ show(
 )
 show(
     mp.weights_comparison(
-        without.layer(layer).weights[head], with_mask.layer(layer).weights[head], with_mask.tokens, who, own_causal=own
+        without.layer(layer).weights[head][cut],
+        with_mask.layer(layer).weights[head][cut],
+        with_mask.tokens,
+        who,
+        own_causal=own,
+        start=a,
     ),
     "2 · Where the weight went",
     (

@@ -5,6 +5,7 @@ import streamlit as st
 from attnviz import ui
 from attnviz.analysis import scaling
 from attnviz.plots import distributions as dp
+from attnviz.plots import heatmaps as hm
 
 
 def show(fig, title: str, why: str, key: str) -> None:
@@ -57,8 +58,9 @@ elif tr is not None:
         "but the scale shrinks either by the same factor.",
         "hist",
     )
+    shown = ui.token_window(tr, hm.MAX_SHOWN)
     show(
-        dp.softmax_pair(cmp, tr.tokens, who, text),
+        dp.softmax_pair(cmp, tr.tokens, who, text, shown),
         "2 · What the softmax makes of them",
         "Each row is one query's attention over the keys (rows sum to 1). Without the division the largest score "
         "takes almost everything: rows turn into a single bright cell.",

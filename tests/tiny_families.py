@@ -1,5 +1,5 @@
 """Builders of tiny random models of families with special attention: encoder-decoders (T5, BART), logit softcapping
-(Gemma 2), attention sinks (gpt-oss). Each is built from a config and written with save_pretrained."""
+(Gemma 2), attention sinks (gpt-oss), long context (a Llama with 8,192 positions). Each is built from a config and written with save_pretrained."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _tokenizer():
 
 
 def _configs(n: int) -> dict:
-    from transformers import BartConfig, Gemma2Config, GptOssConfig, T5Config
+    from transformers import BartConfig, Gemma2Config, GptOssConfig, LlamaConfig, T5Config
 
     small = dict(vocab_size=n, pad_token_id=0)
     decoder = dict(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8, hidden_size=32)
@@ -34,6 +34,8 @@ def _configs(n: int) -> dict:
                                **decoder, **small),
         "gpt_oss": GptOssConfig(intermediate_size=32, num_local_experts=2, num_experts_per_tok=1,
                                 max_position_embeddings=64, **decoder, **small),
+        "long_llama": LlamaConfig(intermediate_size=64, max_position_embeddings=8192,
+                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, **decoder, **small),
     }  # fmt: skip
 
 

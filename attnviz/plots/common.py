@@ -96,13 +96,17 @@ def finish(fig: go.Figure, name: str, height: int, top: int = 80, **layout) -> g
     return fig
 
 
-def token_axes(fig: go.Figure, tokens, row: int, col: int, show_y: bool = True, max_labels: int = 32) -> None:
+def token_axes(
+    fig: go.Figure, tokens, row: int, col: int, show_y: bool = True, max_labels: int = 32, start: int = 0, stop=None
+) -> None:
     """Positional axes with '%03d token' labels (repeated tokens stay apart); query 0 at the top.
 
     Long sentences label every n-th position so the labels stay legible; hover still names every token.
+    [start, stop): the window of positions drawn (the whole text by default).
     """
     labels = tick_labels(tokens)
-    vals = list(range(0, len(labels), thin(len(labels), max_labels)))
+    stop = len(labels) if stop is None else stop
+    vals = list(range(start, stop, thin(stop - start, max_labels)))
     font = dict(size=11 if max_labels >= 32 else 10)
     ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font)
     ticks |= dict(showgrid=False, zeroline=False)  # a white zero line would cross row 0 of the grey masked cells
@@ -121,19 +125,20 @@ def grid_height(n_tokens: int, n_cols: int) -> int:
     return int(plot) + (190 if n_cols == 2 else 160)
 
 
-def heatmap(z, tokens, coloraxis: str, what: str, name: str) -> go.Heatmap:
-    """One [query, key] heatmap; hover names both tokens when the sentence is short enough to afford it."""
-    T = len(tokens)
+def heatmap(z, tokens, coloraxis: str, what: str, name: str, start: int = 0) -> go.Heatmap:
+    """One [query, key] heatmap of positions start.. of `tokens`; hover names both tokens when the window is small
+    enough to afford it."""
+    T = len(z)
     kw = {}
     who = "query %{y} → key %{x}"
     if T <= 128:
-        labels = np.array(tick_labels(tokens), dtype=object)
+        labels = np.array(tick_labels(tokens)[start : start + T], dtype=object)
         kw["customdata"] = np.stack(np.broadcast_arrays(labels[:, None], labels[None, :]), axis=-1)
         who = "query %{customdata[0]} → key %{customdata[1]}"
     return go.Heatmap(
         z=f32(z),
-        x=np.arange(T),
-        y=np.arange(T),
+        x=np.arange(start, start + T),
+        y=np.arange(start, start + T),
         coloraxis=coloraxis,
         hoverongaps=False,
         name=name,

@@ -29,6 +29,7 @@ from .common import (
     token_axes,
     weights_axis,
 )
+from .heatmaps import window
 
 RAW_COLOUR = "#d62728"  # softmax of raw scores: red, the "too hot" one
 SCALED_COLOUR = "#1f77b4"
@@ -94,18 +95,22 @@ def score_histograms(cmp: ScalingComparison, d_head: int, scale_text: str) -> go
     return finish(fig, "score_histograms", 380, bargap=0)
 
 
-def softmax_pair(cmp: ScalingComparison, tokens, head_label: str, scale_text: str) -> go.Figure:
+def softmax_pair(cmp: ScalingComparison, tokens, head_label: str, scale_text: str, token_range=None) -> go.Figure:
     """softmax(scores) next to softmax(scores x scale), 0..1 on one colour scale: saturation shows as one bright cell
-    per row."""
-    titles = (f"softmax(scores): scale 1, {head_label}", f"softmax(scores × {scale_text}), {head_label}")
+    per row. Long texts show a window of at most MAX_SHOWN tokens (`token_range`; the first ones by default), each row
+    still the softmax over every key; the title says which tokens."""
+    start, stop = window(len(tokens), token_range)
+    part = "" if (start, stop) == (0, len(tokens)) else f"<br>tokens {start}–{stop - 1} of {len(tokens)}"
+    titles = (f"softmax(scores): scale 1, {head_label}{part}", f"softmax(scores × {scale_text}), {head_label}{part}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (w, name) in enumerate(
         ((cmp.raw.weights, "softmax raw"), (cmp.rescaled.weights, "softmax scaled")), start=1
     ):
-        fig.add_trace(heatmap(w.mean(axis=0), tokens, "coloraxis", "weight", name), row=1, col=col)
-        token_axes(fig, tokens, 1, col, show_y=col == 1)
-    return finish(fig, "softmax_pair", grid_height(len(tokens), 2), top=50, coloraxis=weights_axis())
+        z = w[:, start:stop, start:stop].mean(axis=0)
+        fig.add_trace(heatmap(z, tokens, "coloraxis", "weight", name, start=start), row=1, col=col)
+        token_axes(fig, tokens, 1, col, show_y=col == 1, start=start, stop=stop)
+    return finish(fig, "softmax_pair", grid_height(stop - start, 2), top=50, coloraxis=weights_axis())
 
 
 def row_saturation(cmp: ScalingComparison, tokens, scale_text: str) -> go.Figure:

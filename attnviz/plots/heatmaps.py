@@ -37,7 +37,6 @@ from .common import (
 
 MAX_SHOWN = 128  # tokens per axis in the grid and the single head (the caller can move the window)
 MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
-GRID_HOVER_TOKENS = 40  # up to this many tokens the grid's hover names the tokens (cheap enough)
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
@@ -191,14 +190,31 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     )
 
 
-def _grid_hover(pairs, z: np.ndarray, true_values: bool, head: str) -> dict:
-    """customdata and hovertemplate for one grid panel; with transformed colours the hover reads the true value."""
+def _grid_hover(z: np.ndarray, true_values: bool, head: str) -> dict:
+    """hovertemplate (and customdata) for one grid panel; with transformed colours the hover reads the true value.
+
+    The axes are categories named by the tokens' labels, so %{x} and %{y} name the tokens at any length without
+    a per-cell payload."""
+    who = f"{head}<br>query %{{y}}<br>key %{{x}}"
     if not true_values:
-        return dict(customdata=pairs, hovertemplate=f"{head} %{{z:.4g}}<extra></extra>")
-    if pairs is None:
-        return dict(customdata=f32(z), hovertemplate=f"{head} %{{customdata:.4g}}<extra></extra>")
-    custom = np.concatenate([pairs, _fmt(z)[..., None]], axis=-1)
-    return dict(customdata=custom, hovertemplate=f"{head} %{{customdata[2]}}<extra></extra>")
+        return dict(hovertemplate=f"{who}<br>%{{z:.4g}}<extra></extra>")
+    return dict(customdata=f32(z), hovertemplate=f"{who}<br>%{{customdata:.4g}}<extra></extra>")
+
+
+def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
+    """A category axis whose category i is token i (labelled '%03d token'), so positions [start, stop) keep
+    their numeric coordinates (ranges and shapes) while the hover names the token. Categories before `start`
+    get short placeholder names."""
+    labels = tick_labels(tokens)
+    vals = list(range(start, stop, thin(stop - start, max_ticks)))
+    return dict(
+        type="category",
+        categoryorder="array",
+        categoryarray=[str(i) for i in range(start)] + labels[start:stop],
+        tickmode="array",
+        tickvals=[labels[i] for i in vals],
+        ticktext=[labels[i] for i in vals],
+    )
 
 
 # --- figures ----------------------------------------------------------------------------------------
@@ -212,7 +228,7 @@ def head_grid(
     `colours`: a COLOUR_RANGES id for weights; the hover then still shows the true weight."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
     z_all = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
-    n_head, n = z_all.shape[0], max(stop - start, kstop - kstart)
+    n_head = z_all.shape[0]
     cols = max(1, min(cols, n_head))
     rows = math.ceil(n_head / cols)
     fig = make_subplots(
@@ -225,18 +241,15 @@ def head_grid(
         vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
     )
     scale = colour(stage, z_all, mode=colours)
-    pairs = _token_pairs(trace, (start, stop), (kstart, kstop)) if n <= GRID_HOVER_TOKENS else None
-    who = "query %{customdata[0]}<br>key %{customdata[1]}" if pairs is not None else "query %{y} · key %{x}"
     label = STAGE_LABELS[stage]
+    keys, queries = tick_labels(trace.key_tokens)[kstart:kstop], tick_labels(trace.tokens)[start:stop]
     for h in range(n_head):
         fig.add_trace(
             go.Heatmap(
                 z=f32(colour_values(stage, z_all[h], colours)),
-                x0=kstart,
-                dx=1,
-                y0=start,
-                dy=1,
-                **_grid_hover(pairs, z_all[h], transformed(stage, colours), f"head {h}<br>{who}<br>{label}"),
+                x=keys,
+                y=queries,
+                **_grid_hover(z_all[h], transformed(stage, colours), f"head {h} · {label}"),
                 hoverongaps=False,
                 showscale=h == 0,
                 colorbar=colour_bar(stage, colours, label),
@@ -245,8 +258,8 @@ def head_grid(
             row=h // cols + 1,
             col=h % cols + 1,
         )
-    tick_x = ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2)
-    tick_y = ticks(trace.tokens, start, stop, MAX_TICKS // 2)
+    tick_x = token_axis(trace.key_tokens, kstart, kstop, MAX_TICKS // 2)
+    tick_y = token_axis(trace.tokens, start, stop, MAX_TICKS // 2)
     # Fixed margins and no key labels under the panels: with 2 x n_head axes, Plotly's automatic margin
     # passes and tick-label layout were most of the browser's redraw time (measured in Chromium).
     # The keys are named in the hover and on the large single-head view below.

@@ -33,26 +33,31 @@ from .distributions import RAW_COLOUR, SCALED_COLOUR
 # --- Masks page --------------------------------------------------------------------------------------------
 
 
-def stage_pair(scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str) -> go.Figure:
-    """The scaled stage before the mask and the masked stage after it; masked cells are NaN, shown as flat grey."""
+def stage_pair(scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str, start: int = 0) -> go.Figure:
+    """The scaled stage before the mask and the masked stage after it; masked cells are NaN, shown as flat grey.
+
+    `scaled` and `mask` may be a window of the text, positions start.. (long texts)."""
     masked = np.where(mask, scaled, np.nan)
     r = symmetric_range(scaled)
     titles = (f"<b>scaled</b> (before the mask), {head_label}", f"<b>masked</b> (after; grey = removed), {head_label}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
+    stop = start + len(scaled)
     for col, (z, name) in enumerate(((scaled, "scaled"), (masked, "masked")), start=1):
-        fig.add_trace(heatmap(z, tokens, "coloraxis", name, name), row=1, col=col)
-        token_axes(fig, tokens, 1, col, show_y=col == 1)
+        fig.add_trace(heatmap(z, tokens, "coloraxis", name, name, start=start), row=1, col=col)
+        token_axes(fig, tokens, 1, col, show_y=col == 1, start=start, stop=stop)
     fig.update_xaxes(showgrid=False)
-    side = grid_height(len(tokens), 2)
+    side = grid_height(stop - start, 2)
     axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("value"))
     return finish(fig, "mask_stages", side, top=50, coloraxis=axis, plot_bgcolor=MASKED_BG)
 
 
 def weights_comparison(
-    without: np.ndarray, with_mask: np.ndarray, tokens, head_label: str, own_causal: bool = False
+    without: np.ndarray, with_mask: np.ndarray, tokens, head_label: str, own_causal: bool = False, start: int = 0
 ) -> go.Figure:
     """weights without the mask, with it, and their difference (diverging scale centred on 0: where weight moved).
+
+    The arrays may be a window of the text, positions start.. (long texts).
 
     own_causal: the model's own causal mask stays in the left panel (a causal model never sees the future), and
     its title says so instead of claiming every key is visible."""
@@ -70,10 +75,10 @@ def weights_comparison(
         ),
         start=1,
     ):
-        fig.add_trace(heatmap(z, tokens, axis, what, name), row=1, col=col)
-        token_axes(fig, tokens, 1, col, show_y=col == 1, max_labels=16)
+        fig.add_trace(heatmap(z, tokens, axis, what, name, start=start), row=1, col=col)
+        token_axes(fig, tokens, 1, col, show_y=col == 1, max_labels=16, start=start, stop=start + len(z))
     diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("change", 1.09))
-    side = grid_height(len(tokens), 3)
+    side = grid_height(len(diff), 3)
     return finish(
         fig,
         "mask_weights",

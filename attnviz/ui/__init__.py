@@ -23,6 +23,7 @@ from .state import (
     Selection,
     copy_link,
     fill_value,
+    keep_history,
     max_tokens,
     selected_tile,
     text_inputs,
@@ -32,7 +33,7 @@ from .widgets import chart_config, colour_range, head_picker, scroll_to, section
 
 __all__ = [
     "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
-    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker",
+    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker", "keep_history",
     "loading_notice", "max_tokens",
     "module_preview", "module_settings", "scroll_to", "section", "selected_tile", "setup", "sidebar", "stage_picker",
     "text_inputs", "token_window", "trace_of_text", "url_choice",

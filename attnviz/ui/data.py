@@ -16,7 +16,7 @@ from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
-from .state import Selection, max_tokens, text_inputs
+from .state import MAX_TEXT_CHARS, Selection, max_tokens, text_inputs
 
 
 def setup() -> None:
@@ -79,6 +79,9 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     if not text or not text.strip():
         st.info("Type a sentence in the sidebar to see its attention.")
         return None
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[:MAX_TEXT_CHARS]
+        st.info(f"The text is longer than {MAX_TEXT_CHARS:,} characters: only the first {MAX_TEXT_CHARS:,} are used.")
     options = {"pair": pair, "max_tokens": max_tokens(), **options}
     if src.part is not None:  # an encoder-decoder: its decoder reads the target (empty: generated greedily)
         options["target"] = (st.session_state.get("target") or "").strip() or None

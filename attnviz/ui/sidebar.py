@@ -20,8 +20,7 @@ def sidebar() -> Selection:
             value=DEFAULT_TEXT,
             key="text",
             bind=URL,
-            height=90,
-            max_chars=20000,
+            height=90,  # no max_chars: its counter sits on the text; get_trace cuts at MAX_TEXT_CHARS and says so
             help="Any text. Longer than the model's limit is truncated (the page says so).",
         )
         st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, help="For sentence pairs.")

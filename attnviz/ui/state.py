@@ -26,6 +26,26 @@ SOURCES = {"bundled": "Bundled model", "hub": "Hugging Face model", "module": "O
 
 URL = "query-params"  # bind widgets to the address bar: a link reproduces the view
 
+MAX_TEXT_CHARS = 20_000  # longer texts are cut (and the page says so); far beyond any model's token limit
+
+# Streamlit writes a bound widget's new value into the address bar with history.replaceState, so changing
+# the layer twice and pressing Back leaves the app. This makes those writes push a history entry instead;
+# Back then restores the previous view (Streamlit reruns on popstate with the older address). Only writes
+# made by the widget binding (its updateUrlParam method) are turned into entries: Streamlit's own
+# replaceState calls while it replays a Back stay replacements, so Forward keeps working.
+HISTORY_JS = """<script>
+(() => {
+  if (window.__attnvizHistory) return;
+  window.__attnvizHistory = true;
+  const replace = history.replaceState, push = history.pushState;
+  history.replaceState = function (state, unused, url) {
+    const moves = url != null && new URL(url, location.href).href !== location.href;
+    const fromWidget = moves && (new Error().stack || '').includes('updateUrlParam');
+    return (fromWidget ? push : replace).call(history, state, unused, url);
+  };
+})();
+</script>"""
+
 
 #: Fill choices on the Masks page: URL id -> name in analysis.masks.COMMON_FILLS.
 FILL_IDS = {"min": "float32 min", "-10000": "-10000", "-1e9": "-1e9", "-inf": "-inf"}
@@ -98,6 +118,11 @@ def url_choice(widget, label: str, options, *, key: str, default=None, multi: bo
         del st.query_params[key]
     st.session_state[f"url:{key}"] = shown
     return value
+
+
+def keep_history() -> None:
+    """Make view changes browser history entries, so Back and Forward move between views (see HISTORY_JS)."""
+    st.sidebar.html(HISTORY_JS, width="content", unsafe_allow_javascript=True)
 
 
 def copy_link() -> None:

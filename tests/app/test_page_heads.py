@@ -123,3 +123,22 @@ def test_weights_only_model_shows_only_the_weights_stage(tiny_deberta_dir):
     detail = heatmaps(figs["head_detail"])[0]
     assert "scores" not in detail["hovertemplate"]
     assert "unavailable" in figs["head_detail"]["layout"]["title"]["text"]
+
+
+def test_a_relative_model_path_that_is_missing_says_where_it_looked():
+    """#12.7: a relative folder that does not exist names the absolute path tried and the folder it started from;
+    the page falls back to the bundled model and keeps working."""
+    import os
+
+    at = heads(source="hub", model="./no-such-model")
+    shown = " ".join(texts(at, "error") + texts(at, "warning"))
+    assert os.path.abspath("./no-such-model") in shown and os.getcwd() in shown, shown
+    assert figures(at)["head_grid"]["layout"]["meta"]["layer"] == 0  # the bundled model still draws
+
+
+def test_a_text_longer_than_the_limit_is_cut_and_the_page_says_so():
+    from attnviz.ui.state import MAX_TEXT_CHARS
+
+    at = heads(text="word " * (MAX_TEXT_CHARS // 4))
+    assert any(f"first {MAX_TEXT_CHARS:,}" in i for i in texts(at, "info")), texts(at, "info")
+    assert figures(at)["head_grid"]

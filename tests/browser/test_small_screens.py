@@ -102,3 +102,54 @@ def test_at_400_tokens_colour_ranges_show_structure_and_long_charts_are_grouped(
     assert n <= 64, f"the fill chart draws {n} columns"
     assert "total weight" in laptop.page.inner_text("[data-testid='stMain']")
     laptop.shot("long-masks")
+
+
+def test_back_and_forward_move_between_views(laptop):
+    """#12.4: two layer changes and a head change, then Back three times returns view by view (never about:blank),
+    and Forward comes back; each view shows the layer and head its address names."""
+    laptop.page.goto("about:blank")
+    laptop.open("", charts=2)
+
+    def pick(label: str, key: str) -> None:
+        slider = laptop.page.get_by_role("slider", name=label)
+        slider.focus()
+        slider.press("ArrowRight")
+        before = laptop.page.url
+        laptop.page.wait_for_function(f"() => location.href !== {before!r}", timeout=30_000)
+        laptop.idle(charts=2)
+
+    def view() -> tuple[str, dict]:
+        q = parse_qs(urlparse(laptop.page.url).query)
+        return laptop.page.url, {"layer": q.get("layer", ["0"])[0], "head": q.get("head", ["0"])[0]}
+
+    seen = [view()]
+    pick("Layer", "layer")
+    seen.append(view())
+    pick("Layer", "layer")
+    seen.append(view())
+    pick("Head", "head")
+    seen.append(view())
+    assert [v["layer"] for _, v in seen] == ["0", "1", "2", "2"] and seen[-1][1]["head"] == "1", seen
+    for url, want in reversed(seen[:-1]):
+        laptop.page.go_back()
+        laptop.idle(charts=2)
+        assert laptop.page.url == url, (laptop.page.url, url)
+        shown = laptop.sliders()
+        assert (shown.get("Layer"), shown.get("Head")) == (want["layer"], want["head"]), (shown, want)
+        title = laptop.page.evaluate(f"() => {chart('head_grid')}.layout.meta.layer")
+        assert str(title) == want["layer"], (title, want)
+    laptop.page.go_forward()
+    laptop.idle(charts=2)
+    assert laptop.page.url == seen[1][0] and laptop.sliders().get("Layer") == "1"
+    assert laptop.errors_on_page() == []
+
+
+def test_the_sentence_box_shows_no_counter_over_a_long_text(laptop):
+    """#12.7: at ~400 tokens the sentence box has no character counter drawn over its last line of text."""
+    laptop.open("?text=" + quote(LONG), charts=2)
+    box = laptop.page.locator("[data-testid='stTextArea']").filter(
+        has=laptop.page.locator("textarea[aria-label='Sentence']")
+    )
+    overlay = box.locator("[data-testid='InputInstructions']")
+    shown = overlay.inner_text() if overlay.count() else ""
+    assert shown.strip() == "", f"the sentence box draws {shown!r} over the text"

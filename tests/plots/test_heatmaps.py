@@ -80,7 +80,7 @@ def test_grid_cols_and_rows(trace):
 def test_tick_labels_keep_repeated_tokens_apart(trace):
     fig = hm.head_grid(trace, 0)
     ax = fig.layout.yaxis
-    assert list(ax.tickvals) == list(range(trace.n_tokens)), "positional axis: one tick per position"
+    assert ax.type == "category" and list(ax.categoryarray) == list(ax.tickvals), "category i is token i"
     assert ax.ticktext[2] != ax.ticktext[3] and "the" in ax.ticktext[2] and "the" in ax.ticktext[3]
     assert len(set(ax.ticktext)) == trace.n_tokens
     detail = hm.head_detail(trace, 0, 0)
@@ -316,3 +316,17 @@ def test_transformed_grid_and_detail_hover_show_the_true_weight(n):
     assert "weights %{customdata[2]}" in detail.hovertemplate
     np.testing.assert_allclose(np.asarray(detail.customdata)[..., 2].astype(float), w[1], rtol=1e-3)
     assert heat(hm.overview(tr, "weights", colours="row"))[0].zmax == 1.0
+
+
+def test_grid_hover_names_the_tokens_at_any_length():
+    """#12.7: past 40 tokens the grid's hover still names query and key tokens, with no per-cell payload: the axes
+    are categories named by the tokens, and category i sits at position i even in a window further on."""
+    tokens = [f"w{i}" for i in range(300)]
+    tr = make_trace(tokens, n_layer=1, n_head=2)
+    fig = hm.head_grid(tr, 0, token_range=(100, 228))
+    t = heat(fig)[0]
+    assert "query %{y}" in t.hovertemplate and "key %{x}" in t.hovertemplate
+    assert t.customdata is None, "no per-cell hover payload on a linear colour range"
+    assert list(t.x)[0] == "100 w100" and list(t.y)[-1] == "227 w227" and len(t.x) == 128
+    ax = fig.layout.xaxis
+    assert list(ax.categoryarray).index("100 w100") == 100 and tuple(ax.range) == (99.5, 227.5)
