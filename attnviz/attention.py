@@ -90,7 +90,8 @@ def stages_from_scores(
     computed as the model computes it:
     - `bias`: an additive position bias (T5's relative positions, ALiBi), part of the scaled stage;
     - `softcap`: logit softcapping (Gemma 2), scaled = softcap * tanh(scaled / softcap), before the mask;
-    - `sinks`: one learned logit per head ([head]) that joins every row's softmax as an extra key and is then
+    - `sinks`: one learned logit per head ([head], gpt-oss) or one per query ([..., head, query], computed from each
+      token as Inkling 2 does) that joins the row's softmax as an extra key and is then
       dropped (gpt-oss), so a row's weights sum to less than 1: the rest went to the sink.
     """
     scaled = scores * scale
@@ -101,7 +102,8 @@ def stages_from_scores(
     masked = scaled if mask is None or bool(mask.all()) else scaled.masked_fill(~mask, fill)
     if sinks is None:
         return Stages(scores, scaled, masked, softmax(masked))
-    sink = sinks.to(masked.dtype).reshape(-1, 1, 1).expand(*masked.shape[:-1], 1)  # [..., head, query, 1]
+    sink = sinks.reshape(-1, 1, 1) if sinks.dim() == 1 else sinks.unsqueeze(-1)  # per head / per query
+    sink = sink.to(masked.dtype).expand(*masked.shape[:-1], 1)  # [..., head, query, 1]
     return Stages(scores, scaled, masked, softmax(torch.cat([masked, sink], dim=-1))[..., :-1])
 
 

@@ -112,7 +112,7 @@ def versions() -> dict:
 
 def provenance_record(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> dict:
     """Everything needed to reproduce `trace`, JSON-ready: model, revision, attention implementation, dtype,
-    device, scale and fill per layer, the options (mask experiments), versions, input text, tokens and ids."""
+    device, scale, where it was applied and fill per layer, the options (mask experiments), versions, input text, tokens and ids."""
     p = trace.provenance
     return {
         "format": NPZ_FORMAT,
@@ -125,6 +125,7 @@ def provenance_record(trace: AttentionTrace, text: str | None = None, pair: str 
         "options": [[k, _jsonable(v)] for k, v in p.options],
         "scale": None if trace.weights_only else [float(x) for x in trace.scale],
         "fill": None if trace.weights_only else [float(x) for x in trace.fill],
+        "scale_on": None if trace.weights_only else list(trace.scale_on),
         "text": text,
         "pair": pair,
         "tokens": list(trace.tokens),
@@ -214,6 +215,7 @@ def _layer_record(arrays: dict, rec: dict, i: int) -> LayerRecord:
     return LayerRecord(
         None, None, rec["scale"][i], torch.from_numpy(arrays["mask"][i].copy()), rec["fill"][i],
         bias=opt("bias"), scores=torch.from_numpy(arrays["scores"][i].copy()), softcap=softcap, sinks=opt("sinks"),
+        scale_on=(rec.get("scale_on") or ["scores"] * (i + 1))[i],
     )  # fmt: skip
 
 

@@ -36,7 +36,10 @@ class LayerRecord:
     fill                               what masked cells were replaced by before the softmax
     bias  [head or 1, query, key]     additive position bias (T5, ALiBi, a float mask), else None
     softcap                            logit softcapping (Gemma 2), else None
-    sinks [head]                       attention-sink logits (gpt-oss), else None
+    sinks [head] or [head, query]      attention-sink logits, one per head (gpt-oss) or per query (Inkling 2), else None
+    scale_on                           where the model applied the scale: "scores" (q.k * scale), "q" (OPT, ESM:
+                                       q * scale before q.k) or "q and k" (each by sqrt(scale)); q and k here are
+                                       always unscaled, so scores = q.k and scaled = scores * scale in every case
     """
 
     q: torch.Tensor | None
@@ -48,6 +51,7 @@ class LayerRecord:
     scores: torch.Tensor | None = None
     softcap: float | None = None
     sinks: torch.Tensor | None = None
+    scale_on: str = "scores"
 
     @property
     def n_head(self) -> int:
@@ -74,8 +78,15 @@ class LayerRecord:
             self.fill if fill is None else fill,
             bias=bias,
             softcap=self.softcap,
-            sinks=None if self.sinks is None else self.sinks.float()[heads],
+            sinks=self.sink_logits(heads, queries),
         )
+
+    def sink_logits(self, heads=slice(None), queries=slice(None)) -> torch.Tensor | None:
+        """The sink logits for these heads (and queries, when there is one per query) in float32, else None."""
+        if self.sinks is None:
+            return None
+        sinks = self.sinks.float()[heads]
+        return sinks if sinks.dim() == 1 else sinks[:, queries]
 
     def raw_scores(self, heads=slice(None), queries=slice(None)) -> torch.Tensor:
         """q.k^T in float32, [head, query, key]."""
@@ -345,6 +356,11 @@ class AttentionTrace:
     def scale(self) -> np.ndarray | None:
         """[layer] the scale each layer applied to q.k."""
         return None if self.weights_only else np.array([r.scale for r in self.records], np.float64)
+
+    @property
+    def scale_on(self) -> tuple[str, ...] | None:
+        """[layer] where each layer's model applied its scale: "scores", "q" or "q and k" (see LayerRecord)."""
+        return None if self.weights_only else tuple(r.scale_on for r in self.records)
 
     @property
     def fill(self) -> np.ndarray | None:

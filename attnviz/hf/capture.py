@@ -21,6 +21,7 @@ one cached model, so a global would mix sessions up.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import threading
@@ -40,6 +41,17 @@ IGNORED_ARGUMENTS = frozenset(
      "output_hidden_states", "return_dict", "use_cache", "past_key_values", "past_key_value", "cu_seq_lens_q",
      "cu_seq_lens_k", "max_length_q", "max_length_k", "target_dtype", "attention_type"}
 )  # fmt: skip
+
+#: Attention modules that multiply q (and k) by the scale themselves and then pass scaling=1.0 to the seam:
+#: module path and class -> (factor on q, factor on k). The record divides them out again, so its scores are the raw
+#: q.k and its scale the one the model really applied (`LayerRecord.scale_on` says where it applied it).
+PRESCALED = {
+    "transformers.models.opt.modeling_opt.OPTAttention": lambda m: (m.scaling, 1.0),
+    "transformers.models.esm.modeling_esm.EsmSelfAttention": lambda m: (m.attention_head_size**-0.5, 1.0),
+    "transformers.models.openai_privacy_filter.modeling_openai_privacy_filter.OpenAIPrivacyFilterAttention": (
+        lambda m: (m.scaling, m.scaling)
+    ),
+}
 
 _CAPTURE: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("attnviz_capture", default=None)
 _register_lock = threading.Lock()
@@ -79,11 +91,13 @@ class Recorder:
     pad_keys: torch.Tensor | None = None  # [key] bool, True at padding positions
     layers: list[LayerRecord] = field(default_factory=list)
     modules: list[torch.nn.Module] = field(default_factory=list)
+    own_code: bool = False  # attnviz.hf.own's hooks record only into such a Recorder (an own-code family's trace)
 
-    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict) -> None:
+    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on="scores") -> None:
         """Record batch item 0 of one attention call; a mask equal to the previous layer's is shared, not copied.
 
         extra: bias ([batch or 1, head or 1, query, key]), softcap and sinks, each None when the model has none.
+        scale_on: where the model applied the scale ("scores", "q", "q and k"; see LayerRecord).
         """
         n_q, n_k = query.shape[-2], key.shape[-2]
         mask = torch.ones(n_q, n_k, dtype=torch.bool, device=query.device) if allowed is None else allowed
@@ -93,8 +107,12 @@ class Recorder:
         bias = extra["bias"]
         bias = None if bias is None else bias.expand(query.shape[0], -1, n_q, n_k)[0]
         sinks = extra["sinks"]
-        sinks = None if sinks is None else sinks.detach().reshape(-1)
-        record = LayerRecord(query[0], key[0], scale, mask, fill, bias, softcap=extra["softcap"], sinks=sinks)
+        if sinks is not None:  # [head] for every query, or [batch, head, query]: one per query
+            sinks = (
+                sinks.detach().reshape(-1) if sinks.dim() <= 1 else sinks.detach().expand(query.shape[0], -1, n_q)[0]
+            )
+        record = LayerRecord(query[0], key[0], scale, mask, fill, bias, softcap=extra["softcap"], sinks=sinks,
+                             scale_on=scale_on)  # fmt: skip
         self.layers.append(record)
         self.modules.append(module)
 
@@ -150,31 +168,34 @@ def _and(allowed: torch.Tensor | None, extra: torch.Tensor) -> torch.Tensor:
 
 def capture_attention(
     module, query, key, value, attention_mask, scaling=None, dropout=0.0, position_bias=None, softcap=None, s_aux=None,
-    **kwargs,
+    sinks=None, **kwargs,
 ):  # fmt: skip
     """Attention as the model computes it, recording q, k, scale, mask, fill, bias, softcap and sinks of every call.
 
     position_bias (T5) is added to the scaled scores, softcap (Gemma 2) caps them with tanh, s_aux (gpt-oss) holds
-    one sink logit per head that joins the softmax; every other argument is checked by `check_arguments`.
+    one sink logit per head and sinks (Inkling 2) one per query that joins the softmax; every other argument is
+    checked by `check_arguments`. A scale the module folded into q (OPT, ESM) is divided out again (`unscaled`).
     """
     attention_mask = _select_keys(attention_mask, kwargs.pop("indices", None), key.shape[-2])
     check_arguments(kwargs)
     rec = _CAPTURE.get()
     scale = query.shape[-1] ** -0.5 if scaling is None else float(scaling)
+    given = (query, key)  # what the model's own kernel gets
+    query, key, scale, scale_on = unscaled(module, query, key, scale)
     n_q, n_k = query.shape[-2], key.shape[-2]
     allowed, bias = split_mask(attention_mask, n_k)
     if position_bias is not None:
         bias = position_bias if bias is None else position_bias + bias
-    extra = dict(bias=bias, softcap=None if softcap is None else float(softcap), sinks=s_aux)
+    extra = dict(bias=bias, softcap=None if softcap is None else float(softcap), sinks=_sinks(s_aux, sinks, query))
     changed, fill = False, DEFAULT_FILL
     if rec is not None:
         allowed, scale, fill, changed = apply_experiment(rec, len(rec.layers), allowed, scale, n_q, n_k, query.device)
-        rec.keep(module, query, key, scale, allowed, fill, extra)
-    if not changed and softcap is None and s_aux is None:  # the model's own fastest kernel
+        rec.keep(module, query, key, scale, allowed, fill, extra, scale_on)
+    if not changed and softcap is None and extra["sinks"] is None:  # the model's own fastest kernel
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, position_bias=position_bias
+            module, *given, value, attention_mask, dropout=dropout, scaling=scaling, position_bias=position_bias
         )
     if key.shape[1] != query.shape[1]:  # grouped-query attention: each key/value head serves several query heads
         key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
@@ -182,6 +203,30 @@ def capture_attention(
     stages = stages_from_scores(query @ key.transpose(-2, -1), scale, allowed, fill, **extra)
     weights = torch.nn.functional.dropout(stages.weights.to(value.dtype), p=dropout, training=module.training)
     return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
+def _sinks(s_aux, sinks, query):
+    """Sink logits as the stages take them: s_aux [head] (gpt-oss), or sinks [batch, head, query, 1] (Inkling 2, one
+    per query) as [batch, head, query]. Any other shape, or both at once, is refused rather than misread."""
+    if sinks is None:
+        return s_aux
+    if s_aux is not None or sinks.dim() != 4 or sinks.shape[-1] != 1 or sinks.shape[1:3] != query.shape[1:3]:
+        raise CaptureRefused(f"attention sinks shaped {tuple(sinks.shape)}")
+    return sinks[..., 0]
+
+
+def unscaled(module, query, key, scale: float):
+    """(q, k, scale, where) with a scale the model folded into q (and k) before the call divided out again.
+
+    OPT and ESM multiply q by 1/sqrt(d_head) and pass scaling=1.0: recorded as they are, the scores stage would
+    already be scaled and the scale would read 1.0. Any other module, or another scaling, is left as it came.
+    """
+    factors = PRESCALED.get(f"{type(module).__module__}.{type(module).__qualname__}")
+    if factors is None or scale != 1.0:
+        return query, key, scale, "scores"
+    on_q, on_k = (float(f) for f in factors(module))
+    where = "q" if on_k == 1.0 else "q and k"
+    return query / on_q, (key if on_k == 1.0 else key / on_k), on_q * on_k, where
 
 
 def _select_keys(attention_mask, indices, n_key: int):
@@ -223,21 +268,34 @@ def call_kwargs(model) -> dict:
     return {"use_cache": False} if "use_cache" in params else {}
 
 
+@contextlib.contextmanager
+def recording(rec: Recorder):
+    """`rec` is this thread's capture state inside the block (the seam and attnviz.hf.own's hooks record into it)."""
+    token = _CAPTURE.set(rec)
+    try:
+        yield rec
+    finally:
+        _CAPTURE.reset(token)
+
+
+def current() -> Recorder | None:
+    """This thread's capture state, None outside `recording`."""
+    return _CAPTURE.get()
+
+
 def forward(model, inputs: dict, rec: Recorder):
     """One forward pass with `rec` as this thread's capture state.
 
     Whatever the model raises becomes an InputError (CaptureRefused passes through for the caller to explain).
     """
-    token = _CAPTURE.set(rec)
-    try:
-        with torch.inference_mode():
-            return model(**inputs, **call_kwargs(model))
-    except CaptureRefused:
-        raise
-    except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
-        raise _failed(model, e) from None
-    finally:
-        _CAPTURE.reset(token)
+    with recording(rec):
+        try:
+            with torch.inference_mode():
+                return model(**inputs, **call_kwargs(model))
+        except CaptureRefused:
+            raise
+        except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
+            raise _failed(model, e) from None
 
 
 def forward_eager(model, inputs: dict) -> tuple:
@@ -245,6 +303,8 @@ def forward_eager(model, inputs: dict) -> tuple:
     try:
         with torch.inference_mode():
             out = model(**inputs, output_attentions=True, **call_kwargs(model))
+    except CaptureRefused:
+        raise
     except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
         raise _failed(model, e) from None
     return getattr(out, "attentions", None) or ()

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..errors import AttnvizError, InputError, ModelLoadError
-from . import capture
+from . import capture, own
 from .access import check_before_loading
 from .encode import encode
 
@@ -33,7 +33,7 @@ class LoadedModel:
     model: Any = field(repr=False)
     tokenizer: Any = field(repr=False)
     max_tokens: int
-    captures: bool  # False: the family computes attention in its own code, traces are weights-only
+    captures: bool  # False: the family computes attention in its own code, traces are weights-only unless reproduced
     device: str = "cpu"
     dtype: str = "float32"
     n_layer: int = 0  # attention layers (hybrid models have fewer than blocks); encoder-decoder: per part, below
@@ -42,6 +42,8 @@ class LoadedModel:
     attention_modules: list = field(default_factory=list, repr=False)
     roles: dict = field(default_factory=dict, repr=False)  # encoder-decoder: attention module -> encoder/decoder/cross
     layers_per_role: dict = field(default_factory=dict)
+    reproduced: bool = False  # own-code family whose stages attnviz reads from its attention modules (attnviz.hf.own)
+    note: str = ""  # why an own-code family attnviz knows stayed weights-only
 
     @property
     def is_seq2seq(self) -> bool:
@@ -256,6 +258,17 @@ def probe(loaded: LoadedModel) -> None:
         use_eager(loaded.model)
         loaded.captures = False
     _probe_eager(loaded, inputs)
+    _reproduce(loaded)
+
+
+def _reproduce(loaded: LoadedModel) -> None:
+    """An own-code family attnviz knows (attnviz.hf.own): all stages, once checked on a plain and a padded text."""
+    text = " ".join(["hello world"] * 8)
+    plain = encode(loaded.tokenizer, text, limit=loaded.max_tokens)
+    padded = encode(loaded.tokenizer, text, limit=loaded.max_tokens, pad_to=len(plain.ids) + 3)
+    modules, loaded.note = own.install(loaded.model, [model_inputs(loaded, e.inputs) for e in (plain, padded)])
+    if modules:
+        loaded.attention_modules, loaded.reproduced = modules, True
 
 
 def _probe_eager(loaded: LoadedModel, inputs: dict) -> None:

@@ -13,6 +13,8 @@ from .encode import Encoded, encode
 from .load import LoadedModel, model_inputs
 
 WEIGHTS_ONLY_NOTE = "{} computes attention inside its own code: only the weights stage is available."
+IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "own": "eager; stages read from the model's own attention code",
+                  "eager": "eager"}  # fmt: skip
 
 
 def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), layers=None, scale=None, fill=None,
@@ -43,13 +45,29 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
     asked = dict(pair=pair, pad_to=pad_to, **{k: getattr(exp, k) for k in options})
     provenance = Provenance(
         model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
-        attn_implementation="attnviz seam over sdpa" if loaded.captures else "eager", options=tuple(sorted(asked.items())),
+        attn_implementation=IMPLEMENTATION[_route(loaded)], options=tuple(sorted(asked.items())),
         input_ids=tuple(enc.ids), n_dropped=enc.n_dropped,
     )  # fmt: skip
     common = dict(d_head=loaded.d_head, provenance=provenance)
-    if loaded.captures:
+    if loaded.reproduced:
+        _check_own(loaded, exp)
+    if loaded.captures or loaded.reproduced:
         return AttentionTrace(enc.tokens, records=_captured(loaded, enc, exp), notes=tuple(enc.notes), **common)
     return _weights_only(loaded, enc, exp, common)
+
+
+def _route(loaded: LoadedModel) -> str:
+    return "seam" if loaded.captures else "own" if loaded.reproduced else "eager"
+
+
+def _check_own(loaded: LoadedModel, exp: capture.Experiment) -> None:
+    """Own-code families run their own attention code: an experiment it would not apply is refused, never ignored."""
+    if exp.changes_attention or (not exp.pad_mask and exp.layers is not None):
+        raise InputError(
+            f"{loaded.label} computes attention inside its own code: attnviz reads every stage from it but cannot change "
+            "its mask or scale, so causal, hidden tokens, scale, fill and per-layer padding experiments are not "
+            "available for it (the bundled model has them)."
+        )
 
 
 def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tuple:
@@ -58,7 +76,7 @@ def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tup
         inputs["attention_mask"] = torch.ones_like(
             inputs["attention_mask"]
         )  # layers outside the experiment put it back
-    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys)
+    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=loaded.reproduced)
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:
@@ -79,7 +97,7 @@ def _weights_only(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, co
         inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
     attentions = [a for a in capture.forward_eager(loaded.model, inputs) if a is not None]  # hybrids: attention only
     weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
-    notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label))
+    notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label), *((loaded.note + ".",) if loaded.note else ()))
     return AttentionTrace(enc.tokens, stored_weights=weights, notes=notes, **common)
 
 

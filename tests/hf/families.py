@@ -397,7 +397,7 @@ def _run(model_type: str, root: Path) -> Result:
             problems = compare_with_eager(loaded, trace, folder)
     except Exception as e:  # noqa: BLE001 - the eager reference itself failed
         problems = [f"eager reference failed: {_first_line(e)}"]
-    outcome = ALL if loaded.captures else WEIGHTS
+    outcome = ALL if loaded.captures or loaded.reproduced else WEIGHTS
     if problems:
         return Result(model_type, WRONG, "; ".join(problems), labels)
     return Result(model_type, outcome, "", labels)
@@ -521,7 +521,7 @@ FAMILIES = {
     'bitnet': ('all stages', ''),
     'blenderbot': ('all stages', ''),
     'blenderbot-small': ('all stages', ''),
-    'bloom': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'bloom': ('all stages', "computes attention in its own code: attnviz reads q, k, scale, mask and the ALiBi bias from each attention module's inputs (checked against the model's own weights at load); the bias is slope x key position, as BLOOM adds it; causal, hide, scale and fill experiments are refused"),
     'blt': ('not built', 'ValueError: the tiny config still has 4,633M parameters (sizes the matrix does not shrink)'),
     'camembert': ('all stages', ''),
     'canine': ('refused', 'failed on a test sentence: The canine model failed on this text (RuntimeError: max_pool1d() Invalid computed output size: 0)'),
@@ -554,7 +554,7 @@ FAMILIES = {
     'ernie': ('all stages', ''),
     'ernie4_5': ('all stages', ''),
     'ernie4_5_moe': ('all stages', ''),
-    'esm': ('all stages', 'q is multiplied by 1/sqrt(d_head) before rotary embedding and the model passes scale 1.0: the scores stage is already scaled'),
+    'esm': ('all stages', 'q is multiplied by 1/sqrt(d_head) before rotary embedding and the model passes scale 1.0: attnviz divides it out again, so the scores are the raw q.k, the scale is 1/sqrt(d_head) and scale_on says "q"'),
     'esmc': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
     'eurobert': ('all stages', ''),
     'exaone4': ('all stages', ''),
@@ -606,7 +606,7 @@ FAMILIES = {
     'hy_v4': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
     'hyperclovax': ('all stages', ''),
     'ibert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
-    'inkling2_text': ('weights only', 'its attention calls the seam but passes per-token sink logits (sinks=, one per query and head) that the seam does not reproduce yet: the capture refuses rather than drop them, and eager attention gives the weights'),
+    'inkling2_text': ('all stages', 'per-query sink logits (sinks=, computed from each token, one per query and head) join each row\'s softmax: a row\'s weights sum to less than 1, the rest went to the sink'),
     'inkling_text': ('all stages', ''),
     'internlm3': ('all stages', ''),
     'iquestcoder': ('all stages', ''),
@@ -649,7 +649,7 @@ FAMILIES = {
     'modernbert-decoder': ('all stages', ''),
     'molmo2_text': ('all stages', ''),
     'mpnet': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
-    'mpt': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'mpt': ('all stages', "as bloom: read from its own attention code; the ALiBi bias is slope x (key position - last position), as MPT adds it"),
     'mra': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
     'mt5': ('all stages', 'as t5: scale 1.0, relative position bias'),
     'muse_glimmer_text': ('all stages', ''),
@@ -668,8 +668,8 @@ FAMILIES = {
     'olmo_hybrid': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
     'olmoe': ('all stages', ''),
     'openai-gpt': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
-    'openai_privacy_filter': ('all stages', 'q and k are each multiplied by d_head^-1/4 before the seam and the model passes scale 1.0: the scores stage is already scaled'),
-    'opt': ('all stages', 'q is multiplied by 1/sqrt(d_head) before the seam and the model passes scale 1.0: the scores stage is already scaled'),
+    'openai_privacy_filter': ('all stages', 'q and k are each multiplied by d_head^-1/4 before the seam and the model passes scale 1.0: attnviz divides both out again, so the scores are the raw q.k, the scale is 1/sqrt(d_head) and scale_on says "q and k"'),
+    'opt': ('all stages', 'q is multiplied by 1/sqrt(d_head) before the seam and the model passes scale 1.0: attnviz divides it out again, so the scores are the raw q.k, the scale is 1/sqrt(d_head) and scale_on says "q"'),
     'pegasus': ('all stages', ''),
     'pegasus_x': ('refused', "is an encoder-decoder model whose encoder attention attnviz cannot capture (it is computed in the model's own code), so its three attentions cannot be shown together"),
     'persimmon': ('all stages', ''),

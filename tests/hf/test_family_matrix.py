@@ -25,8 +25,8 @@ ALL = os.environ.get("ATTNVIZ_FAMILY_MATRIX", "").strip().lower() == "all"
 #: The default run: each outcome and each kind of attention at least once.
 REPRESENTATIVE = [
     "bert", "gpt2", "llama", "qwen2", "mistral", "gemma2", "gpt_oss", "granite_swa", "opt", "esm", "phi",
-    "deepseek_v3", "jamba", "qwen3_5_text", "minimax", "t5", "bart", "marian", "mt5",  # all stages
-    "bloom", "gpt_neo", "deberta-v2", "falcon", "xlnet",  # weights only
+    "deepseek_v3", "jamba", "qwen3_5_text", "minimax", "t5", "bart", "marian", "mt5", "bloom", "mpt",  # all stages
+    "gpt_neo", "deberta-v2", "falcon", "xlnet",  # weights only
     "diffllama", "longformer", "rwkv", "mamba", "bigbird_pegasus", "fsmt",  # refused
     "blt",  # not built
 ]  # fmt: skip
@@ -88,11 +88,11 @@ def test_an_encoder_decoder_without_a_decoder_start_token_is_refused_at_load(roo
         attnviz.load_model(str(folder), device="cpu")
 
 
-def test_bloom_weights_only_use_eager_masks(root):
+def test_bloom_runs_with_eager_masks(root):
     """BLOOM refuses set_attn_implementation: its fallback must not keep the seam's boolean mask."""
     fm.run_family("bloom", root)
     loaded = attnviz.load_model(str(root / "bloom"), device="cpu")
-    assert not loaded.captures
+    assert not loaded.captures and loaded.reproduced
     assert {m.config._attn_implementation for m in loaded.model.modules() if hasattr(m, "config")} == {"eager"}
     tr = attnviz.trace(loaded, fm.TEXT)
     ref = fm.eager_model(root / "bloom")
@@ -120,3 +120,19 @@ def test_select_keys_matches_transformers_eager_masking():
     assert (out[0, 0] == 0).tolist() == [[True, False, False], [False, True, False], [True, False, False]]
     assert _select_keys(None, indices, 3)[0, 0].tolist() == (out[0, 0] == 0).tolist()
     assert _select_keys(mask, None, 3) is mask
+
+
+def test_per_query_sinks_are_recorded_per_query(root):
+    """Inkling 2 computes one sink logit per query and head from each token: every view of a layer keeps them."""
+    fm.run_family("inkling2_text", root)
+    loaded = attnviz.load_model(str(root / "inkling2_text"), device="cpu")
+    tr = attnviz.trace(loaded, fm.TEXT)
+    assert tuple(tr.records[0].sinks.shape) == (tr.n_head, tr.n_tokens)
+    with torch.no_grad():
+        out = fm.eager_model(root / "inkling2_text")(input_ids=torch.tensor([tr.provenance.input_ids]),
+                                                    output_attentions=True, use_cache=False)  # fmt: skip
+    assert abs(tr.weights - fm._stack(out.attentions)).max() <= fm.ATOL
+    assert (tr.weights.sum(-1) < 1 - 1e-6).all()  # the rest went to the sink
+    layer = tr.layer(1)
+    assert abs(tr.head(1, 3, queries=(2, 5)).weights - layer.weights[3, 2:5]).max() <= 1e-6
+    assert abs(tr.window(1, (4, 9), (0, 3)).weights - layer.weights[:, 4:9, :3]).max() <= 1e-6
