@@ -112,28 +112,34 @@ def offset_share(w: np.ndarray, rows: np.ndarray, offset: int) -> np.ndarray:
 
 
 def pattern_score(weights: np.ndarray, pattern: np.ndarray) -> np.ndarray:
-    """TransformerLens's "mul" score: sum(A * P) / sum(A) over [query, key], for every leading index."""
+    """TransformerLens's "mul" score: sum(A * P) / sum(A) over [query, key], for every leading index.
+
+    A boolean pattern sums only the cells it marks (no [query, key] product in memory: long texts)."""
     w = np.asarray(weights, np.float64)
     total = w.sum(axis=(-2, -1))
-    hit = (w * np.asarray(pattern, np.float64)).sum(axis=(-2, -1))
+    pattern = np.asarray(pattern)
+    if pattern.dtype == bool:
+        hit = w[..., pattern].sum(axis=-1)
+    else:
+        hit = (w * np.asarray(pattern, np.float64)).sum(axis=(-2, -1))
     return np.divide(hit, total, out=np.zeros_like(hit), where=total > 0)
 
 
 def previous_pattern(n: int) -> np.ndarray:
-    """P[i, i-1] = 1: a previous-token head."""
-    return np.eye(n, k=-1)
+    """P[i, i-1] = True: a previous-token head."""
+    return np.eye(n, k=-1, dtype=bool)
 
 
 def duplicate_pattern(ids) -> np.ndarray:
-    """P[i, j] = 1 where j < i and ids[j] == ids[i]: a head that finds earlier copies of the current token."""
+    """P[i, j] = True where j < i and ids[j] == ids[i]: a head that finds earlier copies of the current token."""
     ids = np.asarray(ids)
-    return np.tril(ids[:, None] == ids[None, :], k=-1).astype(np.float64)
+    return np.tril(ids[:, None] == ids[None, :], k=-1)
 
 
 def induction_pattern(ids) -> np.ndarray:
-    """P[i, j] = 1 where 1 <= j <= i and ids[j - 1] == ids[i]: attend to what followed an earlier copy."""
+    """P[i, j] = True where 1 <= j <= i and ids[j - 1] == ids[i]: attend to what followed an earlier copy."""
     ids = np.asarray(ids)
-    p = np.zeros((ids.size, ids.size))
+    p = np.zeros((ids.size, ids.size), dtype=bool)
     p[:, 1:] = ids[:, None] == ids[None, :-1]
     return np.tril(p)
 
@@ -172,26 +178,29 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
     special: bool [key] (see `special_keys`). hide_special: drop the special keys, renormalise every row to
     sum 1 again, and leave the special queries out of the averages (their share of specials is then 0).
     Padding queries and rows that may attend nothing are left out; so are their weights in the pattern scores.
+    One head at a time, so a long text holds one [query, key] map, not a layer of them.
     """
     special = np.asarray(special, bool)
     punct = punctuation_keys(trace)
     ids = trace.provenance.input_ids
-    dup = duplicate_pattern(ids) if len(ids) == trace.n_tokens == trace.n_keys else None
+    square = trace.n_tokens == trace.n_keys
+    patterns = {"previous_score": previous_pattern(trace.n_tokens)} if square else {}
+    if square and len(ids) == trace.n_tokens:
+        patterns["duplicate_score"] = duplicate_pattern(ids)
     out = {k: np.zeros((trace.n_layer, trace.n_head)) for k in STATISTICS}
     for layer in range(trace.n_layer):
-        w = np.asarray(trace.layer(layer).weights, np.float64)
-        rows = query_rows(trace.layer_mask(layer), trace.n_tokens == trace.n_keys)
+        rows = query_rows(trace.layer_mask(layer), square)
         rows = np.ones(trace.n_tokens, bool) if rows is None else rows
-        if hide_special:
-            w = hide_keys(w, special)
-            rows = rows & ~special[: trace.n_tokens] if trace.n_tokens == trace.n_keys else rows
-        for name, v in layer_stats(w, rows, special, punct).items():
-            out[name][layer] = v
-        kept = np.where(rows[:, None], w, 0.0)
-        if trace.n_tokens == trace.n_keys:
-            out["previous_score"][layer] = pattern_score(kept, previous_pattern(trace.n_tokens))
-        if dup is not None:
-            out["duplicate_score"][layer] = pattern_score(kept, dup)
+        if hide_special and square:
+            rows = rows & ~special[: trace.n_tokens]
+        for head in range(trace.n_head):
+            w = np.asarray(trace.head(layer, head).weights, np.float64)[None]  # [1, query, key]
+            w = hide_keys(w, special) if hide_special else w
+            values = layer_stats(w, rows, special, punct)
+            kept = np.where(rows[:, None], w, 0.0)
+            values |= {name: pattern_score(kept, p) for name, p in patterns.items()}
+            for name, v in values.items():
+                out[name][layer, head] = v[0]
     return HeadStats(out, bool(hide_special))
 
 

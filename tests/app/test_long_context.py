@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import figures, run_page, texts
+from helpers import APP, figures, texts
+from streamlit.testing.v1 import AppTest
 
 N = 4096
 TEXT = " ".join(["the cat sat on the mat because it was tired ."] * 400)  # 4,400 words: cut at 4,096 tokens
@@ -25,7 +26,11 @@ def long_llama(family_dir):
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_at_4096_tokens_draws_says_what_it_shows_and_stays_small(page, long_llama, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_MAX_TOKENS", str(N))
-    at = run_page(f"app_pages/{page}.py", source="hub", model=long_llama, text=TEXT)
+    at = AppTest.from_file(APP, default_timeout=600)  # a busy CI host: a page at 4,096 tokens may take a while
+    for key, value in dict(source="hub", model=long_llama, text=TEXT).items():
+        at.session_state[key] = value
+    at.run()
+    at.switch_page(f"app_pages/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert not texts(at, "error"), texts(at, "error")
     figs = figures(at)
