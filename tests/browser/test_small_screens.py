@@ -111,10 +111,10 @@ def test_back_and_forward_move_between_views(laptop):
     laptop.open("", charts=2)
 
     def pick(label: str, key: str) -> None:
+        before = laptop.page.url
         slider = laptop.page.get_by_role("slider", name=label)
         slider.focus()
         slider.press("ArrowRight")
-        before = laptop.page.url
         laptop.page.wait_for_function(f"() => location.href !== {before!r}", timeout=30_000)
         laptop.idle(charts=2)
 
