@@ -56,7 +56,11 @@ st.caption(
 stage = ui.stage_picker(tr)
 head = ui.head_picker(src)
 span = hm.window(tr.n_tokens)
-figs = [hm.head_grid(tr, layer, stage, token_range=span), hm.head_detail(tr, layer, head, stage, token_range=span)]
+boundary = ui.pair_boundary(src, tr)
+figs = [
+    hm.head_grid(tr, layer, stage, token_range=span, boundary=boundary),
+    hm.head_detail(tr, layer, head, stage, token_range=span, boundary=boundary),
+]
 st.download_button(
     "Download the view (.html)",
     lambda: export.view_html(figs, f"attnviz: {tr.model_name}, layer {layer}, {stage}", record).encode("utf-8"),

@@ -51,6 +51,7 @@ if with_mask.weights_only:
     st.stop()
 if not src.is_module and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
+boundary = ui.pair_boundary(src, with_mask)
 rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide)
 if own:
     st.info("**This model is causal**: its own mask hides every future key, in every layer, whatever the toggle says "
@@ -65,7 +66,7 @@ st.markdown(
 )
 who = f"head {head}"
 show(
-    mp.stage_pair(with_mask.layer(layer).scaled[head], with_mask.layer_mask(layer), with_mask.tokens, who),
+    mp.stage_pair(with_mask.layer(layer).scaled[head], with_mask.layer_mask(layer), with_mask.tokens, who, boundary),
     "1 · The stages before and after the mask",
     "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
     "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
@@ -73,8 +74,13 @@ show(
 )
 show(
     mp.weights_comparison(
-        without.layer(layer).weights[head], with_mask.layer(layer).weights[head], with_mask.tokens, who, own_causal=own
-    ),
+        without.layer(layer).weights[head],
+        with_mask.layer(layer).weights[head],
+        with_mask.tokens,
+        who,
+        own_causal=own,
+        boundary=boundary,
+    ),  # fmt: skip
     "2 · Where the weight went",
     (
         "Left: the same layer with only the model's own causal mask (none of yours). "
@@ -103,3 +109,5 @@ show(
     + mp.fill_demo_note(with_mask.n_tokens),
     "fills",
 )
+ui.boundary_caption(boundary)
+ui.provenance(with_mask)
