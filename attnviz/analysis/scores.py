@@ -18,29 +18,16 @@ from dataclasses import dataclass
 
 import torch
 
-from ..attention import stages_from_scores
+from ..attention import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores, stages_from_scores
 
-SCORE_FUNCTIONS = ("dot", "scaled_dot", "general", "additive")
-
-
-def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """q [..., Tq, d], k [..., Tk, d] -> [..., Tq, Tk]."""
-    return q @ k.transpose(-2, -1)
+__all__ = [
+    "SCORE_FUNCTIONS", "ScoreModule", "additive_scores", "dot_scores", "general_scores", "scaled_dot_scores",
+    "seeded_queries_keys", "spread_by_width",
+]  # fmt: skip
 
 
 def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return dot_scores(q, k) / math.sqrt(q.shape[-1])
-
-
-def general_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """q^T W k for every pair; w [d_q, d_k]."""
-    return q @ w @ k.transpose(-2, -1)
-
-
-def additive_scores(q: torch.Tensor, k: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor):
-    """v^T tanh(W_q q + W_k k) for every pair; w_q [h, d_q], w_k [h, d_k], v [h]."""
-    hidden = torch.tanh((q @ w_q.T).unsqueeze(-2) + (k @ w_k.T).unsqueeze(-3))  # [..., Tq, Tk, h]
-    return hidden @ v
 
 
 @dataclass(frozen=True)
