@@ -25,8 +25,8 @@ if any(tr is None for tr in traces.values()):
 one = traces["scaled_dot"]
 d_head = one.d_head
 st.caption(
-    f"`attnviz.MultiHeadAttention(score=...)`: {sources['scaled_dot'].module_source().describe()}, "
-    "the same projections for all four; general and additive add their own seeded parameters. "
+    f"Our module, `{sources['scaled_dot'].module_source().describe()}`, run four times with `score=` set to each "
+    "function: the same projections every time; general and additive add their own seeded parameters. "
     + ("Change it in the sidebar." if src.is_module else "Choose **Our module** as the source to change it.")
 )
 head = ui.head_picker(src if src.is_module else sources["scaled_dot"])
@@ -41,10 +41,10 @@ st.plotly_chart(
     sp.weights_side_by_side(results, one.tokens, one.key_tokens, figure="module_score_weights"),
     config=ui.chart_config("score_weights", "module", f"head{head}"),
 )
-rows = S.sharpness(results)
+rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in S.sharpness(results)]
 st.dataframe(rows, hide_index=True, key="sc_sharpness",
              column_config={k: st.column_config.NumberColumn(k, format="%.3f") for k in rows[0] if k != "score function"})  # fmt: skip
-by = {r["score function"]: r for r in rows}
+by = {r["score function"]: r for r in S.sharpness(results)}
 st.markdown(
     f"**Why scaling matters here.** dot and scaled dot compute the same q·k; scaled dot multiplies it by "
     f"1/√{d_head} before the softmax. Unscaled, the softmax inputs spread {by['dot']['std of softmax input']:.2f} "

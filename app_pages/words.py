@@ -33,6 +33,12 @@ labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.
 st.caption(
     f"{tr.n_tokens} tokens → {len(groups)} words. Special tokens ([CLS], [SEP], <s>, padding) stay words of their own."
 )
+if len(groups) == tr.n_tokens and len(key_groups) == tr.n_keys:
+    st.info(
+        "No word of this sentence is cut into pieces, so the two heatmaps below are the same. Try a sentence with a "
+        "rare or long word, e.g. *Tokenizers split unbelievably rare words.*",
+        icon=":material/info:",
+    )
 
 layer = src.trace_layer
 where = "our module" if src.is_module else f"layer {layer}"

@@ -10,6 +10,9 @@ from ..analysis.stats import histogram
 from .common import WEIGHTS_SCALE, f32, thin, tick_labels
 
 LABELS = {"dot": "dot", "scaled_dot": "scaled dot", "general": "general (bilinear)", "additive": "additive"}
+#: One colour per score function on every chart of the page; saturated enough for both themes.
+COLOURS = {"dot": "#1f77b4", "scaled_dot": "#2ca02c", "general": "#d62728", "additive": "#9467bd"}
+LOG_TICKS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]  # log axes labelled 1-2-5, not 2, 5
 
 
 def score_histograms(results: dict, bins: int = 40, what: str = "score", figure: str = "score_histograms") -> go.Figure:
@@ -21,7 +24,14 @@ def score_histograms(results: dict, bins: int = 40, what: str = "score", figure:
     for col, name in enumerate(names, start=1):
         h = histogram(np.asarray(results[name][0]), bins=bins)
         fig.add_trace(
-            go.Bar(x=f32(h.centers), y=h.counts, width=h.width, name=LABELS[name], showlegend=False),
+            go.Bar(
+                x=f32(h.centers),
+                y=h.counts,
+                width=h.width,
+                name=LABELS[name],
+                showlegend=False,
+                marker_color=COLOURS[name],
+            ),  # fmt: skip
             row=1,
             col=col,
         )
@@ -64,12 +74,25 @@ def _label_axes(fig: go.Figure, tokens, key_tokens, col: int) -> None:
 
 
 def spread_lines(dims, spread: dict) -> go.Figure:
-    """Std of each score function's scores against the vector width d (log-log)."""
-    fig = go.Figure([go.Scatter(x=list(dims), y=v, mode="lines+markers", name=LABELS[n]) for n, v in spread.items()])
+    """Std of each score function's scores against the vector width d (log-log). general is dashed: it climbs
+    with dot and would hide it."""
+    fig = go.Figure(
+        [
+            go.Scatter(x=list(dims), y=v, mode="lines+markers", name=LABELS[n],
+                       line=dict(color=COLOURS[n], dash="dash" if n == "general" else "solid", width=2.5))
+            for n, v in spread.items()
+        ]
+    )  # fmt: skip
+    values = [x for v in spread.values() for x in v if x > 0]
+    low, high = min(values) / 1.5, max(values) * 1.5
     fig.update_layout(
-        xaxis=dict(type="log", title="width d"),
-        yaxis=dict(type="log", title="std of the scores"),
+        xaxis=dict(type="log", title="width d", tickmode="array", tickvals=list(dims), ticktext=[str(d) for d in dims]),
+        yaxis=dict(
+            type="log", title="std of the scores", tickmode="array", tickvals=[t for t in LOG_TICKS if low <= t <= high]
+        ),  # fmt: skip
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
         height=340,
+        margin=dict(l=60, r=20, t=40, b=50),
         meta={"figure": "score_spread"},
     )
     return fig

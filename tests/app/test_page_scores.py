@@ -51,7 +51,7 @@ def test_our_module_runs_each_score_function_on_the_sentence(bundled):
         np.testing.assert_allclose(z, forward_weights(src, TEXT, 1), atol=1e-6, err_msg=kind)
     # the histograms show what the softmax receives: dot's inputs are scaled dot's times sqrt(d_head) = 4
     spread = {r["score function"]: r["std of softmax input"] for r in at.dataframe[0].value.to_dict("records")}
-    np.testing.assert_allclose(spread["dot"], 4 * spread["scaled_dot"], rtol=1e-4)
+    np.testing.assert_allclose(spread["dot"], 4 * spread["scaled dot"], rtol=1e-4)
     assert any("Why scaling matters here" in t for t in texts(at, "markdown"))
     assert [e.label for e in at.expander if e.label.startswith("Provenance")]
 

@@ -25,6 +25,18 @@ PAGES = {
 }
 
 
+def shoot(tab: Tab, name: str) -> None:
+    """<name>.png: the first screen (1,280 x 800); <name>-full.png: the whole page. Streamlit scrolls inside its
+    main container, so a full-page screenshot alone shows one screen: the window is made as tall as the page."""
+    tab.page.screenshot(path=str(OUT / "answers" / f"{name}.png"))
+    height = tab.page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
+    tab.page.set_viewport_size({"width": 1280, "height": min(int(height) + 40, 8000)})
+    tab.page.wait_for_timeout(1200)  # Plotly redraws after the resize
+    tab.page.screenshot(path=str(OUT / "answers" / f"{name}-full.png"))
+    tab.page.set_viewport_size({"width": 1280, "height": 800})
+    tab.page.wait_for_timeout(300)
+
+
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_every_analysis_page_renders_cleanly_in_both_themes(browser, server, theme):
     context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme=theme)
@@ -38,7 +50,7 @@ def test_every_analysis_page_renders_cleanly_in_both_themes(browser, server, the
             before = log.read_text()
             tab.open(path, charts=charts, timeout=120_000)
             tab.page.wait_for_timeout(800)  # let Plotly finish laying out
-            tab.page.screenshot(path=str(OUT / "answers" / f"{theme}-{name}.png"), full_page=True)
+            shoot(tab, f"{theme}-{name}")
             problems += [f"{name}: {e[:300]}" for e in tab.errors_on_page()]
             problems += [f"{name}: {t}" for t in tab.page.evaluate(CLIPPED_TITLES_JS)]
             main = tab.page.inner_text("[data-testid='stMain']")
@@ -49,7 +61,7 @@ def test_every_analysis_page_renders_cleanly_in_both_themes(browser, server, the
                 problems.append(f"{name}: server log: {new[-1500:]}")
         problems += [f"console: {m[:300]}" for m in tab.real_console_errors()]
         background = tab.page.evaluate(
-            """() => getComputedStyle(document.querySelector("[data-testid='stMain']")).backgroundColor"""
+            """() => getComputedStyle(document.querySelector("[data-testid='stApp']")).backgroundColor"""
         )
         dark = sum(int(v) for v in background[background.index("(") + 1 : -1].split(",")[:3]) < 150
         assert dark == (theme == "dark"), f"the {theme} theme did not apply: background {background}"
