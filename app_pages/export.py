@@ -21,15 +21,9 @@ text, pair = ui.text_inputs()
 layer = src.trace_layer
 record = export.provenance_record(tr, text=text, pair=pair)
 
-
-def provenance_table(rec: dict) -> None:
-    """The record as a two-column table (values as text, so tokens are shown, never interpreted)."""
-    st.table({"field": list(rec), "value": [export.record_value(v) for v in rec.values()]})
-
-
 st.subheader("Provenance", divider="gray")
 st.caption("What produced this trace; the .npz and the HTML file carry the same record.")
-provenance_table(record)
+ui.provenance(tr, full=True)
 
 st.subheader("The whole trace (.npz)", divider="gray")
 size_mb = len(tr.stages) * tr.n_layer * tr.n_head * tr.n_tokens * tr.n_keys * 4 / 1e6
@@ -97,4 +91,5 @@ if upload is not None:
         config=ui.chart_config("export", "saved", f"layer{saved_layer}", saved_stage),
     )
     with st.expander("Its provenance"):
-        provenance_table(saved_record)
+        rows = export.record_rows(saved_record, full=True)
+        st.table({"field": list(rows), "value": list(rows.values())})

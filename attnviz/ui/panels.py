@@ -10,9 +10,6 @@ from ..errors import AttnvizError
 from ..trace import AttentionTrace
 from .state import Selection, text_inputs
 
-#: Provenance fields the panel shows (the Export page's record also holds the text, tokens and ids).
-PANEL_FIELDS = ("model", "kind", "revision", "attn_implementation", "dtype", "device", "scale", "fill", "options")
-
 
 def pair_boundary(src: Selection, trace: AttentionTrace) -> int | None:
     """Where sentence B starts in `trace` (the sidebar's Second sentence), for every heatmap's dashed lines.
@@ -39,17 +36,16 @@ def boundary_caption(boundary: int | None) -> None:
         )
 
 
-def provenance(trace: AttentionTrace, expanded: bool = False) -> None:
-    """A collapsed panel with what produced the trace on this page: model, revision, attention implementation,
-    dtype, device, scale, mask options and package versions (the record the Export page saves)."""
+def provenance(trace: AttentionTrace, full: bool = False) -> None:
+    """What produced the trace on this page, in an expander: model, revision, attention implementation, dtype,
+    device, scale, mask options and package versions (the record the Export page saves). `full` (the Export
+    page): the whole record (text, tokens, ids too) as a table on the page itself."""
     text, pair = text_inputs()
-    record = export.provenance_record(trace, text=text, pair=pair)
-    rows = {k: record[k] for k in PANEL_FIELDS}
-    if rows["scale"] is not None and len(set(rows["scale"])) == 1:  # one number for every layer: say it once
-        rows["scale"] = rows["scale"][0]
-    if rows["fill"] is not None and len(set(rows["fill"])) == 1:
-        rows["fill"] = rows["fill"][0]
-    rows |= {f"version: {k}": v for k, v in record["versions"].items()}
-    with st.expander("Provenance: what produced this view", expanded=expanded, icon=":material/info:"):
-        st.caption("The same record travels with the Export page's .npz and HTML files (with the tokens and ids).")
-        st.table({"field": list(rows), "value": [export.record_value(v) for v in rows.values()]})
+    rows = export.record_rows(export.provenance_record(trace, text=text, pair=pair), full=full)
+    table = {"field": list(rows), "value": list(rows.values())}  # text cells: tokens are shown, never interpreted
+    if full:
+        st.table(table)
+        return
+    with st.expander("Provenance: what produced this view", icon=":material/info:"):
+        st.caption("The Export page saves this record with the trace (and adds the text, tokens and ids).")
+        st.table(table)

@@ -54,7 +54,7 @@ def test_a_page_with_a_pair_marks_the_boundary_and_shows_provenance(name, bounda
     assert len(panel) == 1, [e.label for e in at.expander]
     rows = dict(zip(panel[0].table[0].value["field"], panel[0].table[0].value["value"]))
     assert {"model", "revision", "attn_implementation", "dtype", "device", "scale", "options"} <= set(rows)
-    assert rows["version: torch"] == export.versions()["torch"]
+    assert rows["version of torch"] == export.versions()["torch"]
     assert PAIR in rows["options"]  # the pair is part of the experiment the trace records
 
 

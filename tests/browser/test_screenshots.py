@@ -22,6 +22,7 @@ PAGES = {
     "pairs": ("pairs" + PAIR_QUERY, 3),
     "compare": ("compare", 1),
     "export": ("export", 0),
+    "heads-pair": (PAIR_QUERY, 3),  # the Heads page with a second sentence: the boundary on its heatmaps
 }
 
 
