@@ -35,7 +35,7 @@ def vectors(view, tokens, key_tokens) -> go.Figure:
     keys = tick_labels(key_tokens)
     n_key = len(keys)
     fig = make_subplots(
-        rows=2, cols=2, row_heights=[0.12, 0.88], vertical_spacing=0.1, horizontal_spacing=0.12,
+        rows=2, cols=2, row_heights=[0.12, 0.88], vertical_spacing=0.1, horizontal_spacing=0.14,
         specs=[[{"colspan": 2}, None], [{}, {}]],
         subplot_titles=(f"query vector q of {escape(tokens[view.query])}", "key vectors k", "q × k (elementwise)"),
     )  # fmt: skip

@@ -54,7 +54,9 @@ def weights_side_by_side(results: dict, tokens=None, key_tokens=None, figure: st
                        hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>"),
             row=1, col=col,
         )  # fmt: skip
-        fig.update_yaxes(autorange="reversed", row=1, col=col)
+        fig.update_yaxes(autorange="reversed", showticklabels=col == 1, title_text="query" if col == 1 else None,
+                         row=1, col=col)  # fmt: skip
+        fig.update_xaxes(title_text="key", row=1, col=col)
         if tokens is not None:
             _label_axes(fig, tokens, tokens if key_tokens is None else key_tokens, col)
     labelled = tokens is not None
