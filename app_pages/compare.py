@@ -69,9 +69,12 @@ title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
 if stop < tr.n_tokens:
     title += f"; tokens {start}–{stop - 1} of {tr.n_tokens}"
 diff = result.diff[:, start:stop, start:stop]
-st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles),
+boundary = ui.pair_boundary(src, tr)
+st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles, boundary=boundary, start=start),
                 config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
 st.caption("One colour range for every panel, centred at 0 (white = no change); weights lie in 0..1, so |b − a| ≤ 1.")
+ui.boundary_caption(boundary)
 st.subheader("Heads ranked", divider="gray")
 st.dataframe(result.rows(measure), hide_index=True, key="cmp_table",
              column_config={k: st.column_config.NumberColumn(C.MEASURES[k], format="%.4f") for k in C.MEASURES})  # fmt: skip
+ui.provenance(tr)

@@ -21,15 +21,9 @@ text, pair = ui.text_inputs()
 layer = src.trace_layer
 record = export.provenance_record(tr, text=text, pair=pair)
 
-
-def provenance_table(rec: dict) -> None:
-    """The record as a two-column table (values as text, so tokens are shown, never interpreted)."""
-    st.table({"field": list(rec), "value": [export.record_value(v) for v in rec.values()]})
-
-
 st.subheader("Provenance", divider="gray")
 st.caption("What produced this trace; the .npz and the HTML file carry the same record.")
-provenance_table(record)
+ui.provenance(tr, full=True)
 
 st.subheader("The whole trace (.npz)", divider="gray")
 size_mb = len(tr.stages) * tr.n_layer * tr.n_head * tr.n_tokens * tr.n_keys * 4 / 1e6
@@ -56,7 +50,11 @@ st.caption(
 stage = ui.stage_picker(tr)
 head = ui.head_picker(src)
 span = hm.window(tr.n_tokens)
-figs = [hm.head_grid(tr, layer, stage, token_range=span), hm.head_detail(tr, layer, head, stage, token_range=span)]
+boundary = ui.pair_boundary(src, tr)
+figs = [
+    hm.head_grid(tr, layer, stage, token_range=span, boundary=boundary),
+    hm.head_detail(tr, layer, head, stage, token_range=span, boundary=boundary),
+]
 st.download_button(
     "Download the view (.html)",
     lambda: export.view_html(figs, f"attnviz: {tr.model_name}, layer {layer}, {stage}", record).encode("utf-8"),
@@ -93,4 +91,5 @@ if upload is not None:
         config=ui.chart_config("export", "saved", f"layer{saved_layer}", saved_stage),
     )
     with st.expander("Its provenance"):
-        provenance_table(saved_record)
+        rows = export.record_rows(saved_record, full=True)
+        st.table({"field": list(rows), "value": list(rows.values())})

@@ -23,6 +23,7 @@ with left:
     stage = ui.stage_picker(tr)
 colours = ui.colour_range(stage, right)
 span = ui.token_window(tr, hm.MAX_SHOWN)
+boundary = ui.pair_boundary(src, tr)
 
 st.subheader(f"Every head of {where}")
 pick = "Its settings are in the sidebar" if src.is_module else "Pick the layer in the sidebar"
@@ -30,7 +31,7 @@ st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
 st.plotly_chart(
-    hm.head_grid(tr, layer, stage, token_range=span, colours=colours),
+    hm.head_grid(tr, layer, stage, token_range=span, colours=colours, boundary=boundary),
     theme=None,
     config=ui.chart_config(f"layer{layer}", stage, "heads"),
 )
@@ -52,10 +53,11 @@ with left:
     )
 with right:
     st.plotly_chart(
-        hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours),
+        hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours, boundary=boundary),
         theme=None,
         config=ui.chart_config(f"layer{layer}", f"head{head}", stage),
     )
+    ui.boundary_caption(boundary)
 
 
 def _open_tile():
@@ -116,6 +118,8 @@ with st.container(horizontal=True):
         icon=":material/download:",
         on_click="ignore",
     )
+
+ui.provenance(tr)
 
 if st.session_state.pop("tile_opened", False):  # a tile was clicked: show the head it opened
     ui.scroll_to("one-head")

@@ -80,5 +80,8 @@ w = H.hide_keys(w, special) if hide else w
 title = f"layer {choice[0]}, head {choice[1]}: weights" + (
     " (special tokens hidden, rows renormalised)" if hide else ""
 )
-st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens),
+boundary = ui.pair_boundary(src, tr)
+st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary),
                 config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip
+ui.boundary_caption(boundary)
+ui.provenance(tr)

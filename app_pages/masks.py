@@ -52,6 +52,7 @@ if with_mask.weights_only:
     st.stop()
 if not src.is_module and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
+boundary = ui.pair_boundary(src, with_mask)
 rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide)
 if own:
     st.info("**This model is causal**: its own mask hides every future key, in every layer, whatever the toggle says "
@@ -70,7 +71,9 @@ cut = (slice(a, b), slice(a, b))  # long texts: a window of tokens, every row st
 if (a, b) != (0, with_mask.n_tokens):
     who += f", tokens {a}–{b - 1} of {with_mask.n_tokens}"
 show(
-    mp.stage_pair(with_mask.layer(layer).scaled[head][cut], with_mask.layer_mask(layer)[cut], with_mask.tokens, who, a),
+    mp.stage_pair(
+        with_mask.layer(layer).scaled[head][cut], with_mask.layer_mask(layer)[cut], with_mask.tokens, who, a, boundary
+    ),
     "1 · The stages before and after the mask",
     "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
     "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
@@ -84,6 +87,7 @@ show(
         who,
         own_causal=own,
         start=a,
+        boundary=boundary,
     ),
     "2 · Where the weight went",
     (
@@ -113,3 +117,5 @@ show(
     + mp.fill_demo_note(with_mask.n_tokens),
     "fills",
 )
+ui.boundary_caption(boundary)
+ui.provenance(with_mask)

@@ -65,11 +65,12 @@ with left:
     stage = ui.stage_picker(tr)
 colours = ui.colour_range(stage, right)
 span = ui.token_window(tr, hm.MAX_SHOWN)
+boundary = ui.pair_boundary(src, tr)
 st.subheader(f"Its {tr.n_head} heads")
 if note := hm.stage_note(tr, 0, stage):
     st.caption(note)
 st.plotly_chart(
-    hm.head_grid(tr, 0, stage, token_range=span, colours=colours),
+    hm.head_grid(tr, 0, stage, token_range=span, colours=colours, boundary=boundary),
     theme=None,
     config=ui.chart_config("module", stage, "heads"),
 )
@@ -83,10 +84,11 @@ with left:
     )
 with right:
     st.plotly_chart(
-        hm.head_detail(tr, 0, head, stage, token_range=span, colours=colours),
+        hm.head_detail(tr, 0, head, stage, token_range=span, colours=colours, boundary=boundary),
         theme=None,
         config=ui.chart_config("module", f"head{head}", stage),
     )
+    ui.boundary_caption(boundary)
 
 st.subheader("How it works")
 st.latex(
@@ -106,3 +108,4 @@ with st.expander("Read the code (attnviz/attention.py)", icon=":material/code:")
 
 st.subheader("Use it from Python")
 st.code(ms.snippet(ui.text_inputs()[0]), language="python")
+ui.provenance(tr)

@@ -73,3 +73,4 @@ else:
         {"output (sum of weight × v)": output, **{f"v of {rows['key'][j]}": values[j] for j in range(len(values))}},
         key="nv_values",
     )
+ui.provenance(tr)

@@ -22,15 +22,14 @@ if pair is None:
 tr = ui.get_trace(src)
 if tr is None:
     st.stop()
-boundary = P.segment_boundary(tr.tokens)
-rule = "sentence B starts after the first separator token(s) that follow sentence A"
-if boundary is None:  # a tokenizer that joins the pair without a separator: count sentence A's own tokens
-    rule = "sentence B starts after as many tokens as sentence A alone gives (this tokenizer adds no separator)"
-    try:
-        boundary = P.boundary_from_count(len(src.model.tokenizer(text)["input_ids"]), tr.n_tokens)
-    except AttnvizError as e:
-        st.warning(str(e))
-        st.stop()
+try:  # separators mark the boundary; without them, sentence A's own token count does
+    boundary, rule = P.pair_boundary(tr, len(src.model.tokenizer(text)["input_ids"]))
+except AttnvizError as e:
+    st.warning(str(e))
+    st.stop()
+if boundary is None:
+    st.info(f"No boundary between the sentences here: {rule}.")
+    st.stop()
 end = P.real_length(tr.layer_mask(src.trace_layer), tr.n_tokens)
 st.caption(
     f"Sentence A: tokens 0–{boundary - 1}, sentence B: tokens {boundary}–{end - 1} ({rule}). "
@@ -57,6 +56,6 @@ st.dataframe(
 
 st.subheader("One head with the boundary", divider="gray")
 head = ui.head_picker(src)
-fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: weights", "pair_head", tr.key_tokens)
-fig.update_layout(shapes=pp.boundary_shapes(boundary, (0, tr.n_tokens)))
+fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: weights", "pair_head", tr.key_tokens, boundary)
 st.plotly_chart(fig, config=ui.chart_config("pairs", f"layer{layer}", f"head{head}"))
+ui.provenance(tr)

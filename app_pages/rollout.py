@@ -1,14 +1,12 @@
 """Rollout: attention followed down through the layers (Abnar & Zuidema 2020). Layout only."""
 
-import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import rollout as R
 from attnviz.errors import AttnvizError
 from attnviz.plots import headstats as hp
-from attnviz.plots.common import escape
+from attnviz.plots import rollout as rp
 
 src = ui.current()
 st.title("Rollout")
@@ -29,20 +27,22 @@ if tr.n_layer > 1:
     start, end = st.slider("Layers (start, end)", 0, tr.n_layer - 1, (0, tr.n_layer - 1), key="ro_layers")
 roll = R.rollout(tr, start, end)
 raw = tr.layer(end).weights.mean(axis=0)
+boundary = ui.pair_boundary(src, tr)
 
 left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
-        hp.weights_matrix(roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout"),
+        hp.weights_matrix(roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout", boundary=boundary),
         config=ui.chart_config("rollout", f"layers{start}-{end}"),
     )
     st.caption("Row i: how much output token i draws on each input token. Every row sums to 1.")
 with right:
     st.plotly_chart(
-        hp.weights_matrix(raw, tr.tokens, f"raw weights of layer {end}, heads averaged", "raw_last"),
+        hp.weights_matrix(raw, tr.tokens, f"raw weights of layer {end}, heads averaged", "raw_last", boundary=boundary),
         config=ui.chart_config("raw", f"layer{end}"),
     )
     st.caption("The same layer's own weights, averaged over its heads: what one layer does, not the whole path.")
+ui.boundary_caption(boundary)
 
 st.subheader("Attention flow", divider="gray")
 st.markdown(
@@ -65,20 +65,11 @@ else:
     except AttnvizError as e:
         st.info(str(e))
     else:
-        ticks = [escape(s) for s in labels]
-        fig = go.Figure([
-            go.Bar(name="rollout", x=ticks, y=roll[query].astype(np.float32)),
-            go.Bar(name="flow", x=ticks, y=flow.astype(np.float32)),
-        ])  # fmt: skip
-        fig.update_layout(
-            barmode="group",
-            yaxis=dict(title="share", rangemode="tozero"),
-            xaxis=dict(title="input token", tickangle=-60),
-            height=380,
-            meta={"figure": "flow", "query": int(query)},
+        st.plotly_chart(
+            rp.flow_bars(tr.tokens, roll[query], flow, query), config=ui.chart_config("flow", f"query{query}")
         )
-        st.plotly_chart(fig, config=ui.chart_config("flow", f"query{query}"))
         st.caption(
             "Flow values are not shares of 1: a token's total outflow is bounded by its pipes, and each input gets "
             "the most that could reach it alone. Compare the ranking with rollout's, not the absolute heights."
         )
+ui.provenance(tr)

@@ -1,4 +1,5 @@
-"""Score functions: dot, scaled dot, general and additive attention side by side. Layout only."""
+"""Score functions: dot, scaled dot, general and additive attention side by side, on random vectors and inside
+our module on the sentence. Layout only."""
 
 import streamlit as st
 
@@ -6,23 +7,62 @@ from attnviz import ui
 from attnviz.analysis import scores as S
 from attnviz.plots import scores as sp
 
+src = ui.current()
 st.title("Score functions")
 st.markdown(
     "Every attention layer turns a query and a key into one number, the **score**, then takes a softmax over the "
     "keys. The general attention model lets the score function vary: **dot** `q·k`, **scaled dot** `q·k/√d` "
     "(the Transformer's), **general** `qᵀWk` (a learned bilinear form) and **additive** `vᵀtanh(W_q q + W_k k)` "
-    "(a small network, Bahdanau's). Here all four run on the same random queries and keys."
+    "(a small network, Bahdanau's). First all four run inside our module on your sentence, then on random vectors "
+    "of any width."
 )
+
+st.subheader("Inside our module, on your sentence", divider="gray")
+sources = ui.score_sources(src)
+traces = {name: ui.get_trace(s) for name, s in sources.items()}
+if any(tr is None for tr in traces.values()):
+    st.stop()
+one = traces["scaled_dot"]
+d_head = one.d_head
+st.caption(
+    f"Our module, `{sources['scaled_dot'].module_source().describe()}`, run four times with `score=` set to each "
+    "function: the same projections every time; general and additive add their own seeded parameters. "
+    + ("Change it in the sidebar." if src.is_module else "Choose **Our module** as the source to change it.")
+)
+head = ui.head_picker(src if src.is_module else sources["scaled_dot"])
+results = S.softmax_inputs(traces, head)
+st.plotly_chart(
+    sp.score_histograms(results, what="softmax input", figure="module_softmax_inputs"),
+    config=ui.chart_config("scores", "module", f"head{head}"),
+)
+st.caption("What each score function hands the softmax: its scores times the scale it applies (1/√d_head only "
+           f"for scaled dot; d_head = {d_head} here).")  # fmt: skip
+st.plotly_chart(
+    sp.weights_side_by_side(results, one.tokens, one.key_tokens, figure="module_score_weights"),
+    config=ui.chart_config("score_weights", "module", f"head{head}"),
+)
+rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in S.sharpness(results)]
+st.dataframe(rows, hide_index=True, key="sc_sharpness",
+             column_config={k: st.column_config.NumberColumn(k, format="%.3f") for k in rows[0] if k != "score function"})  # fmt: skip
+by = {r["score function"]: r for r in S.sharpness(results)}
+st.markdown(
+    f"**Why scaling matters here.** dot and scaled dot compute the same q·k; scaled dot multiplies it by "
+    f"1/√{d_head} before the softmax. Unscaled, the softmax inputs spread {by['dot']['std of softmax input']:.2f} "
+    f"instead of {by['scaled_dot']['std of softmax input']:.2f}, and each row's largest weight averages "
+    f"{by['dot']['mean largest weight']:.2f} instead of {by['scaled_dot']['mean largest weight']:.2f}: the rows "
+    "are closer to a one-hot choice, whose gradient vanishes. The additive score needs no scale: its tanh keeps "
+    "every hidden unit in (-1, 1), so its scores stay bounded however wide the vectors are."
+)
+
+st.subheader("On random vectors", divider="gray")
 left, right = st.columns(2)
 d = left.select_slider("Vector width d", [4, 16, 64, 256, 1024], value=64, key="sc_d")
 seed = right.number_input("Seed", 0, 10_000, 0, key="sc_seed")
 q, k = S.seeded_queries_keys(12, d, seed)
 results = S.ScoreModule.seeded(d, seed=int(seed)).all(q, k)
-
-st.subheader("Score distributions", divider="gray")
+st.markdown("**Score distributions** of 12 random queries against 12 random keys (entries of variance 1).")
 st.plotly_chart(sp.score_histograms(results), config=ui.chart_config("scores", f"d{d}"))
-st.subheader("Their softmax weights", divider="gray")
-st.caption("12 queries (rows) over 12 keys (columns); every row sums to 1.")
+st.markdown("**Their softmax weights**: 12 queries (rows) over 12 keys (columns); every row sums to 1.")
 st.plotly_chart(sp.weights_side_by_side(results), config=ui.chart_config("score_weights", f"d{d}"))
 
 st.subheader("Why scaling matters for dot products and not for additive scores", divider="gray")
@@ -36,3 +76,4 @@ st.markdown(
     "needs no scaling (its price is an extra hidden layer per query-key pair, where dot products are one matrix "
     "multiplication)."
 )
+ui.provenance(one)

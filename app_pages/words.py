@@ -33,22 +33,35 @@ labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.
 st.caption(
     f"{tr.n_tokens} tokens → {len(groups)} words. Special tokens ([CLS], [SEP], <s>, padding) stay words of their own."
 )
+if len(groups) == tr.n_tokens and len(key_groups) == tr.n_keys:
+    st.info(
+        "No word of this sentence is cut into pieces, so the two heatmaps below are the same. Try a sentence with a "
+        "rare or long word, e.g. *Tokenizers split unbelievably rare words.*",
+        icon=":material/info:",
+    )
 
 layer = src.trace_layer
 where = "our module" if src.is_module else f"layer {layer}"
 head = ui.head_picker(src)
 w = tr.layer(layer).weights
 merged = W.merge_words(w, groups, key_groups)
+boundary = ui.pair_boundary(src, tr)
+word_boundary = W.word_position(groups, boundary)
 left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
-        hp.weights_matrix(merged[head], labels, f"{where}, head {head}: words", "words_head", key_labels),
+        hp.weights_matrix(
+            merged[head], labels, f"{where}, head {head}: words", "words_head", key_labels, word_boundary
+        ),
         config=ui.chart_config("words", f"layer{layer}", f"head{head}"),
     )
     st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
 with right:
     st.plotly_chart(
-        hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: tokens", "tokens_head", tr.key_tokens),
+        hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: tokens", "tokens_head", tr.key_tokens, boundary),
         config=ui.chart_config("tokens", f"layer{layer}", f"head{head}"),
     )
     st.caption("The same head between the tokens the model really saw.")
+if word_boundary is not None:
+    st.caption(f"Dashed red lines: where sentence A ends (after word {word_boundary - 1}, token {boundary - 1}).")
+ui.provenance(tr)

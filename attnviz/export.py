@@ -144,6 +144,25 @@ def record_value(v) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 
+#: The fields a page's provenance panel shows; the Export page shows the whole record.
+SUMMARY_FIELDS = ("model", "kind", "revision", "attn_implementation", "dtype", "device", "scale", "fill", "options")
+
+
+def record_rows(record: dict, full: bool = False) -> dict[str, str]:
+    """A provenance record as field -> text for a table: a per-layer list whose layers all agree (scale, fill) is
+    said once, options as name = value, one row per package version. `full` keeps every field (text, tokens, ids)."""
+    rows = {}
+    for name, value in record.items():
+        if name == "versions" or not (full or name in SUMMARY_FIELDS):
+            continue
+        if name in ("scale", "fill") and isinstance(value, list) and value and len(set(value)) == 1:
+            value = f"{value[0]:.7g} (every layer)"
+        elif name == "options":
+            value = ", ".join(f"{k} = {record_value(v)}" for k, v in value) or "none"
+        rows[name] = record_value(value)
+    return rows | {f"version of {k}": str(v) for k, v in record.get("versions", {}).items()}
+
+
 def _jsonable(v):
     if isinstance(v, (tuple, list)):
         return [_jsonable(x) for x in v]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attention import DEFAULT_FILL, MultiHeadAttention, check_scale, default_scale, seeded_module, seeded_vectors
+from .attention import DEFAULT_FILL, SCORE_FUNCTIONS, MultiHeadAttention, check_scale, seeded_module, seeded_vectors
 from .errors import InputError
 from .hf import LoadedModel, attention_inputs, module_from_layer
 from .hf.encode import encode
@@ -28,6 +28,7 @@ class ModuleSource:
     cross:   False: self-attention over the sentence. True: cross-attention, queries from the sentence and keys
              and values from the second sentence (or, without one, `n_keys` seeded vectors).
     valid_keys: with cross, only the first valid_keys keys are visible (the rest are padding), as valid lengths do.
+    score:   the score function (attention.SCORE_FUNCTIONS), its parameters seeded by `seed`.
     Tokens always come from the base model's tokenizer.
     """
 
@@ -42,6 +43,7 @@ class ModuleSource:
     cross: bool = False
     n_keys: int = 6
     valid_keys: int | None = None
+    score: str = "scaled_dot"
 
     def resolved(self) -> tuple[int, int]:
         d_model = self.base.d_model if self.d_model is None else int(self.d_model)
@@ -54,6 +56,8 @@ class ModuleSource:
             raise InputError(f"inputs must be one of {INPUTS}, got {self.inputs!r}")
         if self.weights not in WEIGHTS:
             raise InputError(f"weights must be one of {WEIGHTS}, got {self.weights!r}")
+        if self.score not in SCORE_FUNCTIONS:
+            raise InputError(f"score must be one of {SCORE_FUNCTIONS}, got {self.score!r}")
         d_model, n_head = self.resolved()
         if self.inputs != "random" and d_model != self.base.d_model:
             raise InputError(
@@ -66,27 +70,29 @@ class ModuleSource:
                     f"Copied weights fix d_model={self.base.d_model} and n_head={self.base.n_head}; "
                     f"got d_model={d_model}, n_head={n_head}."
                 )
-            return module_from_layer(self.base, self.layer)
-        return seeded_module(d_model, n_head, bias=self.bias, seed=self.seed)
+            return module_from_layer(self.base, self.layer).use_score(self.score, seed=self.seed)
+        return seeded_module(d_model, n_head, bias=self.bias, seed=self.seed, score=self.score)
 
     def describe(self) -> str:
         d_model, n_head = self.resolved()
         w = f"weights of layer {self.layer}" if self.weights == "pretrained" else f"random weights (seed {self.seed})"
         src = {"embeddings": "embedding", "hidden": f"layer {self.layer}", "random": f"random (seed {self.seed})"}
         mode = ", cross-attention" if self.cross else ""
+        mode += f", {self.score.replace('_', ' ')} scores" if self.score != "scaled_dot" else ""
         return f"attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head}), {w}, {src[self.inputs]} inputs{mode}"
 
     @property
     def mirrors_layer(self) -> bool:
         """True when the module should reproduce pretrained layer `layer`: its weights on its inputs."""
         same_inputs = self.inputs == "hidden" or (self.inputs == "embeddings" and self.layer == 0)
-        return self.weights == "pretrained" and same_inputs and not self.cross
+        return self.weights == "pretrained" and same_inputs and not self.cross and self.score == "scaled_dot"
 
     def snippet(self, text: str) -> str:
         """Python that reproduces this view outside the dashboard."""
         d_model, n_head = self.resolved()
         model = "attnviz.load_model()" if self.base.name == "bundled" else f"attnviz.load_model({self.base.name!r})"
         args = [f"inputs={self.inputs!r}", f"weights={self.weights!r}", f"layer={self.layer}"]
+        args += [f"score={self.score!r}"] if self.score != "scaled_dot" else []
         if self.weights != "pretrained":
             args = [f"d_model={d_model}", f"n_head={n_head}", f"bias={self.bias}", f"seed={self.seed}", *args]
         return (
@@ -96,7 +102,7 @@ class ModuleSource:
             f"trace = attnviz.trace(src, {text!r})\n"
             "trace.weights.shape  # [layer=1, head, query, key]; also trace.scores, .scaled, .masked\n\n"
             "# or the bare module on any vectors:\n"
-            f"mha = attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head})\n"
+            f"mha = attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head}, score={self.score!r})\n"
             f"out, stages = mha(torch.randn(1, 10, {d_model}))  # stages.weights: [batch, head, query, key]\n"
         )
 
@@ -105,10 +111,10 @@ def module_code() -> str:
     """The source of our attention (stages, split/merge, forward), to read next to what it draws."""
     import inspect
 
-    from .attention import attention, stages_from_scores
+    from .attention import ScoreFunction, additive_scores, stages_from_scores
 
     mha = MultiHeadAttention
-    parts = [stages_from_scores, attention, mha.split_heads, mha.merge_heads, mha.forward]
+    parts = [stages_from_scores, ScoreFunction.forward, additive_scores, mha.split_heads, mha.merge_heads, mha.forward]
     return "\n\n".join(inspect.getsource(p).rstrip() for p in parts)
 
 
@@ -183,11 +189,15 @@ def trace_module(
             0, 0
         ]  # what forward applies
         qh, kh, _ = module.project(x[None], kv[None], kv[None])  # [1, head, T, d_head]
-    used_scale = default_scale(module.d_head) if scale is None else scale
+        # a dot product is kept as q and k (stages computed when asked); other score functions as their scores
+        scores = None if module.score in ("dot", "scaled_dot") else module.score_fn(qh, kh)[0]
+    used_scale = module.score_fn.default_scale(module.d_head) if scale is None else scale
     causal_used = module.causal if causal is None else causal
     hidden = tuple(sorted({int(i) for i in hide}))
     options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hidden, scale=scale, fill=fill).items()))
     record = LayerRecord(qh[0], kh[0], used_scale, full_mask, fill)
+    if scores is not None:
+        record = LayerRecord(None, None, used_scale, full_mask, fill, scores=scores)
     provenance = Provenance(model=src.describe(), kind="module", options=options)
     return AttentionTrace(tokens, records=(record,), key_tokens=key_tokens, d_head=module.d_head,
                           provenance=provenance, notes=tuple(notes))  # fmt: skip

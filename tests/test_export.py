@@ -70,3 +70,19 @@ def test_parity_is_the_largest_weight_difference():
     assert parity(a, c, 2) == pytest.approx(float(np.abs(a.weights[0] - c.weights[2]).max()))
     with pytest.raises(InputError):
         parity(a, make_trace(["a", "b"], n_layer=1, n_head=2), 0)
+
+
+def test_record_rows_say_a_shared_scale_once_and_keep_differing_ones():
+    from attnviz.export import record_rows
+
+    record = {
+        "model": "m", "text": "hi", "scale": [0.125, 0.125], "fill": [-1.0, -2.0],
+        "options": [["causal", True], ["pair", None]], "versions": {"torch": "2.13.0"},
+    }  # fmt: skip
+    rows = record_rows(record)
+    assert rows == {
+        "model": "m", "scale": "0.125 (every layer)", "fill": "[-1.0, -2.0]",
+        "options": "causal = true, pair = null", "version of torch": "2.13.0",
+    }  # fmt: skip
+    assert record_rows(record, full=True)["text"] == "hi"
+    assert record_rows({**record, "options": []})["options"] == "none"

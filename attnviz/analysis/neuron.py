@@ -58,8 +58,9 @@ def neuron_view(trace: AttentionTrace, layer: int, head: int, query: int) -> Neu
     """One query token of one head, from the trace's records (not available for weights-only traces)."""
     if trace.weights_only or trace.records[0].q is None:
         raise InputError(
-            f"{trace.model_name or 'This trace'} kept no query and key vectors (weights only), so there is no "
-            "neuron view: the bundled model and our module have one."
+            f"{trace.model_name or 'This trace'} kept no query and key vectors (weights only, or a score that is "
+            "not a dot product), so there is no neuron view: the bundled model and our module with a dot-product "
+            "score have one."
         )
     layer = check_index("layer", layer, trace.n_layer)
     head = check_index("head", head, trace.n_head)

@@ -49,6 +49,29 @@ def boundary_from_count(n_first: int, n_tokens: int) -> int:
     return int(n_first)
 
 
+SEPARATOR_RULE = "sentence B starts after the first separator token(s) that follow sentence A"
+COUNT_RULE = "sentence B starts after as many tokens as sentence A alone gives (this tokenizer adds no separator)"
+
+
+def pair_boundary(trace: AttentionTrace, n_first: int | None = None) -> tuple[int | None, str]:
+    """(first position of sentence B, the rule that found it) for a trace made with a second sentence.
+
+    (None, reason) when the trace has no pair or is not self-attention over the pair (cross-attention). Separators
+    decide when the tokenizer puts them between the sentences; otherwise `n_first`, sentence A's own token count
+    (tokenize it alone), does, and InputError says when that count leaves no sentence B.
+    """
+    if pair_text(trace) is None:
+        return None, "no second sentence"
+    if trace.key_tokens != trace.tokens:
+        return None, "queries and keys come from different texts (cross-attention)"
+    found = segment_boundary(trace.tokens)
+    if found is not None:
+        return found, SEPARATOR_RULE
+    if n_first is None:
+        return None, "the tokenizer adds no separator and sentence A's length is unknown"
+    return boundary_from_count(n_first, trace.n_tokens), COUNT_RULE
+
+
 def real_length(mask: np.ndarray | None, n_tokens: int) -> int:
     """Tokens before any trailing padding: the last key that some query may attend, plus one."""
     if mask is None:

@@ -16,31 +16,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from ..attention import stages_from_scores
+from ..attention import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores, stages_from_scores
 
-SCORE_FUNCTIONS = ("dot", "scaled_dot", "general", "additive")
-
-
-def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """q [..., Tq, d], k [..., Tk, d] -> [..., Tq, Tk]."""
-    return q @ k.transpose(-2, -1)
+__all__ = [
+    "SCORE_FUNCTIONS", "ScoreModule", "additive_scores", "dot_scores", "general_scores", "scaled_dot_scores",
+    "seeded_queries_keys", "sharpness", "softmax_inputs", "spread_by_width",
+]  # fmt: skip
 
 
 def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return dot_scores(q, k) / math.sqrt(q.shape[-1])
-
-
-def general_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """q^T W k for every pair; w [d_q, d_k]."""
-    return q @ w @ k.transpose(-2, -1)
-
-
-def additive_scores(q: torch.Tensor, k: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor):
-    """v^T tanh(W_q q + W_k k) for every pair; w_q [h, d_q], w_k [h, d_k], v [h]."""
-    hidden = torch.tanh((q @ w_q.T).unsqueeze(-2) + (k @ w_k.T).unsqueeze(-3))  # [..., Tq, Tk, h]
-    return hidden @ v
 
 
 @dataclass(frozen=True)
@@ -101,3 +89,21 @@ def seeded_queries_keys(n: int, d: int, seed: int = 0) -> tuple[torch.Tensor, to
     """n standard-normal queries and n keys of width d that depend only on `seed`."""
     g = torch.Generator().manual_seed(int(seed))
     return torch.randn(n, d, generator=g), torch.randn(n, d, generator=g)
+
+
+def softmax_inputs(traces: dict, head: int, layer: int = 0) -> dict:
+    """name -> (scaled [query, key], weights [query, key]) of one head: what each score function hands the softmax
+    (its scores times the scale it applies) and what comes out. `traces`: name -> AttentionTrace."""
+    return {name: (tr.layer(layer).scaled[head], tr.layer(layer).weights[head]) for name, tr in traces.items()}
+
+
+def sharpness(results: dict) -> list[dict]:
+    """One row per score function: the spread of the softmax inputs, the mean of each row's largest weight and the
+    mean row entropy in nats (log n for uniform rows, 0 for one-hot rows). `results` as from `softmax_inputs`."""
+    rows = []
+    for name, (scaled, weights) in results.items():
+        w = np.asarray(weights, np.float64)
+        entropy = -(np.where(w > 0, w * np.log(np.where(w > 0, w, 1.0)), 0.0)).sum(-1)
+        rows.append({"score function": name, "std of softmax input": float(np.std(scaled)),
+                     "mean largest weight": float(w.max(-1).mean()), "mean entropy": float(entropy.mean())})  # fmt: skip
+    return rows

@@ -123,3 +123,13 @@ def merge_words(weights: np.ndarray, groups, key_groups=None) -> np.ndarray:
     s_query = membership(groups, w.shape[-2])
     p = s_query / s_query.sum(axis=0, keepdims=True)
     return np.swapaxes(p, 0, 1) @ w @ s_key
+
+
+def word_position(groups, token: int | None) -> int | None:
+    """The word that holds token position `token` (e.g. where sentence B starts, in word units); None stays None."""
+    if token is None:
+        return None
+    for w, members in enumerate(groups):
+        if token in members:
+            return w
+    return None

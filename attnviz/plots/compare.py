@@ -10,12 +10,17 @@ from plotly.subplots import make_subplots
 
 from .common import DIFF_SCALE, escape, f32, symmetric_range
 from .heatmaps import MAX_TICKS, ticks
+from .pairs import add_boundary
 
 
-def diff_grid(diff: np.ndarray, tokens, title: str, order=None, cols: int = 4, labels=None) -> go.Figure:
+def diff_grid(
+    diff: np.ndarray, tokens, title: str, order=None, cols: int = 4, labels=None, boundary=None, start: int = 0
+) -> go.Figure:
     """Every head's b - a [head, query, key] as a heatmap, ONE colour range -r..r (zmid 0), heads in `order`.
 
     labels: hover names of the heads (e.g. "head 3, rank 1"); tokens label the axes (the first text's tokens).
+    boundary: where sentence B of a pair starts (positions of the whole text), or None; `start`: the position of
+    diff's first row and column (a window of a long text).
     """
     d = f32(diff)
     n_head, n = d.shape[0], d.shape[1]
@@ -46,4 +51,4 @@ def diff_grid(diff: np.ndarray, tokens, title: str, order=None, cols: int = 4, l
         margin=dict(l=100, r=10, t=60, b=10),
         meta={"figure": "diff_grid", "order": order},
     )
-    return fig
+    return add_boundary(fig, None if boundary is None else boundary - start, (0, n), n_head)

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from .common import WEIGHTS_SCALE, escape, f32
 from .heatmaps import ticks
+from .pairs import add_boundary
 
 STAT_SCALE = "Cividis"  # sequential, readable in both themes; set explicitly with zmin/zmax
 
@@ -48,8 +49,10 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
     return fig
 
 
-def weights_matrix(weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None) -> go.Figure:
-    """One [query, key] matrix of probabilities on the 0..1 scale, positional axes, tokens in the hover."""
+def weights_matrix(weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None, boundary=None) -> go.Figure:
+    """One [query, key] matrix of probabilities on the 0..1 scale, positional axes, tokens in the hover.
+
+    `boundary`: where sentence B of a pair starts (dashed lines, see plots.pairs), or None."""
     w = f32(weights)
     key_tokens = tokens if key_tokens is None else key_tokens
     nq, nk = w.shape
@@ -74,4 +77,4 @@ def weights_matrix(weights: np.ndarray, tokens, title: str, figure: str, key_tok
         margin=dict(l=90, r=20, t=50, b=90),
         meta={"figure": figure},
     )
-    return fig
+    return add_boundary(fig, boundary, (0, nq))

@@ -34,6 +34,7 @@ from .common import (
     thin,
     tick_labels,
 )
+from .pairs import add_boundary
 
 MAX_SHOWN = 128  # tokens per axis in the grid and the single head (the caller can move the window)
 MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
@@ -221,11 +222,13 @@ def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
 
 
 def head_grid(
-    trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None, colours: str = "linear"
-) -> go.Figure:
+    trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None, colours: str = "linear",
+    boundary: int | None = None,
+) -> go.Figure:  # fmt: skip
     """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance.
 
-    `colours`: a COLOUR_RANGES id for weights; the hover then still shows the true weight."""
+    `colours`: a COLOUR_RANGES id for weights; the hover then still shows the true weight. `boundary`: where
+    sentence B of a pair starts (dashed lines on every panel, see plots.pairs), or None."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
     z_all = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
     n_head = z_all.shape[0]
@@ -278,13 +281,15 @@ def head_grid(
             text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"
         ),
     )
-    return fig
+    return add_boundary(fig, boundary, (start, stop), n_head)
 
 
 def head_detail(
-    trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None, colours: str = "linear"
-) -> go.Figure:
-    """One head large, with every stage in the hover (query, key, weights, scores, scaled); `colours` as in head_grid."""
+    trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None, colours: str = "linear",
+    boundary: int | None = None,
+) -> go.Figure:  # fmt: skip
+    """One head large, with every stage in the hover (query, key, weights, scores, scaled); `colours` and
+    `boundary` as in head_grid."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
     z_layer = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
     z = z_layer[head]
@@ -335,7 +340,7 @@ def head_detail(
         margin=dict(l=10, r=10, t=50 if note else 40, b=10),
         title=dict(text=title + (f"<br><sup>{escape(note)}</sup>" if note else ""), font_size=14, x=0, xanchor="left"),
     )
-    return fig
+    return add_boundary(fig, boundary, (start, stop))
 
 
 def overview(

@@ -29,14 +29,18 @@ from .common import (
     weights_axis,
 )
 from .distributions import RAW_COLOUR, SCALED_COLOUR
+from .pairs import add_boundary
 
 # --- Masks page --------------------------------------------------------------------------------------------
 
 
-def stage_pair(scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str, start: int = 0) -> go.Figure:
+def stage_pair(
+    scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str, start: int = 0, boundary=None
+) -> go.Figure:
     """The scaled stage before the mask and the masked stage after it; masked cells are NaN, shown as flat grey.
 
-    `scaled` and `mask` may be a window of the text, positions start.. (long texts)."""
+    `scaled` and `mask` may be a window of the text, positions start.. (long texts). `boundary`: where sentence B
+    of a pair starts (dashed lines on both panels), or None."""
     masked = np.where(mask, scaled, np.nan)
     r = symmetric_range(scaled)
     titles = (f"<b>scaled</b> (before the mask), {head_label}", f"<b>masked</b> (after; grey = removed), {head_label}")
@@ -49,18 +53,25 @@ def stage_pair(scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str, st
     fig.update_xaxes(showgrid=False)
     side = grid_height(stop - start, 2)
     axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("value"))
-    return finish(fig, "mask_stages", side, top=50, coloraxis=axis, plot_bgcolor=MASKED_BG)
+    fig = finish(fig, "mask_stages", side, top=50, coloraxis=axis, plot_bgcolor=MASKED_BG)
+    return add_boundary(fig, boundary, (start, stop), 2)
 
 
 def weights_comparison(
-    without: np.ndarray, with_mask: np.ndarray, tokens, head_label: str, own_causal: bool = False, start: int = 0
+    without: np.ndarray,
+    with_mask: np.ndarray,
+    tokens,
+    head_label: str,
+    own_causal: bool = False,
+    start: int = 0,
+    boundary=None,
 ) -> go.Figure:
     """weights without the mask, with it, and their difference (diverging scale centred on 0: where weight moved).
 
     The arrays may be a window of the text, positions start.. (long texts).
 
     own_causal: the model's own causal mask stays in the left panel (a causal model never sees the future), and
-    its title says so instead of claiming every key is visible."""
+    its title says so instead of claiming every key is visible. `boundary` as in stage_pair."""
     diff = np.asarray(with_mask, np.float32) - np.asarray(without, np.float32)
     r = max(symmetric_range(diff), 1e-3)  # all-zero difference: a white map, not a scale in micro-units
     left = "<b>weights</b>, model's own causal mask only" if own_causal else "<b>weights</b>, every key visible"
@@ -79,14 +90,8 @@ def weights_comparison(
         token_axes(fig, tokens, 1, col, show_y=col == 1, max_labels=16, start=start, stop=start + len(z))
     diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("change", 1.09))
     side = grid_height(len(diff), 3)
-    return finish(
-        fig,
-        "mask_weights",
-        side,
-        top=50,
-        coloraxis=weights_axis(x=1.0),
-        coloraxis2=diff_axis,
-    )
+    fig = finish(fig, "mask_weights", side, top=50, coloraxis=weights_axis(x=1.0), coloraxis2=diff_axis)
+    return add_boundary(fig, boundary, (start, start + len(diff)), 3)
 
 
 def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: bool = False) -> go.Figure:

@@ -32,6 +32,18 @@ def boundary_shapes(boundary: int | None, span=None, xref: str = "x", yref: str 
     ]
 
 
+def add_boundary(fig: go.Figure, boundary: int | None, span=None, panels: int = 1) -> go.Figure:
+    """Draw `boundary_shapes` on the first `panels` subplots of `fig` (axes x, x2, x3 ... in subplot order).
+
+    Every [query, key] heatmap builder calls this with the boundary the page passes (None: nothing drawn).
+    """
+    refs = [("x", "y")] + [(f"x{i}", f"y{i}") for i in range(2, panels + 1)]
+    shapes = [s for xref, yref in refs for s in boundary_shapes(boundary, span, xref, yref)]
+    if shapes:
+        fig.update_layout(shapes=[*fig.layout.shapes, *shapes])
+    return fig
+
+
 def block_bars(shares: dict, blocks=("A->A", "A->B", "B->A", "B->B")) -> go.Figure:
     """Per head, the mean share of each block (grouped bars), on a 0..1 axis."""
     n_head = len(next(iter(shares.values())))

@@ -7,29 +7,44 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.stats import histogram
-from .common import WEIGHTS_SCALE, f32
+from .common import WEIGHTS_SCALE, f32, thin, tick_labels
 
 LABELS = {"dot": "dot", "scaled_dot": "scaled dot", "general": "general (bilinear)", "additive": "additive"}
+#: One colour per score function on every chart of the page; saturated enough for both themes.
+COLOURS = {"dot": "#1f77b4", "scaled_dot": "#2ca02c", "general": "#d62728", "additive": "#9467bd"}
+LOG_TICKS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]  # log axes labelled 1-2-5, not 2, 5
 
 
-def score_histograms(results: dict, bins: int = 40) -> go.Figure:
-    """One panel per score function: the distribution of its scores (binned here, not in the browser)."""
+def score_histograms(results: dict, bins: int = 40, what: str = "score", figure: str = "score_histograms") -> go.Figure:
+    """One panel per score function: the distribution of its scores (binned here, not in the browser).
+
+    `what` names the values on the x axes (e.g. "softmax input" for scores times the scale)."""
     names = list(results)
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=[LABELS[n] for n in names], horizontal_spacing=0.06)
     for col, name in enumerate(names, start=1):
         h = histogram(np.asarray(results[name][0]), bins=bins)
         fig.add_trace(
-            go.Bar(x=f32(h.centers), y=h.counts, width=h.width, name=LABELS[name], showlegend=False),
+            go.Bar(
+                x=f32(h.centers),
+                y=h.counts,
+                width=h.width,
+                name=LABELS[name],
+                showlegend=False,
+                marker_color=COLOURS[name],
+            ),  # fmt: skip
             row=1,
             col=col,
         )
-        fig.update_xaxes(title_text=f"score (std {np.sqrt(h.var):.2f})", row=1, col=col)
-    fig.update_layout(height=300, bargap=0, margin=dict(l=40, r=20, t=40, b=50), meta={"figure": "score_histograms"})
+        fig.update_xaxes(title_text=f"{what} (std {np.sqrt(h.var):.2f})", row=1, col=col)
+    fig.update_yaxes(title_text="count", row=1, col=1)
+    fig.update_layout(height=300, bargap=0, margin=dict(l=60, r=20, t=40, b=50), meta={"figure": figure})
     return fig
 
 
-def weights_side_by_side(results: dict) -> go.Figure:
-    """One 0..1 heatmap of softmax weights per score function (rows: queries, columns: keys)."""
+def weights_side_by_side(results: dict, tokens=None, key_tokens=None, figure: str = "score_weights") -> go.Figure:
+    """One 0..1 heatmap of softmax weights per score function (rows: queries, columns: keys).
+
+    With `tokens` the axes are labelled '%02d token' (keys under every panel, queries on the first)."""
     names = list(results)
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=[LABELS[n] for n in names], horizontal_spacing=0.04)
     for col, name in enumerate(names, start=1):
@@ -39,18 +54,47 @@ def weights_side_by_side(results: dict) -> go.Figure:
                        hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>"),
             row=1, col=col,
         )  # fmt: skip
-        fig.update_yaxes(autorange="reversed", row=1, col=col)
-    fig.update_layout(height=320, margin=dict(l=40, r=20, t=40, b=40), meta={"figure": "score_weights"})
+        fig.update_yaxes(autorange="reversed", showticklabels=col == 1, title_text="query" if col == 1 else None,
+                         row=1, col=col)  # fmt: skip
+        fig.update_xaxes(title_text="key", row=1, col=col)
+        if tokens is not None:
+            _label_axes(fig, tokens, tokens if key_tokens is None else key_tokens, col)
+    labelled = tokens is not None
+    fig.update_layout(height=380 if labelled else 320, meta={"figure": figure},
+                      margin=dict(l=100 if labelled else 40, r=20, t=40, b=100 if labelled else 40))  # fmt: skip
     return fig
 
 
+def _label_axes(fig: go.Figure, tokens, key_tokens, col: int) -> None:
+    """Token tick labels on one panel (thinned to 16 per axis, so four narrow panels stay legible)."""
+    for axis, toks, show in ((fig.update_xaxes, key_tokens, True), (fig.update_yaxes, tokens, col == 1)):
+        labels = tick_labels(toks)
+        vals = list(range(0, len(toks), thin(len(toks), 16)))
+        axis(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], showticklabels=show,
+             tickfont_size=10, row=1, col=col)  # fmt: skip
+    fig.update_xaxes(tickangle=-60, row=1, col=col)
+
+
 def spread_lines(dims, spread: dict) -> go.Figure:
-    """Std of each score function's scores against the vector width d (log-log)."""
-    fig = go.Figure([go.Scatter(x=list(dims), y=v, mode="lines+markers", name=LABELS[n]) for n, v in spread.items()])
+    """Std of each score function's scores against the vector width d (log-log). general is dashed: it climbs
+    with dot and would hide it."""
+    fig = go.Figure(
+        [
+            go.Scatter(x=list(dims), y=v, mode="lines+markers", name=LABELS[n],
+                       line=dict(color=COLOURS[n], dash="dash" if n == "general" else "solid", width=2.5))
+            for n, v in spread.items()
+        ]
+    )  # fmt: skip
+    values = [x for v in spread.values() for x in v if x > 0]
+    low, high = min(values) / 1.5, max(values) * 1.5
     fig.update_layout(
-        xaxis=dict(type="log", title="width d"),
-        yaxis=dict(type="log", title="std of the scores"),
+        xaxis=dict(type="log", title="width d", tickmode="array", tickvals=list(dims), ticktext=[str(d) for d in dims]),
+        yaxis=dict(
+            type="log", title="std of the scores", tickmode="array", tickvals=[t for t in LOG_TICKS if low <= t <= high]
+        ),  # fmt: skip
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
         height=340,
+        margin=dict(l=60, r=20, t=40, b=50),
         meta={"figure": "score_spread"},
     )
     return fig

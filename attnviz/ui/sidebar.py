@@ -5,8 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import settings
+from ..attention import SCORE_FUNCTIONS
 from ..errors import AttnvizError
 from ..hf import BUNDLED, LoadedModel
+from ..plots.scores import LABELS as SCORE_LABELS
 from ..scratch import INPUTS, WEIGHTS, ModuleSource
 from .data import get_model
 from .state import DEFAULT_TEXT, INPUT_LABELS, PARTS, SOURCES, URL, WEIGHT_LABELS, Selection, url_choice
@@ -114,6 +116,9 @@ def module_settings(loaded: LoadedModel, layer: int) -> tuple:
         seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="m_seed", bind=URL)
     else:
         bias, seed = True, 0
+    score = url_choice(st.selectbox, "Score function", {s: SCORE_LABELS[s] for s in SCORE_FUNCTIONS},
+                       default="scaled_dot", key="m_score",
+                       help="How a query and a key become one score (the Score functions page compares all four).")  # fmt: skip
     cross = st.toggle(
         "Cross-attention", key="m_cross", bind=URL,
         help="Queries from the sentence; keys and values from the second sentence (without one: 6 seeded vectors).",
@@ -132,6 +137,7 @@ def module_settings(loaded: LoadedModel, layer: int) -> tuple:
         layer=layer,
         cross=bool(cross),
         valid_keys=int(valid) or None,
+        score=score,
     )
     return tuple(sorted(cfg.items()))
 
@@ -152,3 +158,11 @@ def module_preview(src: Selection) -> Selection:
     except AttnvizError:
         cfg.update(inputs="random", weights="random")
     return Selection(m, tuple(sorted(cfg.items())), src.layer)
+
+
+def score_sources(src: Selection) -> dict[str, Selection]:
+    """Our module once per score function (SCORE_FUNCTIONS), everything else as the sidebar sets it (or, with a
+    pretrained source, as the Our module page's preview: the layer's weights on the vectors entering it)."""
+    base = src if src.is_module else module_preview(src)
+    cfg = dict(base.module)
+    return {s: Selection(base.model, tuple(sorted({**cfg, "score": s}.items())), base.layer) for s in SCORE_FUNCTIONS}

@@ -27,8 +27,9 @@ def test_provenance_panel_and_downloads(bundled):
     want = export.provenance_record(tr, text=TEXT)
     assert rec["text"] == TEXT and rec["model"] == tr.model_name
     assert rec["input_ids"] == export.record_value(want["input_ids"])
-    assert rec["versions"] == export.record_value(export.versions())
+    assert {rec[f"version of {k}"] for k in export.versions()} == {str(v) for v in export.versions().values()}
     assert {"attn_implementation", "dtype", "device", "revision", "scale", "options"} <= set(rec)
+    assert rec["scale"] == f"{1 / 32**0.5:.7g} (every layer)"  # d_head = 32 in all six layers, said once
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download the trace (.npz)", "Download the view (.html)"]
 

@@ -1,21 +1,34 @@
-"""The Score functions page in AppTest: its weights are the analysis module's, and the spread shows the law."""
+"""The Score functions page in AppTest: our module with each score function on the sentence, and the random-vector
+part; its weights are the module's own forward pass and the analysis module's, and the spread shows the law."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from helpers import array, figures, run_page, z_arrays
+from helpers import array, figures, run_page, texts, z_arrays
 
+from attnviz import ModuleSource
 from attnviz.analysis import scores as S
+from attnviz.attention import SCORE_FUNCTIONS
+from attnviz.scratch import input_vectors
 
 PAGE = "app_pages/scores.py"
+TEXT = "The cat sat on the mat."
+
+
+def forward_weights(src: ModuleSource, text: str, head: int) -> np.ndarray:
+    """[query, key] weights of one head from the module's own forward pass (not the trace's records)."""
+    x, _, _ = input_vectors(src, text)
+    with torch.no_grad():
+        _, stages = src.build()(x)
+    return stages.weights[head].numpy()
 
 
 def test_weights_and_spread_follow_the_chosen_width():
-    at = run_page(PAGE, sc_d=256, sc_seed=3)
+    at = run_page(PAGE, text=TEXT, sc_d=256, sc_seed=3)
     assert not at.exception, [e.value for e in at.exception]
     figs = figures(at)
-    assert set(figs) == {"score_histograms", "score_weights", "score_spread"}
+    assert {"score_histograms", "score_weights", "score_spread"} <= set(figs)
     g = torch.Generator().manual_seed(3)
     q, k = torch.randn(12, 256, generator=g), torch.randn(12, 256, generator=g)
     want = S.ScoreModule.seeded(256, seed=3).all(q, k)
@@ -24,3 +37,40 @@ def test_weights_and_spread_follow_the_chosen_width():
     assert {(t["zmin"], t["zmax"]) for t in figs["score_weights"]["data"]} == {(0.0, 1.0)}
     lines = {t["name"]: array(t["y"]) for t in figs["score_spread"]["data"]}
     assert lines["dot"][-1] > 10 * lines["dot"][0] and lines["additive"][-1] < 2 * lines["additive"][0]
+
+
+def test_our_module_runs_each_score_function_on_the_sentence(bundled):
+    state = dict(source="module", m_inputs="random", m_weights="random", m_dmodel=64, m_heads=4, m_seed=2, head=1)
+    at = run_page(PAGE, text=TEXT, **state)
+    assert not at.exception, [e.value for e in at.exception]
+    figs = figures(at)
+    panels = z_arrays(figs["module_score_weights"])
+    assert len(panels) == len(SCORE_FUNCTIONS)
+    for z, kind in zip(panels, SCORE_FUNCTIONS):
+        src = ModuleSource(bundled, d_model=64, n_head=4, seed=2, inputs="random", weights="random", score=kind)
+        np.testing.assert_allclose(z, forward_weights(src, TEXT, 1), atol=1e-6, err_msg=kind)
+    # the histograms show what the softmax receives: dot's inputs are scaled dot's times sqrt(d_head) = 4
+    spread = {r["score function"]: r["std of softmax input"] for r in at.dataframe[0].value.to_dict("records")}
+    np.testing.assert_allclose(spread["dot"], 4 * spread["scaled dot"], rtol=1e-4)
+    assert any("Why scaling matters here" in t for t in texts(at, "markdown"))
+    assert [e.label for e in at.expander if e.label.startswith("Provenance")]
+
+
+def test_with_a_pretrained_source_the_page_uses_the_module_preview():
+    at = run_page(PAGE, text=TEXT)
+    assert not at.exception, [e.value for e in at.exception]
+    assert "module_score_weights" in figures(at)
+    assert any("Choose **Our module**" in t for t in texts(at, "caption"))
+
+
+def test_the_sidebar_score_function_reaches_the_our_module_page(bundled):
+    state = dict(source="module", m_inputs="random", m_weights="random", m_dmodel=16, m_heads=2, m_score="additive")
+    at = run_page("app_pages/module.py", text=TEXT, stage="scores", **state)
+    assert not at.exception, [e.value for e in at.exception]
+    src = ModuleSource(bundled, d_model=16, n_head=2, inputs="random", weights="random", score="additive")
+    x, _, _ = input_vectors(src, TEXT)
+    with torch.no_grad():
+        _, stages = src.build()(x)
+    grid = z_arrays(figures(at)["head_grid"])
+    np.testing.assert_allclose(np.stack(grid), stages.scores.numpy(), atol=1e-5)
+    assert any("additive scores" in t for t in texts(at, "caption"))

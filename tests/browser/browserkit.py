@@ -23,6 +23,15 @@ CHROMIUM_ARGS = [
 ]
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
+# Titles (figure title, subplot titles) that stick out of their chart's box are clipped on screen.
+CLIPPED_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
+  const box = gd.getBoundingClientRect(), name = gd.layout.meta?.figure || 'chart';
+  return Array.from(gd.querySelectorAll('.gtitle, .annotation-text, .g-xtitle text, .g-ytitle text'))
+    .map(t => [t.textContent, t.getBoundingClientRect()])
+    .filter(([_, r]) => r.width > 0 && (r.top < box.top - 1 || r.bottom > box.bottom + 1 || r.left < box.left - 1 || r.right > box.right + 1))
+    .map(([text, r]) => `${name}: "${text.slice(0, 40)}" at top ${Math.round(r.top - box.top)}`);
+})"""
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -7,7 +7,7 @@ import subprocess
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from browserkit import OUT, Tab, free_port, start_server
+from browserkit import CLIPPED_TITLES_JS, OUT, Tab, free_port, start_server
 
 LONG = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 20)
 PAGES = {
@@ -28,16 +28,6 @@ def laptop(browser, server):
 def chart(figure: str) -> str:
     """A JS expression for the chart whose layout.meta.figure is `figure`."""
     return f"Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g.layout.meta?.figure === '{figure}')"
-
-
-# Titles (figure title, subplot titles) that stick out of their chart's box are clipped on screen.
-CLIPPED_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
-  const box = gd.getBoundingClientRect(), name = gd.layout.meta?.figure || 'chart';
-  return Array.from(gd.querySelectorAll('.gtitle, .annotation-text, .g-xtitle text, .g-ytitle text'))
-    .map(t => [t.textContent, t.getBoundingClientRect()])
-    .filter(([_, r]) => r.width > 0 && (r.top < box.top - 1 || r.bottom > box.bottom + 1 || r.left < box.left - 1 || r.right > box.right + 1))
-    .map(([text, r]) => `${name}: "${text.slice(0, 40)}" at top ${Math.round(r.top - box.top)}`);
-})"""
 
 
 @pytest.mark.parametrize("length", ["short", "long"])

@@ -1,0 +1,37 @@
+"""Figures of the Rollout page besides its matrices (those are headstats.weights_matrix): rollout and flow bars."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import f32, tick_labels
+
+ROLLOUT_COLOUR, FLOW_COLOUR = "#4c78a8", "#f58518"
+
+
+def flow_bars(tokens, rollout_row: np.ndarray, flow: np.ndarray, query: int) -> go.Figure:
+    """For one output token: what rollout gives each input token, beside the maximum flow that can reach it.
+
+    Two bar series on one axis; the bars sit at token positions with '%02d token' labels (escaped), so repeated
+    tokens stay apart. Flow is not a share of 1 (see analysis.rollout.flow): the title says so.
+    """
+    labels = tick_labels(tokens)
+    x = list(range(len(tokens)))
+    fig = go.Figure(
+        [
+            go.Bar(name="rollout", x=x, y=f32(rollout_row), marker_color=ROLLOUT_COLOUR),
+            go.Bar(name="flow", x=x, y=f32(flow), marker_color=FLOW_COLOUR),
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        title=dict(text=f"Output token {labels[query]}: where it draws from", x=0, xanchor="left"),
+        yaxis=dict(title="rollout share / flow", rangemode="tozero"),
+        xaxis=dict(title="input token", tickmode="array", tickvals=x, ticktext=labels, tickangle=-60),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+        height=400,
+        margin=dict(l=60, r=20, t=60, b=90),
+        meta={"figure": "flow", "query": int(query)},
+    )
+    return fig

@@ -1,0 +1,51 @@
+"""Small pieces every page shows: where sentence A ends, and what produced the trace (provenance)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import export
+from ..analysis import pairs
+from ..errors import AttnvizError
+from ..trace import AttentionTrace
+from .state import Selection, text_inputs
+
+
+def pair_boundary(src: Selection, trace: AttentionTrace) -> int | None:
+    """Where sentence B starts in `trace` (the sidebar's Second sentence), for every heatmap's dashed lines.
+
+    None without a second sentence, for cross-attention, or when it cannot be found (the Sentence pairs page
+    says why); the count of sentence A's tokens comes from the model's own tokenizer.
+    """
+    text, pair = text_inputs()
+    if pair is None or pairs.pair_text(trace) is None:
+        return None
+    try:
+        n_first = len(src.model.tokenizer(text)["input_ids"])
+        return pairs.pair_boundary(trace, n_first)[0]
+    except (AttnvizError, TypeError, KeyError):
+        return None
+
+
+def boundary_caption(boundary: int | None) -> None:
+    """One line under the heatmaps saying what the dashed lines are (nothing without a pair)."""
+    if boundary is not None:
+        st.caption(
+            f"Dashed red lines: sentence A ends after token {boundary - 1}, sentence B starts at token {boundary} "
+            "(the sidebar's **Second sentence**)."
+        )
+
+
+def provenance(trace: AttentionTrace, full: bool = False) -> None:
+    """What produced the trace on this page, in an expander: model, revision, attention implementation, dtype,
+    device, scale, mask options and package versions (the record the Export page saves). `full` (the Export
+    page): the whole record (text, tokens, ids too) as a table on the page itself."""
+    text, pair = text_inputs()
+    rows = export.record_rows(export.provenance_record(trace, text=text, pair=pair), full=full)
+    table = {"field": list(rows), "value": list(rows.values())}  # text cells: tokens are shown, never interpreted
+    if full:
+        st.table(table)
+        return
+    with st.expander("Provenance: what produced this view", icon=":material/info:"):
+        st.caption("The Export page saves this record with the trace (and adds the text, tokens and ids).")
+        st.table(table)
