@@ -118,6 +118,25 @@ def token_axes(
     )
 
 
+def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
+    """A category axis whose category i is token i (labelled '%03d token'), so positions [start, stop) keep
+    their numeric coordinates (ranges and shapes) while the hover names the token. Categories before `start`
+    get short placeholder names."""
+    labels = tick_labels(tokens)
+    vals = list(range(start, stop, thin(stop - start, max_ticks)))
+    return dict(
+        type="category",
+        categoryorder="array",
+        categoryarray=[str(i) for i in range(start)] + labels[start:stop],
+        tickmode="array",
+        tickvals=[labels[i] for i in vals],
+        ticktext=[labels[i] for i in vals],
+    )
+
+
+# --- figures ----------------------------------------------------------------------------------------
+
+
 def grid_height(n_tokens: int, n_cols: int) -> int:
     """A height that makes cells roughly square at a typical page width, without the blank band that
     axis-locked squares leave when the page is narrower or wider than expected."""

@@ -33,6 +33,7 @@ from .common import (
     symmetric_range,
     thin,
     tick_labels,
+    token_axis,
 )
 from .pairs import add_boundary
 
@@ -200,25 +201,6 @@ def _grid_hover(z: np.ndarray, true_values: bool, head: str) -> dict:
     if not true_values:
         return dict(hovertemplate=f"{who}<br>%{{z:.4g}}<extra></extra>")
     return dict(customdata=f32(z), hovertemplate=f"{who}<br>%{{customdata:.4g}}<extra></extra>")
-
-
-def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
-    """A category axis whose category i is token i (labelled '%03d token'), so positions [start, stop) keep
-    their numeric coordinates (ranges and shapes) while the hover names the token. Categories before `start`
-    get short placeholder names."""
-    labels = tick_labels(tokens)
-    vals = list(range(start, stop, thin(stop - start, max_ticks)))
-    return dict(
-        type="category",
-        categoryorder="array",
-        categoryarray=[str(i) for i in range(start)] + labels[start:stop],
-        tickmode="array",
-        tickvals=[labels[i] for i in vals],
-        ticktext=[labels[i] for i in vals],
-    )
-
-
-# --- figures ----------------------------------------------------------------------------------------
 
 
 def head_grid(

@@ -35,7 +35,7 @@ from .pairs import add_boundary
 
 
 def stage_pair(
-    scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str, start: int = 0, boundary=None
+    scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str, boundary=None, start: int = 0
 ) -> go.Figure:
     """The scaled stage before the mask and the masked stage after it; masked cells are NaN, shown as flat grey.
 
