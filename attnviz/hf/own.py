@@ -100,8 +100,14 @@ def _additive(mask: torch.Tensor | None, n: int, family: str) -> tuple[torch.Ten
     return capture.split_mask(mask, n)
 
 
-def _both(allowed: torch.Tensor | None, own: torch.Tensor) -> torch.Tensor:
-    return own if allowed is None else allowed & own
+def _both(allowed: torch.Tensor | None, own: torch.Tensor, family: str) -> torch.Tensor:
+    """The model's own table (causal, window) and the mask it is given, combined. A query row they hide entirely is
+    refused: the model fills such a row with two different values (one per table), which no single fill reproduces.
+    """
+    both = own if allowed is None else allowed & own
+    if bool((~both).all(-1).any()):
+        raise capture.CaptureRefused(f"padding that hides every key a query may see in {family}'s own mask")
+    return both
 
 
 def openai_gpt(module, a: dict) -> Call:
@@ -109,14 +115,14 @@ def openai_gpt(module, a: dict) -> Call:
     (1 - b)); then the additive padding mask (0 or dtype min) is added; softmax.
 
     The fill is -10000, what the model puts in causally hidden cells; padding keys hold dtype min in the model, which
-    weighs the same (0) unless a whole row is hidden, and a right-padded text never hides a whole row.
+    weighs the same (0) while the row has a visible key (a row with none is refused, see `_both`).
     """
     x, mask = a["x"], a.get("attention_mask")
     b, n, _ = x.shape
     q, k, _ = module.c_attn(x).split(module.split_size, dim=2)
     q, k = _heads(q, module.n_head), _heads(k, module.n_head)
     allowed, extra = _additive(mask, n, "GPT")
-    allowed = _both(allowed, module.bias[0, 0, :n, :n].bool())
+    allowed = _both(allowed, module.bias[0, 0, :n, :n].bool(), "GPT")
     return Call(q, k, 1 / math.sqrt(q.shape[-1]) if module.scale else 1.0, allowed, -1e4, extra)
 
 
@@ -136,13 +142,13 @@ def gpt_neo(module, a: dict) -> Call:
     or sliding-window (local layers) table take float32 min; then the additive mask is added; softmax.
 
     The window table is part of the recorded mask. Cells both tables hide hold min + min = -inf in the model and
-    float32 min here: both weigh 0.
+    float32 min here: both weigh 0 while the row has a visible key (a row with none is refused, see `_both`).
     """
     x, mask = a["hidden_states"], a.get("attention_mask")
     n = x.shape[1]
     q, k = (_heads(p(x), module.num_heads).float() for p in (module.q_proj, module.k_proj))
     allowed, extra = _additive(mask, n, "GPT-Neo")
-    allowed = _both(allowed, module.bias[0, 0, :n, :n])
+    allowed = _both(allowed, module.bias[0, 0, :n, :n], "GPT-Neo")
     return Call(q, k, 1.0, allowed, float(torch.finfo(torch.float32).min), extra)
 
 
