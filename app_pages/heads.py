@@ -21,6 +21,8 @@ if src.part:  # an encoder-decoder model: say which of its three attentions
 left, right = st.columns([2, 3], vertical_alignment="bottom")
 with left:
     stage = ui.stage_picker(tr)
+if stage != "weights":
+    ui.scale_note(tr, layer)
 colours = ui.colour_range(stage, right)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 boundary = ui.pair_boundary(src, tr)
@@ -58,6 +60,7 @@ with right:
         config=ui.chart_config(f"layer{layer}", f"head{head}", stage),
     )
     ui.boundary_caption(boundary)
+ui.sinks_and_softcap(tr, layer, head)  # attention sinks (gpt-oss), logit softcapping (Gemma 2): only when present
 
 
 def _open_tile():
@@ -88,6 +91,7 @@ with st.expander("What the stages mean"):
     st.markdown("The model turns each token into a query vector q and a key vector k, then:")
     for name in ui.STAGE_HELP:
         st.markdown(f"- {ui.STAGE_HELP[name]}")
+    ui.scale_note(tr, layer)
     if tr.weights_only:
         st.markdown("This model computes attention inside its own code, so only **weights** can be shown.")
 

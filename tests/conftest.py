@@ -5,7 +5,7 @@ Fixtures other test files can use:
     bundled_eager    a second copy of it with attn_implementation="eager", for reference outputs
     tiny_bert_dir, tiny_gpt2_dir, tiny_llama_dir   folders written with save_pretrained (safetensors)
     tiny_bert, tiny_gpt2, tiny_llama               those folders loaded through attnviz.load_model
-    tiny_gptneo_dir, tiny_deberta_dir              families that bypass the attention seam (weights only)
+    tiny_falcon_dir, tiny_deberta_dir              families that bypass the attention seam (weights only)
     eager_copy       eager_copy(folder, implementation="eager") -> the same weights loaded independently with
                      transformers' eager (or "sdpa") attention, cached per folder
     eager_reference  eager_reference(eager_model, loaded, text, pad_to=None) -> (attentions, last_hidden_state)
@@ -100,23 +100,18 @@ def build_tiny_llama(folder: Path) -> Path:
     return folder
 
 
-def build_tiny_gptneo(folder: Path) -> Path:
-    """GPT-Neo picks its attention class from its own table: attnviz must fall back to eager, weights only."""
-    from transformers import GPTNeoConfig, GPTNeoModel
+def build_tiny_falcon(folder: Path) -> Path:
+    """Falcon picks its attention class from its own table (an unknown implementation name raises KeyError) and
+    attnviz does not read its own code: attnviz must fall back to eager, weights only."""
+    from transformers import FalconConfig, FalconModel
 
     torch.manual_seed(3)
     tok, n_vocab = _wordlevel_tokenizer(["<unk>", "<|endoftext|>"], "<unk>", "<|endoftext|>", "<|endoftext|>")
-    config = GPTNeoConfig(
-        vocab_size=n_vocab,
-        hidden_size=32,
-        num_layers=2,
-        num_heads=4,
-        attention_types=[[["global", "local"], 1]],
-        max_position_embeddings=64,
-        bos_token_id=1,
-        eos_token_id=1,
-    )
-    GPTNeoModel(config).save_pretrained(folder, safe_serialization=True)
+    config = FalconConfig(
+        vocab_size=n_vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
+        bos_token_id=1, eos_token_id=1,
+    )  # fmt: skip
+    FalconModel(config).save_pretrained(folder, safe_serialization=True)
     tok.save_pretrained(folder)
     return folder
 
@@ -166,8 +161,8 @@ def tiny_llama_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_gptneo_dir(tmp_path_factory):
-    return build_tiny_gptneo(tmp_path_factory.mktemp("tiny-gptneo"))
+def tiny_falcon_dir(tmp_path_factory):
+    return build_tiny_falcon(tmp_path_factory.mktemp("tiny-falcon"))
 
 
 @pytest.fixture(scope="session")

@@ -12,4 +12,5 @@ scores    dot, scaled dot, general and additive score functions
 words     sub-word tokens merged into words
 pairs     sentence-pair blocks and the crossing share
 compare   two traces or layers, heads ranked by change
+extras    where the scale was applied, the attention sink's share per query, scores before/after softcapping
 """

@@ -1,4 +1,5 @@
-"""Families that compute attention in their own code (BLOOM, MPT): every stage, read from what each layer is given.
+"""Families that compute attention in their own code (BLOOM, MPT, GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT):
+every stage, read from what each layer is given.
 
 Such a family never calls the capture seam, so it runs with eager attention. For a family in `REPRODUCERS`, a
 forward pre-hook on every attention module reads what the module is about to use (its input, its ALiBi bias, its
@@ -18,6 +19,7 @@ Experiments that change attention (causal, hidden keys, another scale or fill) a
 from __future__ import annotations
 
 import inspect
+import math
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ class Call(NamedTuple):
     allowed: torch.Tensor | None
     fill: float
     bias: torch.Tensor | None
+    scale_on: str = "scores"  # where the model applied the scale: "scores", or "q" when it scales q before q.k
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,138 @@ def mpt(module, a: dict) -> Call:
     return Call(q, k, float(module.softmax_scale), allowed, float(torch.finfo(q.dtype).min), bias)
 
 
+def _heads(t: torch.Tensor, n_head: int) -> torch.Tensor:
+    """[batch, seq, n_head * d] -> [batch, head, seq, d]."""
+    return t.view(*t.shape[:2], n_head, -1).transpose(1, 2)
+
+
+def _additive(mask: torch.Tensor | None, n: int, family: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(allowed, extra bias) of an additive mask; a boolean one is refused (these families add theirs)."""
+    if mask is not None and mask.dtype == torch.bool:
+        raise capture.CaptureRefused(f"a boolean mask where {family} adds an additive one")
+    return capture.split_mask(mask, n)
+
+
+def _both(allowed: torch.Tensor | None, own: torch.Tensor, family: str) -> torch.Tensor:
+    """The model's own table (causal, window) and the mask it is given, combined. A query row they hide entirely is
+    refused: the model fills such a row with two different values (one per table), which no single fill reproduces.
+    """
+    both = own if allowed is None else allowed & own
+    if bool((~both).all(-1).any()):
+        raise capture.CaptureRefused(f"padding that hides every key a query may see in {family}'s own mask")
+    return both
+
+
+def openai_gpt(module, a: dict) -> Call:
+    """OpenAI GPT's Attention: w = q.k (/ sqrt(d) when module.scale); causal cells REPLACED by -10000 (w * b - 1e4 *
+    (1 - b)); then the additive padding mask (0 or dtype min) is added; softmax.
+
+    The fill is -10000, what the model puts in causally hidden cells; padding keys hold dtype min in the model, which
+    weighs the same (0) while the row has a visible key (a row with none is refused, see `_both`).
+    """
+    x, mask = a["x"], a.get("attention_mask")
+    b, n, _ = x.shape
+    q, k, _ = module.c_attn(x).split(module.split_size, dim=2)
+    q, k = _heads(q, module.n_head), _heads(k, module.n_head)
+    allowed, extra = _additive(mask, n, "GPT")
+    allowed = _both(allowed, module.bias[0, 0, :n, :n].bool(), "GPT")
+    return Call(q, k, 1 / math.sqrt(q.shape[-1]) if module.scale else 1.0, allowed, -1e4, extra)
+
+
+def xglm(module, a: dict) -> Call:
+    """XGLMAttention: (q_proj(x) * scaling) . k + the additive causal mask, clamped at dtype min, softmax."""
+    x, mask = a["hidden_states"], a.get("attention_mask")
+    if a.get("key_value_states") is not None:
+        raise capture.CaptureRefused("cross-attention")
+    q, k = _heads(module.q_proj(x), module.num_heads), _heads(module.k_proj(x), module.num_heads)
+    allowed, extra = _additive(mask, x.shape[1], "XGLM")
+    fill = DEFAULT_FILL if mask is None else float(torch.finfo(mask.dtype).min)
+    return Call(q, k, float(module.scaling), allowed, fill, extra, "q")
+
+
+def gpt_neo(module, a: dict) -> Call:
+    """GPTNeoSelfAttention: q.k in float32, NO 1/sqrt(d) scale (1.0); cells outside its own causal (global layers)
+    or sliding-window (local layers) table take float32 min; then the additive mask is added; softmax.
+
+    The window table is part of the recorded mask. Cells both tables hide hold min + min = -inf in the model and
+    float32 min here: both weigh 0 while the row has a visible key (a row with none is refused, see `_both`).
+    """
+    x, mask = a["hidden_states"], a.get("attention_mask")
+    n = x.shape[1]
+    q, k = (_heads(p(x), module.num_heads).float() for p in (module.q_proj, module.k_proj))
+    allowed, extra = _additive(mask, n, "GPT-Neo")
+    allowed = _both(allowed, module.bias[0, 0, :n, :n], "GPT-Neo")
+    return Call(q, k, 1.0, allowed, float(torch.finfo(torch.float32).min), extra)
+
+
+def _rotary(module, q, k, position_ids, cast: bool):
+    """GPT-J / CodeGen rotary embedding on the first rotary_dim features of q and k ([batch, seq, head, d]) as the
+    module applies it (every second feature pair rotated), returned as [batch, head, seq, d] float32."""
+    from transformers.models.gptj.modeling_gptj import apply_rotary_pos_emb
+
+    sincos = module.embed_positions.to(position_ids.device)[position_ids]
+    sin, cos = torch.split(sincos.to(k.dtype) if cast else sincos, sincos.shape[-1] // 2, dim=-1)
+    r = module.rotary_dim or q.shape[-1]
+    q = torch.cat([apply_rotary_pos_emb(q[..., :r], sin, cos), q[..., r:].to(sin.dtype)], dim=-1)
+    k = torch.cat([apply_rotary_pos_emb(k[..., :r], sin, cos), k[..., r:].to(sin.dtype)], dim=-1)
+    return q.permute(0, 2, 1, 3).float(), k.permute(0, 2, 1, 3).float()
+
+
+def gptj(module, a: dict) -> Call:
+    """GPTJAttention: rotary on q, k (the first rotary_dim features), q.k in float32 / sqrt(d) + additive mask."""
+    x, mask = a["hidden_states"], a.get("attention_mask")
+    b, n, _ = x.shape
+    h = module.num_attention_heads
+    q, k = (p(x).view(b, n, h, module.head_dim) for p in (module.q_proj, module.k_proj))
+    q, k = _rotary(module, q, k, a["position_ids"], cast=True)
+    allowed, extra = _additive(mask, n, "GPT-J")
+    fill = DEFAULT_FILL if mask is None else float(torch.finfo(mask.dtype).min)
+    return Call(q, k, 1 / module.scale_attn, allowed, fill, extra)
+
+
+def codegen(module, a: dict) -> Call:
+    """CodeGenAttention: fused qkv in 4 model-parallel blocks (q, v, k), rotary as GPT-J, then (q.k + mask) /
+    sqrt(d): the mask is added BEFORE the scale, so the fill is dtype min / sqrt(d) and a bias is divided too."""
+    x, mask = a["hidden_states"], a.get("attention_mask")
+    b, n, _ = x.shape
+    h, d, mp = module.num_attention_heads, module.head_dim, 4
+    blocks = module.qkv_proj(x).reshape(b, n, mp, -1)
+    q, _, k = torch.split(blocks, d * h // mp, dim=-1)
+    q, k = (t.reshape(b, n, mp, h // mp, d).reshape(b, n, h, d) for t in (q, k))
+    q, k = _rotary(module, q, k, a["position_ids"], cast=False)
+    allowed, extra = _additive(mask, n, "CodeGen")
+    fill = DEFAULT_FILL if mask is None else torch.finfo(mask.dtype).min
+    fill = float(torch.tensor(fill, dtype=torch.float32) / module.scale_attn)
+    return Call(q, k, 1 / module.scale_attn, allowed, fill, None if extra is None else extra / module.scale_attn)
+
+
+def xlm(module, a: dict) -> Call:
+    """XLM / FlauBERT MultiHeadAttention: (q / sqrt(d)) . k, cells where the mask is 0 take dtype min, softmax.
+
+    The mask is [batch, key] (bidirectional) or [batch, query, key] (causal), 1 = may attend.
+    """
+    x, mask, cache = a["input"], a["mask"], a.get("cache")
+    if a.get("kv") is not None:
+        raise capture.CaptureRefused("cross-attention")
+    if cache is not None and cache.get_seq_length(module.layer_id) > 0:
+        raise capture.CaptureRefused("a key/value cache")
+    q, k = _heads(module.q_lin(x), module.n_heads), _heads(module.k_lin(x), module.n_heads)
+    b, n = x.shape[:2]
+    allowed = (mask != 0).view((b, 1, n, -1) if mask.dim() == 3 else (b, 1, 1, -1))
+    return Call(q, k, 1 / math.sqrt(module.head_dim), allowed, float(torch.finfo(q.dtype).min), None, "q")
+
+
 #: Attention module classes (module path and class name) whose own code attnviz reproduces.
 REPRODUCERS = {
     "transformers.models.bloom.modeling_bloom.BloomAttention": Reproducer("BLOOM", bloom),
     "transformers.models.mpt.modeling_mpt.MptAttention": Reproducer("MPT", mpt),
+    "transformers.models.openai.modeling_openai.Attention": Reproducer("GPT", openai_gpt),
+    "transformers.models.xglm.modeling_xglm.XGLMAttention": Reproducer("XGLM", xglm),
+    "transformers.models.gpt_neo.modeling_gpt_neo.GPTNeoSelfAttention": Reproducer("GPT-Neo", gpt_neo),
+    "transformers.models.gptj.modeling_gptj.GPTJAttention": Reproducer("GPT-J", gptj),
+    "transformers.models.codegen.modeling_codegen.CodeGenAttention": Reproducer("CodeGen", codegen),
+    "transformers.models.xlm.modeling_xlm.MultiHeadAttention": Reproducer("XLM", xlm),
+    "transformers.models.flaubert.modeling_flaubert.MultiHeadAttention": Reproducer("FlauBERT", xlm),
 }
 
 _HOOKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> its hook handle (never hooked twice)
@@ -112,7 +243,7 @@ def recording_hook(read):
             raise capture.CaptureRefused("an experiment this family's own attention code does not apply")
         call = read(module, a)
         extra = dict(bias=call.bias, softcap=None, sinks=None)
-        rec.keep(module, call.q, call.k, call.scale, call.allowed, call.fill, extra)
+        rec.keep(module, call.q, call.k, call.scale, call.allowed, call.fill, extra, call.scale_on)
         return None
 
     return hook
