@@ -72,7 +72,7 @@ if (a, b) != (0, with_mask.n_tokens):
     who += f", tokens {a}–{b - 1} of {with_mask.n_tokens}"
 show(
     mp.stage_pair(
-        with_mask.layer(layer).scaled[head][cut], with_mask.layer_mask(layer)[cut], with_mask.tokens, who, boundary, a
+        with_mask.head(layer, head).scaled[cut], with_mask.layer_mask(layer)[cut], with_mask.tokens, who, boundary, a
     ),
     "1 · The stages before and after the mask",
     "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
@@ -81,8 +81,8 @@ show(
 )
 show(
     mp.weights_comparison(
-        without.layer(layer).weights[head][cut],
-        with_mask.layer(layer).weights[head][cut],
+        without.head(layer, head).weights[cut],
+        with_mask.head(layer, head).weights[cut],
         with_mask.tokens,
         who,
         own_causal=own,

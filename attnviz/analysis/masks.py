@@ -145,11 +145,13 @@ def mask_report(
     """Compare the experiment's trace with the same tokens traced with no mask under study, one layer at a time."""
     forbidden = forbidden_cells(with_mask.n_tokens, n_real, causal, hide)
     leak_with, leak_without, change = [], [], []
-    for i in range(with_mask.n_layer):
-        w, wo = with_mask.layer(i).weights, without.layer(i).weights
-        leak_with.append(leaked(w, forbidden, n_real))
-        leak_without.append(leaked(wo, forbidden, n_real))
-        change.append(layer_change(w, wo))
+    for i in range(with_mask.n_layer):  # one head at a time: a long text holds one [query, key] map, not a layer
+        heads = [
+            (with_mask.head(i, h).weights[None], without.head(i, h).weights[None]) for h in range(with_mask.n_head)
+        ]
+        leak_with.append(float(np.mean([leaked(w, forbidden, n_real) for w, _ in heads])))
+        leak_without.append(float(np.mean([leaked(wo, forbidden, n_real) for _, wo in heads])))
+        change.append(max(layer_change(w, wo) for w, wo in heads))
     mask = with_mask.layer_mask(layer)
     q, visible = demo_row(mask, n_real)
     return MaskReport(
@@ -161,6 +163,6 @@ def mask_report(
         leak_without=np.array(leak_without),
         change=np.array(change),
         dead_rows=tuple(int(r) for r in range(n_real) if not mask[r].any()),
-        fills=fill_demo(with_mask.layer(layer).scaled[head, q], visible),
+        fills=fill_demo(with_mask.head(layer, head, queries=(q, q + 1)).scaled[0], visible),
         demo_query=q,
     )

@@ -57,11 +57,18 @@ def window(n_tokens: int, token_range=None, limit: int = MAX_SHOWN) -> tuple[int
     return start, stop
 
 
-def stage_values(trace: AttentionTrace, layer: int, stage: str) -> np.ndarray:
-    """[head, query, key] float32 values of one stage, with masked cells as NaN for the masked stage."""
-    z = np.array(trace.stage(stage, layer), dtype=np.float32)
+def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, keys=None) -> np.ndarray:
+    """[head, query, key] float32 values of one stage, with masked cells as NaN for the masked stage.
+
+    queries / keys: (start, stop) windows; only the window's rows are computed (every key still in the softmax),
+    so a long text never builds a layer's full [head, query, key] stages for a 128-token view."""
+    rows, cols = queries or (0, trace.n_tokens), keys or (0, trace.n_keys)
+    if (rows, cols) == ((0, trace.n_tokens), (0, trace.n_keys)) or stage not in trace.stages:
+        z = np.array(trace.stage(stage, layer), dtype=np.float32)[:, slice(*rows), slice(*cols)]
+    else:
+        z = np.array(getattr(trace.window(layer, rows, cols), stage), dtype=np.float32)
     if stage == "masked":
-        z[:, ~trace.layer_mask(layer)] = np.nan
+        z[:, ~trace.layer_mask(layer)[slice(*rows), slice(*cols)]] = np.nan
     return z
 
 
@@ -168,7 +175,7 @@ def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
 
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
-    if stage == "weights":
+    if stage == "weights" and trace.n_tokens <= MAX_SHOWN:  # near-uniform rows: a short text's puzzle
         w = trace.layer(layer).weights
         if trace.n_keys > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_keys):
             return (
@@ -212,7 +219,7 @@ def head_grid(
     `colours`: a COLOUR_RANGES id for weights; the hover then still shows the true weight. `boundary`: where
     sentence B of a pair starts (dashed lines on every panel, see plots.pairs), or None."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
-    z_all = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
+    z_all = stage_values(trace, layer, stage, (start, stop), (kstart, kstop))
     n_head = z_all.shape[0]
     cols = max(1, min(cols, n_head))
     rows = math.ceil(n_head / cols)
@@ -273,10 +280,10 @@ def head_detail(
     """One head large, with every stage in the hover (query, key, weights, scores, scaled); `colours` and
     `boundary` as in head_grid."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
-    z_layer = stage_values(trace, layer, stage)[:, start:stop, kstart:kstop]
+    z_layer = stage_values(trace, layer, stage, (start, stop), (kstart, kstop))
     z = z_layer[head]
-    stages = trace.layer(layer)
-    sl = (head, slice(start, stop), slice(kstart, kstop))
+    stages = trace.window(layer, (start, stop), (kstart, kstop))
+    sl = (head, slice(None), slice(None))
     pairs = _token_pairs(trace, (start, stop), (kstart, kstop))
     hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weights %{customdata[2]}"
     if trace.weights_only:
