@@ -8,6 +8,8 @@ from attnviz.plots import heatmaps as hm
 from attnviz.plots import masks as mp
 
 APPLY = {"layer": "this layer only", "all": "all layers"}
+CROSS_CAUSAL = ("Cross-attention: target token i may see source tokens up to i + (source length − target length), the "
+                "two texts aligned at their ends.")  # fmt: skip
 
 
 def show(fig, title: str, why: str, key: str) -> None:
@@ -34,7 +36,8 @@ pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 own = analysis.own_causal(base, layer)  # GPT-2 and kin: the model's own mask already hides the future
 causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL, disabled=own,
-                   help="This model is causal: its own mask always hides future keys." if own else None) and not own
+                   help="This model is causal: its own mask always hides future keys." if own else CROSS_CAUSAL
+                   if src.part == "cross" else None) and not own
 hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
                     options={i: f"{i:02d} {base.key_tokens[i]}" for i in range(base.n_keys)})
 apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=src.is_module)
