@@ -8,6 +8,8 @@ from attnviz.plots import heatmaps as hm
 from attnviz.plots import masks as mp
 
 APPLY = {"layer": "this layer only", "all": "all layers"}
+CROSS_CAUSAL = ("Cross-attention: target token i may see source tokens up to i + (source length − target length), the "
+                "two texts aligned at their ends.")  # fmt: skip
 
 
 def show(fig, title: str, why: str, key: str) -> None:
@@ -25,16 +27,19 @@ if base is None:
 n_real, layer = base.n_tokens, src.trace_layer
 c1, c2, c3, c4 = st.columns([2, 3, 2, 2])
 # fmt: off
+seq2seq = src.part is not None  # an encoder-decoder: the experiment changes the attention chosen in the sidebar
 pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), src.model.max_tokens), 0, key="pad_to",
-                         bind=ui.URL, disabled=src.is_module, help=f"The sentence has {n_real} tokens; a larger N "
-                         "appends padding tokens, as in a batch.")
+                         bind=ui.URL, disabled=src.is_module or seq2seq, help="An encoder-decoder reads one source "
+                         "text: no padding." if seq2seq else f"The sentence has {n_real} tokens; a larger N appends "
+                         "padding tokens, as in a batch.")
 pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module or pad_to <= n_real,
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 own = analysis.own_causal(base, layer)  # GPT-2 and kin: the model's own mask already hides the future
 causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL, disabled=own,
-                   help="This model is causal: its own mask always hides future keys." if own else None) and not own
+                   help="This model is causal: its own mask always hides future keys." if own else CROSS_CAUSAL
+                   if src.part == "cross" else None) and not own
 hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
-                    options={i: f"{i:02d} {base.tokens[i]}" for i in range(n_real)})
+                    options={i: f"{i:02d} {base.key_tokens[i]}" for i in range(base.n_keys)})
 apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=src.is_module)
 head = ui.head_picker(src, c4)
 # fmt: on
@@ -42,7 +47,7 @@ fill = ui.url_choice(st.radio, "Fill value for masked cells", ui.FILL_LABELS, ke
 
 layers = None if apply == "all" else (layer,)
 opts = analysis.mask_options(is_module=src.is_module, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
-                             layers=layers, fill=ui.fill_value(fill))  # fmt: skip
+                             layers=layers, fill=ui.fill_value(fill), part=src.part)  # fmt: skip
 with_mask = ui.get_trace(src, **opts)
 without = ui.get_trace(src, **analysis.unmasked_options(opts))
 if with_mask is None or without is None:
@@ -53,7 +58,7 @@ if with_mask.weights_only:
 if not src.is_module and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
 boundary = ui.pair_boundary(src, with_mask)
-rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide)
+rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide, base.n_keys)
 if own:
     st.info("**This model is causal**: its own mask hides every future key, in every layer, whatever the toggle says "
             "(the grey triangle in chart 1). attnviz keeps a model's own mask, so *without your masks* below still has "
@@ -63,16 +68,28 @@ if not rep.change.any() and not own:  # a causal model's note above already says
     st.info("Nothing is masked with these settings, so both sides below are the same. Turn on the causal mask, hide "
             "a token, or pad with the padding mask on. Padding with the mask off shows its leak in chart 3.")  # fmt: skip
 st.markdown(
-    analysis.reach_note(layers, src.layer, base.n_layer, src.is_module) + f" Shown: layer {src.layer}, head {head}."
+    analysis.reach_note(layers, src.layer, base.n_layer, src.is_module, src.part)
+    + f" Shown: layer {src.layer}, head {head}."
 )
 who = f"head {head}"
 a, b = hm.window(with_mask.n_tokens, ui.token_window(with_mask, hm.MAX_SHOWN))
-cut = (slice(a, b), slice(a, b))  # long texts: a window of tokens, every row still over all of its keys
+cross = src.part == "cross"  # keys are the source text: drawn whole, labelled with its tokens
+keys = with_mask.key_tokens if cross else None
+cut = (
+    slice(a, b),
+    slice(None) if cross else slice(a, b),
+)  # long texts: a window of tokens, every row still over all of its keys
 if (a, b) != (0, with_mask.n_tokens):
     who += f", tokens {a}–{b - 1} of {with_mask.n_tokens}"
 show(
     mp.stage_pair(
-        with_mask.head(layer, head).scaled[cut], with_mask.layer_mask(layer)[cut], with_mask.tokens, who, boundary, a
+        with_mask.head(layer, head).scaled[cut],
+        with_mask.layer_mask(layer)[cut],
+        with_mask.tokens,
+        who,
+        boundary,
+        a,
+        keys,
     ),
     "1 · The stages before and after the mask",
     "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
@@ -88,6 +105,7 @@ show(
         own_causal=own,
         start=a,
         boundary=boundary,
+        key_tokens=keys,
     ),
     "2 · Where the weight went",
     (
@@ -109,12 +127,12 @@ show(
 )
 dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key masked." if rep.dead_rows else ""
 show(
-    mp.fill_demo_figure(rep.fills, with_mask.tokens, ui.FILL_IDS[fill]),
+    mp.fill_demo_figure(rep.fills, with_mask.key_tokens, ui.FILL_IDS[fill]),
     "4 · A row with every key masked",
     f"The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill value. "
     "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "
     f"−inf gives zeros (it attends to nothing). With some keys visible, every fill gives the same weights.{dead} "
-    + mp.fill_demo_note(with_mask.n_tokens),
+    + mp.fill_demo_note(with_mask.n_keys),
     "fills",
 )
 ui.boundary_caption(boundary)

@@ -16,14 +16,27 @@ from ..trace import AttentionTrace
 
 #: Fill values people meet in the wild, by name: Hugging Face models use the float32 minimum, many
 #: tutorials -10000 or -1e9, some code -inf.
+PART_NAMES = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
+PART_REACH = {
+    "encoder": "The decoder's cross-attention reads the changed encoder output, so the model's output changes too.",
+    "decoder": "Cross-attention layers from there on read the changed decoder states, and so does the output.",
+    "cross": "Later decoder layers read the changed cross-attention output; the encoder is untouched.",
+}
 COMMON_FILLS = {"float32 min": DEFAULT_FILL, "-10000": -10000.0, "-1e9": -1e9, "-inf": float("-inf")}
 
 
-def mask_options(*, is_module: bool, pad_to: int, pad_mask: bool, causal: bool, hide, layers, fill: float) -> dict:
-    """The trace options for a mask experiment; our single-layer module has no padding and no layer choice."""
+def mask_options(
+    *, is_module: bool, pad_to: int, pad_mask: bool, causal: bool, hide, layers, fill: float, part: str | None = None
+) -> dict:
+    """The trace options for a mask experiment; our single-layer module has no padding and no layer choice.
+
+    part: an encoder-decoder's attention the experiment changes (its hidden positions are that part's keys); the
+    model reads one source text there, so there is no padding."""
     opts = dict(causal=bool(causal), hide=tuple(sorted(int(i) for i in hide)), fill=float(fill))
     if not is_module:
         opts.update(pad_to=int(pad_to) if pad_to else None, pad_mask=bool(pad_mask), layers=layers)
+    if part is not None:
+        opts.update(part=part, pad_to=None, pad_mask=True)
     return opts
 
 
@@ -35,10 +48,18 @@ def unmasked_options(opts: dict) -> dict:
     return out
 
 
-def reach_note(layers: tuple[int, ...] | None, layer: int, n_layer: int, is_module: bool = False) -> str:
-    """Say which layers a forward-pass mask experiment changed, so nobody mistakes it for a one-layer what-if."""
+def reach_note(
+    layers: tuple[int, ...] | None, layer: int, n_layer: int, is_module: bool = False, part: str | None = None
+) -> str:
+    """Say which layers a forward-pass mask experiment changed, so nobody mistakes it for a one-layer what-if.
+
+    part: an encoder-decoder's attention under the experiment (its layers are counted within it)."""
     if is_module:
         return "**Forward-pass experiment.** Our single-layer module ran again with the mask."
+    if part is not None:
+        return reach_note(layers, layer, n_layer).replace("layer", f"{PART_NAMES[part]} layer", 1) + (
+            " " + PART_REACH[part]
+        )
     if layers is None:
         return "**Forward-pass experiment.** The model ran again with the mask inside every layer."
     later = (
@@ -58,13 +79,18 @@ def own_causal(trace: AttentionTrace, layer: int) -> bool:
     return not np.triu(mask, k=1).any()
 
 
-def forbidden_cells(n_tokens: int, n_real: int, causal: bool = False, hide=()) -> np.ndarray:
-    """[query, key] True where a query should see nothing: padding keys, future keys (causal), hidden keys."""
-    keys = np.arange(n_tokens)
-    out = np.broadcast_to(keys >= n_real, (n_tokens, n_tokens)).copy()
+def forbidden_cells(n_tokens: int, n_real: int, causal: bool = False, hide=(), n_keys=None, n_real_keys=None):
+    """[query, key] True where a query should see nothing: padding keys, future keys (causal), hidden keys.
+
+    n_keys / n_real_keys: cross-attention's keys (another text) and how many of them are not padding; by default
+    the keys are the queries. With more keys than queries, causal aligns the last query with the last key."""
+    n_keys = n_tokens if n_keys is None else n_keys
+    n_real_keys = n_real if n_real_keys is None else n_real_keys
+    keys, queries = np.arange(n_keys), np.arange(n_tokens)
+    out = np.broadcast_to(keys >= n_real_keys, (n_tokens, n_keys)).copy()
     if causal:
-        out |= keys[None, :] > keys[:, None]
-    hide = [int(i) for i in hide if 0 <= int(i) < n_tokens]
+        out |= keys[None, :] > queries[:, None] + (n_keys - n_tokens)
+    hide = [int(i) for i in hide if 0 <= int(i) < n_keys]
     out[:, hide] = True
     return out
 
@@ -140,10 +166,13 @@ class MaskReport:
 
 
 def mask_report(
-    with_mask: AttentionTrace, without: AttentionTrace, layer: int, head: int, n_real: int, causal: bool, hide
-) -> MaskReport:
-    """Compare the experiment's trace with the same tokens traced with no mask under study, one layer at a time."""
-    forbidden = forbidden_cells(with_mask.n_tokens, n_real, causal, hide)
+    with_mask: AttentionTrace, without: AttentionTrace, layer: int, head: int, n_real: int, causal: bool, hide,
+    n_real_keys: int | None = None,
+) -> MaskReport:  # fmt: skip
+    """Compare the experiment's trace with the same tokens traced with no mask under study, one layer at a time.
+
+    n_real_keys: keys that are not padding, when they are not the queries (cross-attention); default n_real."""
+    forbidden = forbidden_cells(with_mask.n_tokens, n_real, causal, hide, with_mask.n_keys, n_real_keys)
     leak_with, leak_without, change = [], [], []
     for i in range(with_mask.n_layer):  # one head at a time: a long text holds one [query, key] map, not a layer
         heads = [

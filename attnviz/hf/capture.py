@@ -65,7 +65,10 @@ class CaptureRefused(Exception):
 class Experiment:
     """Changes to the forward pass itself, so their effect reaches every later layer.
 
-    causal / hide / scale / fill / dropping the padding mask apply to `layers` (None = all layers).
+    causal / hide / scale / fill / dropping the padding mask apply to `layers` (None = all layers). In an
+    encoder-decoder model they apply to one `part` only ("encoder", "decoder" or "cross" attention; its layers
+    are counted within the part, its hidden positions index the part's keys); the other parts run as the model
+    runs them, on whatever the changed part passed on.
     """
 
     causal: bool = False
@@ -74,9 +77,10 @@ class Experiment:
     fill: float | None = None  # replaces the model's fill (dtype min) for masked cells
     pad_mask: bool = True  # False: padded positions stay visible (they soak up attention)
     layers: tuple[int, ...] | None = None
+    part: str | None = None  # encoder-decoder models: which attention (None: models with one kind of attention)
 
-    def applies_to(self, layer: int) -> bool:
-        return self.layers is None or layer in self.layers
+    def applies_to(self, layer: int, role: str | None = None) -> bool:
+        return (self.part is None or role == self.part) and (self.layers is None or layer in self.layers)
 
     @property
     def changes_attention(self) -> bool:
@@ -92,6 +96,15 @@ class Recorder:
     layers: list[LayerRecord] = field(default_factory=list)
     modules: list[torch.nn.Module] = field(default_factory=list)
     own_code: bool = False  # attnviz.hf.own's hooks record only into such a Recorder (an own-code family's trace)
+    roles: dict = field(default_factory=dict)  # encoder-decoder: attention module -> encoder / decoder / cross
+
+    def position(self, module) -> tuple[str | None, int]:
+        """(part, layer within the part) of the attention call `module` is making now; (None, call index) for a
+        model with one kind of attention."""
+        role = self.roles.get(module)
+        if role is None:
+            return None, len(self.layers)
+        return role, sum(self.roles.get(m) == role for m in self.modules)
 
     def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on="scores") -> None:
         """Record batch item 0 of one attention call; a mask equal to the previous layer's is shared, not copied.
@@ -136,14 +149,14 @@ def split_mask(attention_mask: torch.Tensor | None, n_key: int) -> tuple[torch.T
     return allowed, (bias if bias.any() else None)
 
 
-def apply_experiment(rec: Recorder, layer: int, allowed, scale: float, n_q: int, n_k: int, device):
-    """(allowed, scale, fill, changed) after this forward pass's experiment.
+def apply_experiment(rec: Recorder, layer: int, allowed, scale: float, n_q: int, n_k: int, device, role=None):
+    """(allowed, scale, fill, changed) after this forward pass's experiment at `layer` of part `role`.
 
     changed=False when the experiment leaves this layer's result as it was (a mask the model already had, its
     own scale, a fill that no fully masked row ever sees): the layer then runs the model's own kernel.
     """
     exp, before = rec.experiment, allowed
-    if exp.applies_to(layer):
+    if exp.applies_to(layer, role):
         if exp.causal:
             allowed = _and(allowed, causal_mask(n_q, n_k, device=device))
         if exp.hide:
@@ -152,7 +165,7 @@ def apply_experiment(rec: Recorder, layer: int, allowed, scale: float, n_q: int,
             allowed = _and(allowed, visible)
         new_scale = scale if exp.scale is None else exp.scale
         fill = DEFAULT_FILL if exp.fill is None else exp.fill
-    elif not exp.pad_mask and rec.pad_keys is not None:  # layers outside the experiment keep their padding mask
+    elif not exp.pad_mask and rec.pad_keys is not None and role != "decoder":  # the others keep the padding mask
         allowed, new_scale, fill = _and(allowed, ~rec.pad_keys.to(device)), scale, DEFAULT_FILL
     else:
         return allowed, scale, DEFAULT_FILL, False
@@ -189,7 +202,8 @@ def capture_attention(
     extra = dict(bias=bias, softcap=None if softcap is None else float(softcap), sinks=_sinks(s_aux, sinks, query))
     changed, fill = False, DEFAULT_FILL
     if rec is not None:
-        allowed, scale, fill, changed = apply_experiment(rec, len(rec.layers), allowed, scale, n_q, n_k, query.device)
+        role, layer = rec.position(module)
+        allowed, scale, fill, changed = apply_experiment(rec, layer, allowed, scale, n_q, n_k, query.device, role)
         rec.keep(module, query, key, scale, allowed, fill, extra, scale_on)
     if not changed and softcap is None and extra["sinks"] is None:  # the model's own fastest kernel
         from transformers.integrations.sdpa_attention import sdpa_attention_forward

@@ -18,6 +18,7 @@ from ..trace import AttentionTrace, Provenance
 from . import capture
 from .encode import encode
 from .load import LoadedModel, decoder_start, model_inputs
+from .tracing import experiment
 
 ROLES = ("encoder", "decoder", "cross")
 MAX_GENERATED = 48
@@ -60,18 +61,25 @@ def decoder_ids(loaded: LoadedModel, source_inputs: dict, target: str | None, li
     return [int(i) for i in out[0, :-1]]  # every generated token but the last is read by the decoder
 
 
-def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *, max_tokens=None, **options):
+def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *, max_tokens=None, part=None,
+                  pad_to=None, pair=None, **options):  # fmt: skip
     """Trace an encoder-decoder model: `source` through the encoder, `target` (or a greedy generation) through
-    the decoder. Returns a Seq2SeqTrace with .encoder, .decoder and .cross."""
-    if any(v not in (None, False, (), True) for k, v in options.items()) or options.get("causal"):
-        raise InputError("Mask and scale experiments are not available for encoder-decoder models yet.")
+    the decoder. Returns a Seq2SeqTrace with .encoder, .decoder and .cross.
+
+    options: an experiment (causal, hide, layers, scale, fill, pad_mask; see capture.Experiment) applied to `part`'s
+    attention inside the forward pass, so it reaches that part's later layers and the parts that read its output.
+    hide indexes the part's keys (source tokens for encoder and cross, target tokens for the decoder)."""
+    if pad_to or pair:
+        raise InputError("Padding and sentence pairs are not available for encoder-decoder models: attnviz feeds them "
+                         "one source text (and its target).")  # fmt: skip
     limit = loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
     enc = encode(loaded.tokenizer, source, None, limit)
     inputs = model_inputs(loaded, enc.inputs)
     inputs.pop("token_type_ids", None)
     ids = decoder_ids(loaded, inputs, target, limit)
     inputs["decoder_input_ids"] = torch.tensor([ids], device=loaded.device)
-    rec = capture.Recorder()
+    exp = _experiment(loaded, part, len(ids if part == "decoder" else enc.tokens), options)
+    rec = capture.Recorder(experiment=exp, roles=loaded.roles)
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:
@@ -80,12 +88,27 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     for module, record in zip(rec.modules, rec.layers):
         parts[loaded.roles[module]].append(record)
     tgt = [str(t) for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
-    return _assemble(loaded, parts, enc, tgt, ids, target)
+    asked = {k: getattr(exp, k) for k in options} | ({"experiment on": part} if options else {})
+    return _assemble(loaded, parts, enc, tgt, ids, target, asked)
 
 
-def _assemble(loaded, parts, enc, tgt_tokens, tgt_ids, target) -> Seq2SeqTrace:
+def _experiment(loaded: LoadedModel, part: str | None, n_keys: int, options: dict) -> capture.Experiment:
+    """The checked experiment on `part`; one that changes attention needs a part (it is never applied to all three)."""
+    if part is not None and part not in ROLES:
+        raise InputError(f"Choose one of {', '.join(ROLES)}, not {part!r}.")
+    n_layer = loaded.layers_per_role[part] if part else None
+    exp = experiment(loaded, n_keys, part=part, n_layer=n_layer, **options)
+    if part is None and (exp.changes_attention or (exp.layers is not None and not exp.pad_mask)):
+        raise InputError(
+            "On an encoder-decoder model an experiment changes one attention: pass part='encoder', 'decoder' or "
+            "'cross' with it."
+        )
+    return exp
+
+
+def _assemble(loaded, parts, enc, tgt_tokens, tgt_ids, target, asked: dict) -> Seq2SeqTrace:
     def provenance(role, ids):
-        opts = (("part", role), ("target", target or "generated greedily"))
+        opts = (("part", role), ("target", target or "generated greedily"), *sorted(asked.items()))
         return Provenance(loaded.label, "pretrained", loaded.revision, loaded.dtype, loaded.device,
                           "attnviz seam over sdpa", opts, tuple(ids), enc.n_dropped)  # fmt: skip
 

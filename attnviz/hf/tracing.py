@@ -18,20 +18,26 @@ IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "own": "eager; stages read f
 
 
 def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), layers=None, scale=None, fill=None,
-               pad_mask=True) -> capture.Experiment:  # fmt: skip
-    """A checked Experiment: positions and layers in range, a usable scale."""
+               pad_mask=True, part=None, n_layer=None) -> capture.Experiment:  # fmt: skip
+    """A checked Experiment: positions and layers in range, a usable scale.
+
+    part / n_layer: an encoder-decoder's attention under the experiment and its number of layers (n_tokens is then
+    the number of that part's keys)."""
+    if part is not None and part not in loaded.layers_per_role:
+        raise InputError(f"{loaded.label} has no {part!r} attention to experiment on.")
     hide = tuple(sorted({int(i) for i in hide}))
     bad = [i for i in hide if not 0 <= i < n_tokens]
     if bad:
         raise InputError(f"Cannot hide token positions {bad}: the text has {n_tokens} tokens (0..{n_tokens - 1}).")
+    n_layer = loaded.n_layer if n_layer is None else n_layer
     if layers is not None:
         layers = tuple(sorted({int(i) for i in layers}))
-        bad = [i for i in layers if not 0 <= i < loaded.n_layer]
+        bad = [i for i in layers if not 0 <= i < n_layer]
         if bad:
-            raise InputError(f"Layers {bad} do not exist: the model has layers 0..{loaded.n_layer - 1}.")
+            raise InputError(f"Layers {bad} do not exist: the model has layers 0..{n_layer - 1}.")
     scale = None if scale is None else check_scale(scale)
     fill = None if fill is None else float(fill)
-    return capture.Experiment(bool(causal), hide, scale, fill, bool(pad_mask), layers)
+    return capture.Experiment(bool(causal), hide, scale, fill, bool(pad_mask), layers, part)
 
 
 def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, max_tokens=None, **options):

@@ -97,25 +97,32 @@ def finish(fig: go.Figure, name: str, height: int, top: int = 80, **layout) -> g
 
 
 def token_axes(
-    fig: go.Figure, tokens, row: int, col: int, show_y: bool = True, max_labels: int = 32, start: int = 0, stop=None
-) -> None:
+    fig: go.Figure, tokens, row: int, col: int, show_y: bool = True, max_labels: int = 32, start: int = 0, stop=None,
+    key_tokens=None,
+) -> None:  # fmt: skip
     """Positional axes with '%03d token' labels (repeated tokens stay apart); query 0 at the top.
 
     Long sentences label every n-th position so the labels stay legible; hover still names every token.
-    [start, stop): the window of positions drawn (the whole text by default).
+    [start, stop): the window of positions drawn (the whole text by default). key_tokens: cross-attention's keys
+    (another text, always drawn whole); None: the keys are the query tokens.
     """
     labels = tick_labels(tokens)
     stop = len(labels) if stop is None else stop
-    vals = list(range(start, stop, thin(stop - start, max_labels)))
     font = dict(size=11 if max_labels >= 32 else 10)
-    ticks = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font)
-    ticks |= dict(showgrid=False, zeroline=False)  # a white zero line would cross row 0 of the grey masked cells
-    fig.update_xaxes(ticks | dict(tickangle=-60, title_text="key"), row=row, col=col)
+
+    def ticks(labels, a, b):
+        vals = list(range(a, b, thin(b - a, max_labels)))
+        out = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font)
+        return out | dict(showgrid=False, zeroline=False)  # a white zero line would cross row 0 of the grey cells
+
+    keys = ticks(labels, start, stop) if key_tokens is None else ticks(tick_labels(key_tokens), 0, len(key_tokens))
+    fig.update_xaxes(keys | dict(tickangle=-60, title_text="key"), row=row, col=col)
     fig.update_yaxes(
-        ticks | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y),
+        ticks(labels, start, stop) | dict(autorange="reversed", title_text="query" if show_y else None,
+                                          showticklabels=show_y),
         row=row,
         col=col,
-    )
+    )  # fmt: skip
 
 
 def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
@@ -144,19 +151,21 @@ def grid_height(n_tokens: int, n_cols: int) -> int:
     return int(plot) + (190 if n_cols == 2 else 160)
 
 
-def heatmap(z, tokens, coloraxis: str, what: str, name: str, start: int = 0) -> go.Heatmap:
+def heatmap(z, tokens, coloraxis: str, what: str, name: str, start: int = 0, key_tokens=None) -> go.Heatmap:
     """One [query, key] heatmap of positions start.. of `tokens`; hover names both tokens when the window is small
-    enough to afford it."""
+    enough to afford it. key_tokens: cross-attention's keys (all of them, from position 0); None: `tokens` again."""
     T = len(z)
+    keys = np.arange(start, start + T) if key_tokens is None else np.arange(len(key_tokens))
     kw = {}
     who = "query %{y} → key %{x}"
-    if T <= 128:
+    if T <= 128 and len(keys) <= 128:
         labels = np.array(tick_labels(tokens)[start : start + T], dtype=object)
-        kw["customdata"] = np.stack(np.broadcast_arrays(labels[:, None], labels[None, :]), axis=-1)
+        key_labels = labels if key_tokens is None else np.array(tick_labels(key_tokens), dtype=object)
+        kw["customdata"] = np.stack(np.broadcast_arrays(labels[:, None], key_labels[None, :]), axis=-1)
         who = "query %{customdata[0]} → key %{customdata[1]}"
     return go.Heatmap(
         z=f32(z),
-        x=np.arange(start, start + T),
+        x=keys,
         y=np.arange(start, start + T),
         coloraxis=coloraxis,
         hoverongaps=False,

@@ -35,12 +35,12 @@ from .pairs import add_boundary
 
 
 def stage_pair(
-    scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str, boundary=None, start: int = 0
+    scaled: np.ndarray, mask: np.ndarray, tokens, head_label: str, boundary=None, start: int = 0, key_tokens=None
 ) -> go.Figure:
     """The scaled stage before the mask and the masked stage after it; masked cells are NaN, shown as flat grey.
 
     `scaled` and `mask` may be a window of the text, positions start.. (long texts). `boundary`: where sentence B
-    of a pair starts (dashed lines on both panels), or None."""
+    of a pair starts (dashed lines on both panels), or None. key_tokens: cross-attention's keys (see heatmap)."""
     masked = np.where(mask, scaled, np.nan)
     r = symmetric_range(scaled)
     titles = (f"<b>scaled</b> (before the mask), {head_label}", f"<b>masked</b> (after; grey = removed), {head_label}")
@@ -48,8 +48,8 @@ def stage_pair(
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     stop = start + len(scaled)
     for col, (z, name) in enumerate(((scaled, "scaled"), (masked, "masked")), start=1):
-        fig.add_trace(heatmap(z, tokens, "coloraxis", name, name, start=start), row=1, col=col)
-        token_axes(fig, tokens, 1, col, show_y=col == 1, start=start, stop=stop)
+        fig.add_trace(heatmap(z, tokens, "coloraxis", name, name, start=start, key_tokens=key_tokens), row=1, col=col)
+        token_axes(fig, tokens, 1, col, show_y=col == 1, start=start, stop=stop, key_tokens=key_tokens)
     fig.update_xaxes(showgrid=False)
     side = grid_height(stop - start, 2)
     axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("value"))
@@ -65,13 +65,14 @@ def weights_comparison(
     own_causal: bool = False,
     start: int = 0,
     boundary=None,
+    key_tokens=None,
 ) -> go.Figure:
     """weights without the mask, with it, and their difference (diverging scale centred on 0: where weight moved).
 
     The arrays may be a window of the text, positions start.. (long texts).
 
     own_causal: the model's own causal mask stays in the left panel (a causal model never sees the future), and
-    its title says so instead of claiming every key is visible. `boundary` as in stage_pair."""
+    its title says so instead of claiming every key is visible. `boundary` and key_tokens as in stage_pair."""
     diff = np.asarray(with_mask, np.float32) - np.asarray(without, np.float32)
     r = max(symmetric_range(diff), 1e-3)  # all-zero difference: a white map, not a scale in micro-units
     left = "<b>weights</b>, model's own causal mask only" if own_causal else "<b>weights</b>, every key visible"
@@ -86,8 +87,9 @@ def weights_comparison(
         ),
         start=1,
     ):
-        fig.add_trace(heatmap(z, tokens, axis, what, name, start=start), row=1, col=col)
-        token_axes(fig, tokens, 1, col, show_y=col == 1, max_labels=16, start=start, stop=start + len(z))
+        fig.add_trace(heatmap(z, tokens, axis, what, name, start=start, key_tokens=key_tokens), row=1, col=col)
+        token_axes(fig, tokens, 1, col, show_y=col == 1, max_labels=16, start=start, stop=start + len(z),
+                   key_tokens=key_tokens)  # fmt: skip
     diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("change", 1.09))
     side = grid_height(len(diff), 3)
     fig = finish(fig, "mask_weights", side, top=50, coloraxis=weights_axis(x=1.0), coloraxis2=diff_axis)

@@ -136,6 +136,17 @@ def test_mask_options_and_their_unmasked_twin():
     )
 
 
+def test_forbidden_cells_of_cross_attention_match_the_seam_causal_mask_and_hide_keys():
+    from attnviz.attention import causal_mask
+
+    for n_q, n_k in ((3, 5), (5, 3)):  # queries and keys from two texts (cross-attention)
+        f = masks.forbidden_cells(n_q, n_q, causal=True, hide=[1], n_keys=n_k, n_real_keys=n_k)
+        expected = ~causal_mask(n_q, n_k).numpy()
+        expected[:, 1] = True
+        assert f.shape == (n_q, n_k) and (f == expected).all()
+    assert not masks.forbidden_cells(2, 2, n_keys=6, n_real_keys=6).any()  # no key beyond the queries is padding
+
+
 def test_forbidden_cells():
     f = masks.forbidden_cells(5, 4, causal=True, hide=[1])
     assert f[:, 4].all() and f[:, 1].all()  # padding and hidden columns

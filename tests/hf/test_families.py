@@ -81,7 +81,7 @@ def test_a_saved_encoder_half_loads_as_an_encoder(family_dir):
     assert isinstance(tr, attnviz.AttentionTrace) and tr.n_layer == 2
 
 
-def test_experiments_on_an_encoder_decoder_are_refused_not_ignored(family_dir):
+def test_experiments_on_an_encoder_decoder_without_a_part_are_refused_not_ignored(family_dir):
     loaded = attnviz.load_model(str(family_dir("bart")))
     with pytest.raises(attnviz.InputError, match="encoder-decoder"):
         attnviz.trace(loaded, SOURCE, target=TARGET, causal=True)
