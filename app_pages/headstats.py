@@ -5,6 +5,7 @@ import streamlit as st
 from attnviz import ui
 from attnviz.analysis import heads as H
 from attnviz.plots import headstats as hp
+from attnviz.plots import heatmaps as hm
 
 src = ui.current()
 st.title("Head statistics")
@@ -75,13 +76,14 @@ def _open():
 if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=_open):
     # query_params={}: without it switch_page clears the URL and fails on URL-bound widgets (they rewrite it)
     st.switch_page("app_pages/heads.py", query_params={})
-w = tr.layer(choice[0]).weights[choice[1]]
+w = tr.head(*choice).weights
 w = H.hide_keys(w, special) if hide else w
 title = f"layer {choice[0]}, head {choice[1]}: weights" + (
     " (special tokens hidden, rows renormalised)" if hide else ""
 )
 boundary = ui.pair_boundary(src, tr)
-st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary),
+span = ui.token_window(tr, hm.MAX_SHOWN)
+st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span),
                 config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip
 ui.boundary_caption(boundary)
 ui.provenance(tr)

@@ -6,6 +6,7 @@ from attnviz import ui
 from attnviz.analysis import rollout as R
 from attnviz.errors import AttnvizError
 from attnviz.plots import headstats as hp
+from attnviz.plots import heatmaps as hm
 from attnviz.plots import rollout as rp
 
 src = ui.current()
@@ -28,17 +29,27 @@ if tr.n_layer > 1:
 roll = R.rollout(tr, start, end)
 raw = tr.layer(end).weights.mean(axis=0)
 boundary = ui.pair_boundary(src, tr)
+span = ui.token_window(tr, hm.MAX_SHOWN)
 
 left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
-        hp.weights_matrix(roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout", boundary=boundary),
+        hp.weights_matrix(
+            roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout", boundary=boundary, token_range=span
+        ),
         config=ui.chart_config("rollout", f"layers{start}-{end}"),
     )
     st.caption("Row i: how much output token i draws on each input token. Every row sums to 1.")
 with right:
     st.plotly_chart(
-        hp.weights_matrix(raw, tr.tokens, f"raw weights of layer {end}, heads averaged", "raw_last", boundary=boundary),
+        hp.weights_matrix(
+            raw,
+            tr.tokens,
+            f"raw weights of layer {end}, heads averaged",
+            "raw_last",
+            boundary=boundary,
+            token_range=span,
+        ),
         config=ui.chart_config("raw", f"layer{end}"),
     )
     st.caption("The same layer's own weights, averaged over its heads: what one layer does, not the whole path.")

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import WEIGHTS_SCALE, escape, f32
-from .heatmaps import ticks
+from .heatmaps import ticks, window
 from .pairs import add_boundary
 
 STAT_SCALE = "Cividis"  # sequential, readable in both themes; set explicitly with zmin/zmax
@@ -49,19 +49,28 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
     return fig
 
 
-def weights_matrix(weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None, boundary=None) -> go.Figure:
+def weights_matrix(
+    weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None, boundary=None, token_range=None
+) -> go.Figure:
     """One [query, key] matrix of probabilities on the 0..1 scale, positional axes, tokens in the hover.
 
-    `boundary`: where sentence B of a pair starts (dashed lines, see plots.pairs), or None."""
-    w = f32(weights)
+    `boundary`: where sentence B of a pair starts (dashed lines, see plots.pairs), or None. Long texts show a window
+    of at most MAX_SHOWN tokens (`token_range`, the first ones by default), said in the title."""
     key_tokens = tokens if key_tokens is None else key_tokens
-    nq, nk = w.shape
-    q_lab = np.array([escape(t) for t in tokens], dtype=object)
-    k_lab = np.array([escape(t) for t in key_tokens], dtype=object)
+    (q0, q1), (k0, k1) = window(len(tokens), token_range), window(len(key_tokens), token_range)
+    w = f32(np.asarray(weights)[q0:q1, k0:k1])
+    if (q1 - q0, k1 - k0) != (len(tokens), len(key_tokens)):
+        title += f" · tokens {q0}–{q1 - 1} of {len(tokens)}"
+    q_lab = np.array([escape(t) for t in tokens[q0:q1]], dtype=object)
+    k_lab = np.array([escape(t) for t in key_tokens[k0:k1]], dtype=object)
     custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
     fig = go.Figure(
         go.Heatmap(
             z=w,
+            x0=k0,
+            dx=1,
+            y0=q0,
+            dy=1,
             colorscale=WEIGHTS_SCALE,
             zmin=0.0,
             zmax=1.0,
@@ -71,10 +80,10 @@ def weights_matrix(weights: np.ndarray, tokens, title: str, figure: str, key_tok
     )
     fig.update_layout(
         title=dict(text=escape(title)),
-        xaxis=dict(title="key", **ticks(key_tokens, 0, nk), tickangle=-60),
-        yaxis=dict(title="query", **ticks(tokens, 0, nq), autorange="reversed"),
-        height=max(320, min(700, 160 + 18 * nq)),
+        xaxis=dict(title="key", **ticks(key_tokens, k0, k1), tickangle=-60),
+        yaxis=dict(title="query", **ticks(tokens, q0, q1), autorange="reversed"),
+        height=max(320, min(700, 160 + 18 * (q1 - q0))),
         margin=dict(l=90, r=20, t=50, b=90),
         meta={"figure": figure},
     )
-    return add_boundary(fig, boundary, (0, nq))
+    return add_boundary(fig, boundary, (q0, q1))
