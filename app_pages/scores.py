@@ -5,6 +5,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import scores as S
+from attnviz.plots import heatmaps as hm
 from attnviz.plots import scores as sp
 
 src = ui.current()
@@ -37,8 +38,9 @@ st.plotly_chart(
 )
 st.caption("What each score function hands the softmax: its scores times the scale it applies (1/√d_head only "
            f"for scaled dot; d_head = {d_head} here).")  # fmt: skip
+span = ui.token_window(one, hm.MAX_SHOWN)
 st.plotly_chart(
-    sp.weights_side_by_side(results, one.tokens, one.key_tokens, figure="module_score_weights"),
+    sp.weights_side_by_side(results, one.tokens, one.key_tokens, figure="module_score_weights", token_range=span),
     config=ui.chart_config("score_weights", "module", f"head{head}"),
 )
 rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in S.sharpness(results)]

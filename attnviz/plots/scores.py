@@ -8,6 +8,7 @@ from plotly.subplots import make_subplots
 
 from ..analysis.stats import histogram
 from .common import WEIGHTS_SCALE, f32, thin, tick_labels
+from .heatmaps import window
 
 LABELS = {"dot": "dot", "scaled_dot": "scaled dot", "general": "general (bilinear)", "additive": "additive"}
 #: One colour per score function on every chart of the page; saturated enough for both themes.
@@ -41,35 +42,46 @@ def score_histograms(results: dict, bins: int = 40, what: str = "score", figure:
     return fig
 
 
-def weights_side_by_side(results: dict, tokens=None, key_tokens=None, figure: str = "score_weights") -> go.Figure:
+def weights_side_by_side(
+    results: dict, tokens=None, key_tokens=None, figure: str = "score_weights", token_range=None
+) -> go.Figure:
     """One 0..1 heatmap of softmax weights per score function (rows: queries, columns: keys).
 
-    With `tokens` the axes are labelled '%02d token' (keys under every panel, queries on the first)."""
+    With `tokens` the axes are labelled '%02d token' (keys under every panel, queries on the first), and a long text
+    shows a window of at most MAX_SHOWN tokens (`token_range`, the first ones by default), said in the titles."""
     names = list(results)
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=[LABELS[n] for n in names], horizontal_spacing=0.04)
+    n_q, n_k = np.shape(results[names[0]][1])
+    (q0, q1), (k0, k1) = window(n_q, token_range), window(n_k, token_range)
+    cut = "" if (q1 - q0, k1 - k0) == (n_q, n_k) else f"<br>tokens {q0}–{q1 - 1} of {n_q}"
+    titles = [LABELS[n] + cut for n in names]
+    fig = make_subplots(rows=1, cols=len(names), subplot_titles=titles, horizontal_spacing=0.04)
     for col, name in enumerate(names, start=1):
-        w = np.asarray(results[name][1])
+        w = np.asarray(results[name][1])[q0:q1, k0:k1]
         fig.add_trace(
-            go.Heatmap(z=f32(w), colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0, showscale=col == len(names),
-                       hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>"),
+            go.Heatmap(z=f32(w), x0=k0, dx=1, y0=q0, dy=1, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
+                       showscale=col == len(names), hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>"),
             row=1, col=col,
         )  # fmt: skip
         fig.update_yaxes(autorange="reversed", showticklabels=col == 1, title_text="query" if col == 1 else None,
                          row=1, col=col)  # fmt: skip
         fig.update_xaxes(title_text="key", row=1, col=col)
         if tokens is not None:
-            _label_axes(fig, tokens, tokens if key_tokens is None else key_tokens, col)
+            _label_axes(fig, tokens, tokens if key_tokens is None else key_tokens, col, (q0, q1), (k0, k1))
     labelled = tokens is not None
     fig.update_layout(height=380 if labelled else 320, meta={"figure": figure},
-                      margin=dict(l=100 if labelled else 40, r=20, t=40, b=100 if labelled else 40))  # fmt: skip
+                      margin=dict(l=100 if labelled else 40, r=20, t=60 if cut else 40, b=100 if labelled else 40))  # fmt: skip
     return fig
 
 
-def _label_axes(fig: go.Figure, tokens, key_tokens, col: int) -> None:
-    """Token tick labels on one panel (thinned to 16 per axis, so four narrow panels stay legible)."""
-    for axis, toks, show in ((fig.update_xaxes, key_tokens, True), (fig.update_yaxes, tokens, col == 1)):
+def _label_axes(fig: go.Figure, tokens, key_tokens, col: int, rows: tuple, cols: tuple) -> None:
+    """Token tick labels on one panel for positions rows / cols ((start, stop)), thinned to 16 per axis, so four
+    narrow panels stay legible."""
+    for axis, toks, (a, b), show in (
+        (fig.update_xaxes, key_tokens, cols, True),
+        (fig.update_yaxes, tokens, rows, col == 1),
+    ):
         labels = tick_labels(toks)
-        vals = list(range(0, len(toks), thin(len(toks), 16)))
+        vals = list(range(a, b, thin(b - a, 16)))
         axis(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], showticklabels=show,
              tickfont_size=10, row=1, col=col)  # fmt: skip
     fig.update_xaxes(tickangle=-60, row=1, col=col)

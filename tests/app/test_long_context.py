@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 N = 4096
 TEXT = " ".join(["the cat sat on the mat because it was tired ."] * 400)  # 4,400 words: cut at 4,096 tokens
-PAGES = ["heads", "scaling", "masks", "module", "headstats", "rollout", "neuron", "scores", "words", "compare"]
+PAGES = ["heads", "scaling", "masks", "module", "headstats", "rollout", "neuron", "scores", "words", "pairs"]
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,8 @@ def long_llama(family_dir):
 def test_every_page_at_4096_tokens_draws_says_what_it_shows_and_stays_small(page, long_llama, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_MAX_TOKENS", str(N))
     at = AppTest.from_file(APP, default_timeout=600)  # a busy CI host: a page at 4,096 tokens may take a while
-    for key, value in dict(source="hub", model=long_llama, text=TEXT).items():
+    pair = "the dog ran away ." if page == "pairs" else ""  # the Sentence pairs page draws once there is a pair
+    for key, value in dict(source="hub", model=long_llama, text=TEXT, pair=pair).items():
         at.session_state[key] = value
     at.run()
     at.switch_page(f"app_pages/{page}.py").run()
