@@ -438,6 +438,10 @@ def _stack(attentions) -> np.ndarray:
     return np.stack([a[0].float().numpy() for a in attentions if a is not None])
 
 
+#: Families whose output_attentions gives the masked scores (before the softmax), not the weights.
+EAGER_GIVES_SCORES = {"squeezebert"}
+
+
 def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
     """What differs from transformers' eager attention: weights per part, labels, and the model's output."""
     from attnviz.hf import capture
@@ -458,7 +462,10 @@ def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
         kw = {"use_cache": False} if "use_cache" in capture.call_kwargs(ref_model) else {}
         with torch.no_grad():
             ref = ref_model(**inputs, output_attentions=True, **kw)
-        problems += _weights_differ(trace, ref.attentions, "")
+        attentions = ref.attentions
+        if loaded.model.config.model_type in EAGER_GIVES_SCORES:  # the weights are the softmax of what it returns
+            attentions = [a.softmax(-1) for a in attentions]
+        problems += _weights_differ(trace, attentions, "")
         if not problems and trace.n_layer and trace.records:
             d = trace.records[0].q.shape[-1]
             if loaded.d_head != d:
