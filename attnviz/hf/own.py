@@ -176,8 +176,8 @@ REPRODUCERS = {
     "transformers.models.xlm.modeling_xlm.MultiHeadAttention": Reproducer("XLM", xlm),
     "transformers.models.flaubert.modeling_flaubert.MultiHeadAttention": Reproducer("FlauBERT", xlm),
     **{
-        f"transformers.models.{path}": Reproducer(family, read, *returns)
-        for path, family, read, *returns in (
+        f"transformers.models.{path}": Reproducer(family, read, *rest)
+        for path, family, read, *rest in (
             ("megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention", "MegatronBERT", own_bert.bert),
             ("rembert.modeling_rembert.RemBertSelfAttention", "RemBERT", own_bert.bert),
             ("big_bird.modeling_big_bird.BigBirdSelfAttention", "BigBird", own_bert.bert),
@@ -188,6 +188,7 @@ REPRODUCERS = {
                 "SqueezeBERT",
                 own_bert.squeezebert,
                 "masked",
+                True,
             ),
             ("ibert.modeling_ibert.IBertSelfAttention", "I-BERT", own_bert.ibert),
             ("mpnet.modeling_mpnet.MPNetSelfAttention", "MPNet", own_bert.mpnet),

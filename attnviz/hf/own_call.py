@@ -33,6 +33,7 @@ class Reproducer:
     family: str
     read: Callable[[torch.nn.Module, dict], Call]
     returns: str = "weights"  # what its output_attentions gives: "weights", or "masked" (SqueezeBERT's masked scores)
+    channels_first: bool = False  # the module reads [batch, channel, seq] (SqueezeBERT), not [batch, seq, channel]
 
 
 def heads(t: torch.Tensor, n_head: int) -> torch.Tensor:

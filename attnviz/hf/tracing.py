@@ -8,7 +8,7 @@ import torch
 from ..attention import check_scale
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
-from . import capture
+from . import capture, own
 from .encode import Encoded, encode
 from .load import LoadedModel, model_inputs
 
@@ -116,8 +116,9 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
     seen = {}
 
     def grab(module, args, kwargs):
-        x = args[0] if args else kwargs.get("hidden_states")
-        seen.setdefault("x", x.detach()[0].float().cpu().clone())
+        x = (args[0] if args else kwargs.get("hidden_states")).detach()[0]
+        reader = own.reproducer_of(module)
+        seen.setdefault("x", (x.T if reader and reader.channels_first else x).float().cpu().clone())
 
     handle = loaded.attention_modules[layer].register_forward_pre_hook(grab, with_kwargs=True)
     try:
