@@ -1,5 +1,5 @@
-"""Families that compute attention in their own code (BLOOM, MPT, GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT):
-every stage, read from what each layer is given.
+"""Families that compute attention in their own code (BLOOM, MPT, GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT,
+and the BERT-style readers of attnviz.hf.own_bert): every stage, read from what each layer is given.
 
 Such a family never calls the capture seam, so it runs with eager attention. For a family in `REPRODUCERS`, a
 forward pre-hook on every attention module reads what the module is about to use (its input, its ALiBi bias, its
@@ -192,6 +192,11 @@ REPRODUCERS = {
             ),
             ("ibert.modeling_ibert.IBertSelfAttention", "I-BERT", own_bert.ibert),
             ("mpnet.modeling_mpnet.MPNetSelfAttention", "MPNet", own_bert.mpnet),
+            (
+                "nystromformer.modeling_nystromformer.NystromformerSelfAttention",
+                "Nystromformer",
+                own_bert.nystromformer,
+            ),
             (
                 "gpt_neox_japanese.modeling_gpt_neox_japanese.GPTNeoXJapaneseAttention",
                 "GPT-NeoX-Japanese",

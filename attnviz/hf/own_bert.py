@@ -97,3 +97,16 @@ def gpt_neox_japanese(module, a: dict) -> Call:
     q, k = torch.cat((q_rot, q[..., r:]), dim=-1), torch.cat((k_rot, k[..., r:]), dim=-1)
     allowed, extra = additive(mask, n, "GPT-NeoX-Japanese")
     return Call(q, k, 1 / module.norm_factor, allowed, fill_of(mask), extra)
+
+
+def nystromformer(module, a: dict) -> Call:
+    """NystromformerSelfAttention on its exact path (num_landmarks == segment_means_seq_len): q and k each divided by
+    d^(1/4) (scale_on "q and k"), q.k + the additive mask, softmax. With fewer landmarks it approximates softmax
+    through landmark means and an iterative pseudo-inverse (Nyström), which no q.k map reproduces: refused."""
+    if module.num_landmarks != module.seq_len:
+        raise capture.CaptureRefused("Nyström-approximated attention (fewer landmarks than segment_means_seq_len)")
+    x, mask = a["hidden_states"], a.get("attention_mask")
+    h = module.num_attention_heads
+    q, k = heads(module.query(x), h), heads(module.key(x), h)
+    allowed, extra = additive(mask, x.shape[1], "Nystromformer")
+    return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), extra, "q and k")

@@ -1,6 +1,6 @@
 """BERT-style own-code families read stage by stage (attnviz.hf.own_bert): MegatronBERT, RemBERT, BigBird (full
 attention), ConvBERT (its attention half), RoFormer (rotary), SqueezeBERT, I-BERT (float path), MPNet (relative
-position bias) and GPT-NeoX-Japanese (partial rotary).
+position bias), Nystromformer (its exact path) and GPT-NeoX-Japanese (partial rotary).
 
 Each is compared with transformers' own eager attention (output_attentions=True) of a copy loaded independently from
 the same folder, on a plain and a right-padded text. The scores are compared with q.k computed here in numpy from the
@@ -19,7 +19,7 @@ import attnviz
 from tests.hf import families as fm
 
 FAMILIES = ["megatron-bert", "rembert", "big_bird", "convbert", "roformer", "squeezebert", "ibert", "mpnet",
-            "gpt_neox_japanese"]  # fmt: skip
+            "nystromformer", "gpt_neox_japanese"]  # fmt: skip
 CAUSAL = {"gpt_neox_japanese"}
 TEXT = fm.TEXT
 ATOL = 1e-5
@@ -80,7 +80,8 @@ def test_every_stage_equals_eager_attention(family, pad, folders):
     for layer in range(tr.n_layer):
         np.testing.assert_array_equal(tr.layer_mask(layer), allowed)
     np.testing.assert_allclose(tr.scale, 8**-0.5)
-    assert set(tr.scale_on) == {"scores"} and tr.n_head == (2 if family == "convbert" else 4)
+    assert set(tr.scale_on) == {"q and k" if family == "nystromformer" else "scores"}
+    assert tr.n_head == (2 if family == "convbert" else 4)
     stages = tr.layer(1)
     if family != "mpnet":  # MPNet's position bias joins the scaled stage (tested below)
         np.testing.assert_allclose(stages.scaled, stages.scores * tr.scale[1], rtol=1e-6, atol=1e-6)
