@@ -213,6 +213,11 @@ def reproducer_of(module) -> Reproducer | None:
     return REPRODUCERS.get(f"{type(module).__module__}.{type(module).__qualname__}")
 
 
+def eager_gives_scores(model) -> bool:
+    """Whether the model's output_attentions are its masked scores, not its weights (SqueezeBERT): their softmax is."""
+    return any(r is not None and r.returns == "masked" for r in map(reproducer_of, model.modules()))
+
+
 def recording_hook(read):
     """A forward pre-hook that records the module's Call into this thread's Recorder (none outside `recording`)."""
 

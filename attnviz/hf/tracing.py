@@ -96,6 +96,8 @@ def _weights_only(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, co
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
     attentions = [a for a in capture.forward_eager(loaded.model, inputs) if a is not None]  # hybrids: attention only
+    if own.eager_gives_scores(loaded.model):  # SqueezeBERT returns its masked scores: the weights are their softmax
+        attentions = [a.float().softmax(-1) for a in attentions]
     weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
     notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label), *((loaded.note + ".",) if loaded.note else ()))
     return AttentionTrace(enc.tokens, stored_weights=weights, notes=notes, **common)

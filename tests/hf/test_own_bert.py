@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import attnviz
+from attnviz.hf import own
 from tests.hf import families as fm
 
 FAMILIES = ["megatron-bert", "rembert", "big_bird", "convbert", "roformer", "squeezebert", "ibert", "mpnet",
@@ -207,3 +208,19 @@ def test_a_megatron_layer_copied_into_our_module_gives_its_weights(folders):
     with torch.no_grad():
         _, stages = ours(x)
     np.testing.assert_allclose(np.asarray(stages.weights), tr.layer(1).weights, rtol=0, atol=ATOL)
+
+
+def test_squeezebert_weights_only_shows_the_softmax_of_what_eager_returns(folders, monkeypatch):
+    """Should its reading fail the check at load, the weights-only trace still shows weights, not the masked scores
+    SqueezeBERT's output_attentions gives."""
+    key = "transformers.models.squeezebert.modeling_squeezebert.SqueezeBertSelfAttention"
+    wrong = own.Reproducer("SqueezeBERT", lambda m, a: own.own_bert.squeezebert(m, a)._replace(scale=1.0), "masked")
+    monkeypatch.setitem(own.REPRODUCERS, key, wrong)
+    loaded = attnviz.load_model(str(folders["squeezebert"]), device="cpu")
+    assert not loaded.reproduced and "did not match" in loaded.note
+    n_real = attnviz.trace(loaded, TEXT).n_tokens
+    tr = attnviz.trace(loaded, TEXT, pad_to=n_real + 3)
+    assert tr.weights_only
+    ref = _softmax(_eager(folders["squeezebert"], list(tr.provenance.input_ids), n_real).astype(np.float64))
+    np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(tr.weights.sum(-1), 1, atol=1e-5)
