@@ -522,7 +522,7 @@ FAMILIES = {
     'beam': ('all stages', ''),
     'bert': ('all stages', ''),
     'bert-generation': ('all stages', ''),
-    'big_bird': ('all stages', 'as megatron-bert, with attention_type="original_full" as the matrix builds it; block-sparse attention stays weights only'),
+    'big_bird': ('all stages', 'as megatron-bert, with attention_type="original_full" as the matrix builds it. transformers itself switches a block-sparse model to full attention, for good, on a text too short for its blocks: the probe at load is such a text, so attnviz then shows full attention even for a text long enough for blocks (a known limit)'),
     'bigbird_pegasus': ('refused', "is an encoder-decoder model whose encoder attention attnviz cannot capture (it is computed in the model's own code), so its three attentions cannot be shown together"),
     'biogpt': ('all stages', ''),
     'bitnet': ('all stages', ''),

@@ -224,3 +224,30 @@ def test_squeezebert_weights_only_shows_the_softmax_of_what_eager_returns(folder
     ref = _softmax(_eager(folders["squeezebert"], list(tr.provenance.input_ids), n_real).astype(np.float64))
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
     np.testing.assert_allclose(tr.weights.sum(-1), 1, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["roformer", "megatron-bert"])
+def test_a_decoder_is_read_with_its_causal_mask(family, tmp_path):
+    """is_decoder=True: the causal mask is part of the additive mask the model passes, and is read from it."""
+    from attnviz.hf.load import model_class
+
+    config = fm.tiny_config(family)
+    config.is_decoder = True
+    torch.manual_seed(0)
+    model_class(config).from_config(config).save_pretrained(tmp_path)
+    fm.tokenizer().save_pretrained(tmp_path)
+    loaded = attnviz.load_model(str(tmp_path), device="cpu")
+    assert loaded.reproduced and loaded.note == ""
+    n_real = attnviz.trace(loaded, TEXT).n_tokens
+    tr = attnviz.trace(loaded, TEXT, pad_to=n_real + 3)
+    np.testing.assert_allclose(tr.weights, _eager(tmp_path, list(tr.provenance.input_ids), n_real), rtol=0, atol=ATOL)
+    allowed = np.tril(np.ones((tr.n_tokens, tr.n_tokens), bool))
+    allowed[:, n_real:] = False
+    np.testing.assert_array_equal(tr.layer_mask(1), allowed)
+
+
+@pytest.mark.parametrize("options", [dict(causal=True), dict(hide=[1]), dict(scale=1.0)])
+def test_experiments_its_own_code_would_not_apply_are_refused(options, folders):
+    loaded = attnviz.load_model(str(folders["mpnet"]), device="cpu")
+    with pytest.raises(attnviz.InputError, match="cannot change its mask or scale"):
+        attnviz.trace(loaded, TEXT, **options)
