@@ -192,6 +192,7 @@ REPRODUCERS = {
             ),
             ("ibert.modeling_ibert.IBertSelfAttention", "I-BERT", own_bert.ibert),
             ("mpnet.modeling_mpnet.MPNetSelfAttention", "MPNet", own_bert.mpnet),
+            ("deberta.modeling_deberta.DisentangledSelfAttention", "DeBERTa", own_bert.deberta),
             (
                 "nystromformer.modeling_nystromformer.NystromformerSelfAttention",
                 "Nystromformer",

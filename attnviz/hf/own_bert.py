@@ -1,8 +1,9 @@
 """Readers of BERT-style families that compute attention in their own code: q.k / sqrt(d) (+ a position bias) + the
 additive mask, softmax. MegatronBERT, RemBERT, BigBird (full attention), ConvBERT (its attention half), RoFormer
-(rotary), SqueezeBERT (1x1 convolutions), I-BERT (its float path), MPNet (relative position bias) and GPT-NeoX-Japanese
-(partial rotary). Each turns the arguments an attention module is about to use into a Call (attnviz.hf.own_call),
-computed as the module computes it; attnviz.hf.own registers them and checks them against the model at load.
+(rotary), SqueezeBERT (1x1 convolutions), I-BERT (its float path), MPNet (relative position bias), GPT-NeoX-Japanese
+(partial rotary), Nystromformer (its exact path) and DeBERTa (disentangled position terms as the bias). Each turns
+the arguments an attention module is about to use into a Call (attnviz.hf.own_call), computed as the module computes
+it; attnviz.hf.own registers them and checks them against the model at load.
 """
 
 from __future__ import annotations
@@ -110,3 +111,24 @@ def nystromformer(module, a: dict) -> Call:
     q, k = heads(module.query(x), h), heads(module.key(x), h)
     allowed, extra = additive(mask, x.shape[1], "Nystromformer")
     return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), extra, "q and k")
+
+
+def deberta(module, a: dict) -> Call:
+    """DeBERTa's DisentangledSelfAttention: q (+ q_bias) divided by sqrt(d * (1 + the number of position terms)) before
+    q.k (scale_on "q"), plus the disentangled position terms (content-to-position, position-to-content) the module's
+    own disentangled_att_bias computes from the scaled q, k and the relative embeddings: recorded as the bias. The
+    boolean mask hides cells with dtype min. Talking-heads projections (head_logits_proj) mix heads: refused."""
+    if module.head_logits_proj is not None or module.head_weights_proj is not None:
+        raise capture.CaptureRefused("talking-heads projections that mix the heads' scores")
+    if a.get("query_states") is not None:
+        raise capture.CaptureRefused("separate query states (enhanced mask decoder)")
+    x, mask = a["hidden_states"], a["attention_mask"]
+    q, k, _ = module.transpose_for_scores(module.in_proj(x)).chunk(3, dim=-1)
+    q = q + module.transpose_for_scores(module.q_bias[None, None, :])
+    factor = 1 + len(module.pos_att_type)
+    scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * factor).to(q.dtype)
+    bias, rel, pos = None, a.get("rel_embeddings"), a.get("relative_pos")
+    if module.relative_attention and rel is not None and pos is not None:
+        bias = module.disentangled_att_bias(q / scale, k, pos, module.pos_dropout(rel), factor)
+    allowed = (mask.bool() if mask.dim() == 4 else mask.bool().unsqueeze(1))[..., : x.shape[1]]
+    return Call(q, k, float(1 / scale), allowed, float(torch.finfo(q.dtype).min), bias, "q")

@@ -251,3 +251,45 @@ def test_experiments_its_own_code_would_not_apply_are_refused(options, folders):
     loaded = attnviz.load_model(str(folders["mpnet"]), device="cpu")
     with pytest.raises(attnviz.InputError, match="cannot change its mask or scale"):
         attnviz.trace(loaded, TEXT, **options)
+
+
+@pytest.fixture(scope="module")
+def deberta_folder(tmp_path_factory):
+    """DeBERTa with its disentangled position terms on (both kinds), relative embeddings large enough to matter."""
+    from transformers import DebertaModel
+
+    folder = tmp_path_factory.mktemp("deberta")
+    config = fm.tiny_config("deberta")
+    config.relative_attention, config.pos_att_type = True, ["c2p", "p2c"]
+    torch.manual_seed(0)
+    model = DebertaModel(config)
+    with torch.no_grad():
+        model.encoder.rel_embeddings.weight.normal_(0, 1)
+        for name, p in model.named_parameters():
+            if "pos_proj" in name or "pos_q_proj" in name:
+                p.normal_(0, 0.5)
+    model.save_pretrained(folder)
+    fm.tokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("pad", [0, 3])
+def test_deberta_disentangled_terms_are_the_bias_and_the_weights_equal_eager(deberta_folder, pad):
+    loaded = attnviz.load_model(str(deberta_folder), device="cpu")
+    assert loaded.reproduced and loaded.note == ""
+    n_real = attnviz.trace(loaded, TEXT).n_tokens
+    tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad)
+    ref = _eager(deberta_folder, list(tr.provenance.input_ids), n_real)
+    np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
+    np.testing.assert_allclose(tr.scale, (8 * 3) ** -0.5, rtol=1e-6)  # sqrt(d * (1 + two position terms))
+    assert set(tr.scale_on) == {"q"} and tr.has_bias
+    stages = tr.layer(1)
+    bias = (stages.scaled - stages.scores * tr.scale[1])[:, :n_real, :n_real]
+    assert np.abs(bias - bias.mean(-1, keepdims=True)).max() > 0.1  # varies along each row: the softmax sees it
+    x, _, _ = attnviz.attention_inputs(loaded, TEXT, 1)
+    module = loaded.attention_modules[1]
+    qkv = x.double().numpy() @ module.in_proj.weight.detach().double().numpy().T  # per head: [q | k | v]
+    qkv = qkv.reshape(x.shape[0], 4, 24).transpose(1, 0, 2)
+    q = qkv[..., :8] + module.q_bias.detach().double().numpy().reshape(4, 1, 8)
+    k = qkv[..., 8:16]
+    np.testing.assert_allclose(attnviz.trace(loaded, TEXT).layer(1).scores, q @ k.transpose(0, 2, 1), atol=ATOL)
