@@ -50,11 +50,20 @@ def output_projection(loaded: LoadedModel, layer: int) -> torch.nn.Module:
     return out
 
 
+def _bert_style(mod, d_model: int) -> bool:
+    """Separate query/key/value linears of d_model x d_model and no rotary embedding (not RoFormer's rotated q and k,
+    SqueezeBERT's convolutions or ConvBERT's half-width heads)."""
+    if hasattr(mod, "apply_rotary_position_embeddings"):
+        return False
+    weights = [getattr(getattr(mod, a, None), "weight", None) for a in ("query", "key", "value")]
+    return all(w is not None and tuple(w.shape) == (d_model, d_model) for w in weights)
+
+
 def projections(loaded: LoadedModel, layer: int) -> dict:
     """Weights and biases w_q, w_k, w_v, w_o / b_q, ... in (out, in) layout, float32, plus `causal`."""
     mod = loaded.attention_modules[layer]
     t = lambda x: None if x is None else x.detach().float().cpu().clone()  # noqa: E731
-    if all(hasattr(mod, a) for a in ("query", "key", "value")):
+    if _bert_style(mod, loaded.d_model):
         out = output_projection(loaded, layer)
         p = dict(w_q=t(mod.query.weight), w_k=t(mod.key.weight), w_v=t(mod.value.weight), w_o=t(out.weight))
         p.update(b_q=t(mod.query.bias), b_k=t(mod.key.bias), b_v=t(mod.value.bias), b_o=t(out.bias))

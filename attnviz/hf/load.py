@@ -266,9 +266,10 @@ def _reproduce(loaded: LoadedModel) -> None:
     text = " ".join(["hello world"] * 8)
     plain = encode(loaded.tokenizer, text, limit=loaded.max_tokens)
     padded = encode(loaded.tokenizer, text, limit=loaded.max_tokens, pad_to=len(plain.ids) + 3)
-    modules, loaded.note = own.install(loaded.model, [model_inputs(loaded, e.inputs) for e in (plain, padded)])
-    if modules:
-        loaded.attention_modules, loaded.reproduced = modules, True
+    rec, loaded.note = own.install(loaded.model, [model_inputs(loaded, e.inputs) for e in (plain, padded)])
+    if rec is not None:  # shapes as the records have them (ConvBERT's heads are half the usual width)
+        _learn_shapes(loaded, rec)
+        loaded.reproduced = True
 
 
 def _probe_eager(loaded: LoadedModel, inputs: dict) -> None:

@@ -1,5 +1,5 @@
-"""Families that compute attention in their own code (BLOOM, MPT, GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT):
-every stage, read from what each layer is given.
+"""Families that compute attention in their own code (BLOOM, MPT, GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT,
+and the BERT-style readers of attnviz.hf.own_bert): every stage, read from what each layer is given.
 
 Such a family never calls the capture seam, so it runs with eager attention. For a family in `REPRODUCERS`, a
 forward pre-hook on every attention module reads what the module is about to use (its input, its ALiBi bias, its
@@ -21,35 +21,12 @@ from __future__ import annotations
 import inspect
 import math
 import weakref
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 
 from ..attention import DEFAULT_FILL
-from . import capture
-
-
-class Call(NamedTuple):
-    """One attention call as the module computes it: q, k [batch, head, seq, head_dim], scale, allowed (bool,
-    broadcasts to [batch, 1, query, key]) or None, fill, bias ([batch or 1, head or 1, query or 1, key]) or None."""
-
-    q: torch.Tensor
-    k: torch.Tensor
-    scale: float
-    allowed: torch.Tensor | None
-    fill: float
-    bias: torch.Tensor | None
-    scale_on: str = "scores"  # where the model applied the scale: "scores", or "q" when it scales q before q.k
-
-
-@dataclass(frozen=True)
-class Reproducer:
-    """How one family computes attention in its own code: `read` turns a module's call arguments into a Call."""
-
-    family: str
-    read: Callable[[torch.nn.Module, dict], Call]
+from . import capture, own_bert
+from .own_call import Call, Reproducer, additive, both, heads
 
 
 def bloom(module, a: dict) -> Call:
@@ -88,41 +65,19 @@ def mpt(module, a: dict) -> Call:
     return Call(q, k, float(module.softmax_scale), allowed, float(torch.finfo(q.dtype).min), bias)
 
 
-def _heads(t: torch.Tensor, n_head: int) -> torch.Tensor:
-    """[batch, seq, n_head * d] -> [batch, head, seq, d]."""
-    return t.view(*t.shape[:2], n_head, -1).transpose(1, 2)
-
-
-def _additive(mask: torch.Tensor | None, n: int, family: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """(allowed, extra bias) of an additive mask; a boolean one is refused (these families add theirs)."""
-    if mask is not None and mask.dtype == torch.bool:
-        raise capture.CaptureRefused(f"a boolean mask where {family} adds an additive one")
-    return capture.split_mask(mask, n)
-
-
-def _both(allowed: torch.Tensor | None, own: torch.Tensor, family: str) -> torch.Tensor:
-    """The model's own table (causal, window) and the mask it is given, combined. A query row they hide entirely is
-    refused: the model fills such a row with two different values (one per table), which no single fill reproduces.
-    """
-    both = own if allowed is None else allowed & own
-    if bool((~both).all(-1).any()):
-        raise capture.CaptureRefused(f"padding that hides every key a query may see in {family}'s own mask")
-    return both
-
-
 def openai_gpt(module, a: dict) -> Call:
     """OpenAI GPT's Attention: w = q.k (/ sqrt(d) when module.scale); causal cells REPLACED by -10000 (w * b - 1e4 *
     (1 - b)); then the additive padding mask (0 or dtype min) is added; softmax.
 
     The fill is -10000, what the model puts in causally hidden cells; padding keys hold dtype min in the model, which
-    weighs the same (0) while the row has a visible key (a row with none is refused, see `_both`).
+    weighs the same (0) while the row has a visible key (a row with none is refused, see `both`).
     """
     x, mask = a["x"], a.get("attention_mask")
     b, n, _ = x.shape
     q, k, _ = module.c_attn(x).split(module.split_size, dim=2)
-    q, k = _heads(q, module.n_head), _heads(k, module.n_head)
-    allowed, extra = _additive(mask, n, "GPT")
-    allowed = _both(allowed, module.bias[0, 0, :n, :n].bool(), "GPT")
+    q, k = heads(q, module.n_head), heads(k, module.n_head)
+    allowed, extra = additive(mask, n, "GPT")
+    allowed = both(allowed, module.bias[0, 0, :n, :n].bool(), "GPT")
     return Call(q, k, 1 / math.sqrt(q.shape[-1]) if module.scale else 1.0, allowed, -1e4, extra)
 
 
@@ -131,8 +86,8 @@ def xglm(module, a: dict) -> Call:
     x, mask = a["hidden_states"], a.get("attention_mask")
     if a.get("key_value_states") is not None:
         raise capture.CaptureRefused("cross-attention")
-    q, k = _heads(module.q_proj(x), module.num_heads), _heads(module.k_proj(x), module.num_heads)
-    allowed, extra = _additive(mask, x.shape[1], "XGLM")
+    q, k = heads(module.q_proj(x), module.num_heads), heads(module.k_proj(x), module.num_heads)
+    allowed, extra = additive(mask, x.shape[1], "XGLM")
     fill = DEFAULT_FILL if mask is None else float(torch.finfo(mask.dtype).min)
     return Call(q, k, float(module.scaling), allowed, fill, extra, "q")
 
@@ -142,13 +97,13 @@ def gpt_neo(module, a: dict) -> Call:
     or sliding-window (local layers) table take float32 min; then the additive mask is added; softmax.
 
     The window table is part of the recorded mask. Cells both tables hide hold min + min = -inf in the model and
-    float32 min here: both weigh 0 while the row has a visible key (a row with none is refused, see `_both`).
+    float32 min here: both weigh 0 while the row has a visible key (a row with none is refused, see `both`).
     """
     x, mask = a["hidden_states"], a.get("attention_mask")
     n = x.shape[1]
-    q, k = (_heads(p(x), module.num_heads).float() for p in (module.q_proj, module.k_proj))
-    allowed, extra = _additive(mask, n, "GPT-Neo")
-    allowed = _both(allowed, module.bias[0, 0, :n, :n], "GPT-Neo")
+    q, k = (heads(p(x), module.num_heads).float() for p in (module.q_proj, module.k_proj))
+    allowed, extra = additive(mask, n, "GPT-Neo")
+    allowed = both(allowed, module.bias[0, 0, :n, :n], "GPT-Neo")
     return Call(q, k, 1.0, allowed, float(torch.finfo(torch.float32).min), extra)
 
 
@@ -172,7 +127,7 @@ def gptj(module, a: dict) -> Call:
     h = module.num_attention_heads
     q, k = (p(x).view(b, n, h, module.head_dim) for p in (module.q_proj, module.k_proj))
     q, k = _rotary(module, q, k, a["position_ids"], cast=True)
-    allowed, extra = _additive(mask, n, "GPT-J")
+    allowed, extra = additive(mask, n, "GPT-J")
     fill = DEFAULT_FILL if mask is None else float(torch.finfo(mask.dtype).min)
     return Call(q, k, 1 / module.scale_attn, allowed, fill, extra)
 
@@ -187,7 +142,7 @@ def codegen(module, a: dict) -> Call:
     q, _, k = torch.split(blocks, d * h // mp, dim=-1)
     q, k = (t.reshape(b, n, mp, h // mp, d).reshape(b, n, h, d) for t in (q, k))
     q, k = _rotary(module, q, k, a["position_ids"], cast=False)
-    allowed, extra = _additive(mask, n, "CodeGen")
+    allowed, extra = additive(mask, n, "CodeGen")
     fill = DEFAULT_FILL if mask is None else torch.finfo(mask.dtype).min
     fill = float(torch.tensor(fill, dtype=torch.float32) / module.scale_attn)
     return Call(q, k, 1 / module.scale_attn, allowed, fill, None if extra is None else extra / module.scale_attn)
@@ -203,7 +158,7 @@ def xlm(module, a: dict) -> Call:
         raise capture.CaptureRefused("cross-attention")
     if cache is not None and cache.get_seq_length(module.layer_id) > 0:
         raise capture.CaptureRefused("a key/value cache")
-    q, k = _heads(module.q_lin(x), module.n_heads), _heads(module.k_lin(x), module.n_heads)
+    q, k = heads(module.q_lin(x), module.n_heads), heads(module.k_lin(x), module.n_heads)
     b, n = x.shape[:2]
     allowed = (mask != 0).view((b, 1, n, -1) if mask.dim() == 3 else (b, 1, 1, -1))
     return Call(q, k, 1 / math.sqrt(module.head_dim), allowed, float(torch.finfo(q.dtype).min), None, "q")
@@ -220,6 +175,36 @@ REPRODUCERS = {
     "transformers.models.codegen.modeling_codegen.CodeGenAttention": Reproducer("CodeGen", codegen),
     "transformers.models.xlm.modeling_xlm.MultiHeadAttention": Reproducer("XLM", xlm),
     "transformers.models.flaubert.modeling_flaubert.MultiHeadAttention": Reproducer("FlauBERT", xlm),
+    **{
+        f"transformers.models.{path}": Reproducer(family, read, *rest)
+        for path, family, read, *rest in (
+            ("megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention", "MegatronBERT", own_bert.bert),
+            ("rembert.modeling_rembert.RemBertSelfAttention", "RemBERT", own_bert.bert),
+            ("big_bird.modeling_big_bird.BigBirdSelfAttention", "BigBird", own_bert.bert),
+            ("convbert.modeling_convbert.ConvBertSelfAttention", "ConvBERT", own_bert.bert),
+            ("roformer.modeling_roformer.RoFormerSelfAttention", "RoFormer", own_bert.roformer),
+            (
+                "squeezebert.modeling_squeezebert.SqueezeBertSelfAttention",
+                "SqueezeBERT",
+                own_bert.squeezebert,
+                "masked",
+                True,
+            ),
+            ("ibert.modeling_ibert.IBertSelfAttention", "I-BERT", own_bert.ibert),
+            ("mpnet.modeling_mpnet.MPNetSelfAttention", "MPNet", own_bert.mpnet),
+            ("deberta.modeling_deberta.DisentangledSelfAttention", "DeBERTa", own_bert.deberta),
+            (
+                "nystromformer.modeling_nystromformer.NystromformerSelfAttention",
+                "Nystromformer",
+                own_bert.nystromformer,
+            ),
+            (
+                "gpt_neox_japanese.modeling_gpt_neox_japanese.GPTNeoXJapaneseAttention",
+                "GPT-NeoX-Japanese",
+                own_bert.gpt_neox_japanese,
+            ),
+        )
+    },
 }
 
 _HOOKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> its hook handle (never hooked twice)
@@ -227,6 +212,11 @@ _HOOKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> its
 
 def reproducer_of(module) -> Reproducer | None:
     return REPRODUCERS.get(f"{type(module).__module__}.{type(module).__qualname__}")
+
+
+def eager_gives_scores(model) -> bool:
+    """Whether the model's output_attentions are its masked scores, not its weights (SqueezeBERT): their softmax is."""
+    return any(r is not None and r.returns == "masked" for r in map(reproducer_of, model.modules()))
 
 
 def recording_hook(read):
@@ -249,48 +239,55 @@ def recording_hook(read):
     return hook
 
 
-def install(model, checks: list[dict]) -> tuple[list, str]:
+def install(model, checks: list[dict]) -> tuple[capture.Recorder | None, str]:
     """Hook the attention modules of a family in REPRODUCERS and check the records against the model's own weights
     on every input of `checks`.
 
-    Returns (attention modules in call order, "") when every check holds; ([], note) when the family is known but
-    its reproduction failed (hooks removed, weights only); ([], "") for any other family.
+    Returns (the last check's Recorder: attention modules in call order, q and k per layer, "") when every check
+    holds; (None, note) when the family is known but its reproduction failed (hooks removed, weights only); (None, "")
+    for any other family.
     """
     modules = [m for m in model.modules() if reproducer_of(m) is not None]
     if not modules:
-        return [], ""
+        return None, ""
     for m in modules:
         if m not in _HOOKS:
             _HOOKS[m] = m.register_forward_pre_hook(recording_hook(reproducer_of(m).read), with_kwargs=True)
-    order, problem = [], ""
+    rec, problem = None, ""
     for inputs in checks:
         try:
-            order, problem = check(model, inputs)
+            rec, problem = check(model, inputs)
         except Exception as e:  # noqa: BLE001 - any failure means the stages cannot be trusted
-            order, problem = [], f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+            rec, problem = None, f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
         if problem:
             break
     if not problem:
-        return order, ""
+        return rec, ""
     for m in modules:
         _HOOKS.pop(m).remove()
     family = reproducer_of(modules[0]).family
-    return [], f"attnviz's reading of {family} attention did not match the model's own weights ({problem})"
+    return None, f"attnviz's reading of {family} attention did not match the model's own weights ({problem})"
 
 
-def check(model, inputs: dict) -> tuple[list, str]:
-    """(modules in call order, "") when the weights computed from the records equal the model's, else ([], what)."""
+def check(model, inputs: dict) -> tuple[capture.Recorder | None, str]:
+    """(the Recorder, "") when the weights computed from its records equal the model's, else (None, what).
+
+    A family whose output_attentions gives the masked scores (Reproducer.returns) is compared on that stage."""
     rec = capture.Recorder(own_code=True)
     with capture.recording(rec):
         attentions = [a for a in capture.forward_eager(model, inputs) if a is not None]
     if len(attentions) != len(rec.layers):
-        return [], f"{len(rec.layers)} layers recorded, {len(attentions)} returned"
+        return None, f"{len(rec.layers)} layers recorded, {len(attentions)} returned"
     tolerance = 1e-4 if attentions and attentions[0].dtype == torch.float32 else 3e-2
+    returns = [reproducer_of(m).returns for m in rec.modules]
     with torch.inference_mode():
         worst = max(
-            ((r.stages().weights.float() - a[0].float()).abs().max().item() for r, a in zip(rec.layers, attentions)),
+            (
+                (getattr(r.stages(), what).float() - a[0].float()).abs().max().item()
+                for r, a, what in zip(rec.layers, attentions, returns)
+            ),
             default=float("inf"),
         )
     if not worst <= tolerance:
-        return [], f"weights differ by up to {worst:.1e}"
-    return list(rec.modules), ""
+        return None, f"{'weights' if set(returns) == {'weights'} else 'stages'} differ by up to {worst:.1e}"
+    return rec, ""

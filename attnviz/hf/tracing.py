@@ -8,7 +8,7 @@ import torch
 from ..attention import check_scale
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
-from . import capture
+from . import capture, own
 from .encode import Encoded, encode
 from .load import LoadedModel, model_inputs
 
@@ -102,6 +102,8 @@ def _weights_only(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, co
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
     attentions = [a for a in capture.forward_eager(loaded.model, inputs) if a is not None]  # hybrids: attention only
+    if own.eager_gives_scores(loaded.model):  # SqueezeBERT returns its masked scores: the weights are their softmax
+        attentions = [a.float().softmax(-1) for a in attentions]
     weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
     notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label), *((loaded.note + ".",) if loaded.note else ()))
     return AttentionTrace(enc.tokens, stored_weights=weights, notes=notes, **common)
@@ -122,8 +124,9 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
     seen = {}
 
     def grab(module, args, kwargs):
-        x = args[0] if args else kwargs.get("hidden_states")
-        seen.setdefault("x", x.detach()[0].float().cpu().clone())
+        x = (args[0] if args else kwargs.get("hidden_states")).detach()[0]
+        reader = own.reproducer_of(module)
+        seen.setdefault("x", (x.T if reader and reader.channels_first else x).float().cpu().clone())
 
     handle = loaded.attention_modules[layer].register_forward_pre_hook(grab, with_kwargs=True)
     try:

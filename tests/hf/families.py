@@ -438,6 +438,10 @@ def _stack(attentions) -> np.ndarray:
     return np.stack([a[0].float().numpy() for a in attentions if a is not None])
 
 
+#: Families whose output_attentions gives the masked scores (before the softmax), not the weights.
+EAGER_GIVES_SCORES = {"squeezebert"}
+
+
 def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
     """What differs from transformers' eager attention: weights per part, labels, and the model's output."""
     from attnviz.hf import capture
@@ -458,7 +462,10 @@ def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
         kw = {"use_cache": False} if "use_cache" in capture.call_kwargs(ref_model) else {}
         with torch.no_grad():
             ref = ref_model(**inputs, output_attentions=True, **kw)
-        problems += _weights_differ(trace, ref.attentions, "")
+        attentions = ref.attentions
+        if loaded.model.config.model_type in EAGER_GIVES_SCORES:  # the weights are the softmax of what it returns
+            attentions = [a.softmax(-1) for a in attentions]
+        problems += _weights_differ(trace, attentions, "")
         if not problems and trace.n_layer and trace.records:
             d = trace.records[0].q.shape[-1]
             if loaded.d_head != d:
@@ -515,7 +522,7 @@ FAMILIES = {
     'beam': ('all stages', ''),
     'bert': ('all stages', ''),
     'bert-generation': ('all stages', ''),
-    'big_bird': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'big_bird': ('all stages', 'as megatron-bert, with attention_type="original_full" as the matrix builds it. transformers itself switches a block-sparse model to full attention, for good, on a text too short for its blocks: the probe at load is such a text, so attnviz then shows full attention even for a text long enough for blocks (a known limit)'),
     'bigbird_pegasus': ('refused', "is an encoder-decoder model whose encoder attention attnviz cannot capture (it is computed in the model's own code), so its three attentions cannot be shown together"),
     'biogpt': ('all stages', ''),
     'bitnet': ('all stages', ''),
@@ -531,15 +538,15 @@ FAMILIES = {
     'cohere2': ('all stages', ''),
     'cohere2_moe': ('all stages', ''),
     'cohere_compass_text': ('not built', "KeyError: 'full_attention'"),
-    'convbert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'convbert': ('all stages', 'as megatron-bert for its attention half: num_attention_heads / head_ratio heads (2 here), each half the usual width; the span-based convolution half of each layer mixes tokens through a per-token kernel, not a query-by-key map, and is not shown'),
     'cosmos3_edge_text': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
     'cpmant': ('not built', 'ValueError: the tiny config still has 2M parameters (sizes the matrix does not shrink)'),
     'ctrl': ('all stages', ''),
     'cwm': ('all stages', ''),
     'data2vec-text': ('all stages', ''),
     'dbrx': ('not built', "AttributeError: 'DbrxAttentionConfig' object has no attribute 'rope_theta'"),
-    'deberta': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
-    'deberta-v2': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'deberta': ('all stages', 'as bloom: read from its own attention code; q (+ q_bias) is divided by sqrt(d_head x (1 + number of position terms)) before q.k (scale_on "q"); its disentangled content-to-position and position-to-content terms, computed by the module\'s own code from the scaled q, k and the relative embeddings, are the recorded bias (off in the default config; tests turn them on); talking-heads variants are refused (weights only, with a note)'),
+    'deberta-v2': ('weights only', 'computes attention in its own code (disentangled attention with log-bucketed relative positions), not read yet; eager output_attentions gives the weights'),
     'deepseek_v2': ('all stages', ''),
     'deepseek_v3': ('all stages', "multi-head latent attention: d_head is what q.k sums over (qk_nope + qk_rope = 24 here), not v's dimension"),
     'deepseek_v32': ('all stages', 'sparse attention: the top-k key indices its indexer passes to the seam become part of the mask (index_topk=4 here, so keys really are hidden)'),
@@ -559,7 +566,7 @@ FAMILIES = {
     'eurobert': ('all stages', ''),
     'exaone4': ('all stages', ''),
     'exaone_moe': ('all stages', ''),
-    'falcon': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'falcon': ('weights only', "computes attention in its own code, never through transformers' attention interface (ALiBi or rotary, multi-query or grouped layouts by config), which attnviz does not read yet; eager output_attentions gives the weights"),
     'falcon_h1': ('all stages', ''),
     'falcon_mamba': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
     'flaubert': ('all stages', 'as xlm'),
@@ -587,7 +594,7 @@ FAMILIES = {
     'gpt_bigcode': ('all stages', ''),
     'gpt_neo': ('all stages', "as bloom: read from its own attention code; no 1/sqrt(d) scale (1.0); local layers' sliding window is part of the mask; a padded query whose window sees only padding is refused (the model fills such a row two ways)"),
     'gpt_neox': ('all stages', ''),
-    'gpt_neox_japanese': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'gpt_neox_japanese': ('all stages', 'as bloom: read from its own attention code; causal, rotary (rotate-half) on the first rotary_ndims features of each head'),
     'gpt_oss': ('all stages', 'attention sinks join the softmax: rows sum to less than 1'),
     'gptj': ('all stages', 'as bloom: read from its own attention code; rotary embedding on the first rotary_dim features of each head only'),
     'granite': ('all stages', ''),
@@ -605,7 +612,7 @@ FAMILIES = {
     'hy_v3': ('all stages', ''),
     'hy_v4': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
     'hyperclovax': ('all stages', ''),
-    'ibert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'ibert': ('all stages', 'as megatron-bert on its float path (quant_mode off); with quant_mode on, its softmax is an integer approximation: weights only, with a note'),
     'inkling2_text': ('all stages', 'per-query sink logits (sinks=, computed from each token, one per query and head) join each row\'s softmax: a row\'s weights sum to less than 1, the rest went to the sink'),
     'inkling_text': ('all stages', ''),
     'internlm3': ('all stages', ''),
@@ -632,7 +639,7 @@ FAMILIES = {
     'mamba2': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
     'marian': ('all stages', ''),
     'mbart': ('all stages', ''),
-    'megatron-bert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'megatron-bert': ('all stages', "as bloom: read from its own attention code (BERT's code from before the attention interface: q.k / sqrt(d) + the additive mask)"),
     'mellum': ('all stages', ''),
     'mimo_v2_flash': ('all stages', ''),
     'minicpm3': ('all stages', ''),
@@ -645,10 +652,10 @@ FAMILIES = {
     'mistral_large4_text': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
     'mixtral': ('all stages', ''),
     'mobilebert': ('all stages', ''),
-    'modernbert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'modernbert': ('all stages', "its local layers' sliding window (local_attention / 2 keys either side) is part of the mask the model builds; the flash-attention flag `deterministic` it passes changes nothing here"),
     'modernbert-decoder': ('all stages', ''),
     'molmo2_text': ('all stages', ''),
-    'mpnet': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'mpnet': ('all stages', 'as megatron-bert, plus its relative position bias (bucketed relative positions, one value per head, the same in every layer), recorded as the bias'),
     'mpt': ('all stages', "as bloom: read from its own attention code; the ALiBi bias is slope x (key position - last position), as MPT adds it"),
     'mra': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
     'mt5': ('all stages', 'as t5: scale 1.0, relative position bias'),
@@ -661,7 +668,7 @@ FAMILIES = {
     'neomme': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'sliding_window' is a per-layer attribute and may vary across layers. Access it via the individual layer configs instead "),
     'nllb-moe': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
     'nomic_bert': ('all stages', ''),
-    'nystromformer': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'nystromformer': ('all stages', 'as megatron-bert, q and k each divided by d_head^1/4 (scale_on "q and k"), on its exact path (num_landmarks == segment_means_seq_len, as the default config); with fewer landmarks it approximates softmax (Nyström): weights only, with a note'),
     'olmo': ('all stages', ''),
     'olmo2': ('all stages', ''),
     'olmo3': ('all stages', ''),
@@ -688,17 +695,17 @@ FAMILIES = {
     'qwen4_exp_text': ('not built', "TypeError: unsupported operand type(s) for //: 'NoneType' and 'NoneType'"),
     'recurrent_gemma': ('not built', 'the tiny model fails even with eager attention (ValueError: `get_seq_length` can only be called on Attention layers, and the current Cache seem to only contain '),
     'reformer': ('refused', 'does not attend token to token: its attention weights come as (1, 4, 4, 4, 8) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
-    'rembert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'rembert': ('all stages', 'as megatron-bert'),
     'roberta': ('all stages', ''),
     'roberta-prelayernorm': ('all stages', ''),
     'roc_bert': ('not built', 'ValueError: the tiny config still has 13M parameters (sizes the matrix does not shrink)'),
-    'roformer': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'roformer': ('all stages', 'as megatron-bert, with the rotary embedding (every second feature pair) on q and k'),
     'rwkv': ('refused', 'does not attend token to token: its attention weights come as (1, 16, 32) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
     'seed_oss': ('all stages', ''),
     'smollm3': ('all stages', ''),
     'solar_open': ('all stages', ''),
     'splinter': ('all stages', ''),
-    'squeezebert': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'squeezebert': ('all stages', "as megatron-bert, q and k from grouped 1x1 convolutions; its output_attentions gives the masked scores, not the weights: attnviz checks that stage at load and shows their softmax as the weights (the matrix compares with the softmax of eager's)"),
     'stablelm': ('all stages', ''),
     'starcoder2': ('all stages', ''),
     'switch_transformers': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
@@ -713,7 +720,7 @@ FAMILIES = {
     'xlm': ('all stages', 'as bloom: read from its own attention code; q is divided by sqrt(d_head) before q.k (scale_on "q")'),
     'xlm-roberta': ('all stages', ''),
     'xlm-roberta-xl': ('all stages', ''),
-    'xlnet': ('weights only', "computes attention in its own code, never through transformers' attention interface; eager output_attentions gives the weights"),
+    'xlnet': ('weights only', 'computes attention in its own code: two-stream relative attention (content, position and segment terms added to q.k), not a single q.k map attnviz can read; eager output_attentions gives the weights'),
     'xlstm': ('not built', 'the tiny model fails even with eager attention (ValueError: matC_old has wrong shape, got torch.Size([1, 4, 16, 16]))'),
     'xmod': ('not built', 'the tiny model fails even with eager attention (ValueError: Input language unknown. Please call `XmodPreTrainedModel.set_default_language()`)'),
     'yoso': ('refused', 'does not attend token to token: its attention weights come as (1, 16, 32) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),

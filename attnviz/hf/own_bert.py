@@ -1,0 +1,134 @@
+"""Readers of BERT-style families that compute attention in their own code: q.k / sqrt(d) (+ a position bias) + the
+additive mask, softmax. MegatronBERT, RemBERT, BigBird (full attention), ConvBERT (its attention half), RoFormer
+(rotary), SqueezeBERT (1x1 convolutions), I-BERT (its float path), MPNet (relative position bias), GPT-NeoX-Japanese
+(partial rotary), Nystromformer (its exact path) and DeBERTa (disentangled position terms as the bias). Each turns
+the arguments an attention module is about to use into a Call (attnviz.hf.own_call), computed as the module computes
+it; attnviz.hf.own registers them and checks them against the model at load.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import capture
+from .own_call import Call, additive, fill_of, heads
+
+
+def _self_only(a: dict) -> torch.Tensor:
+    """The hidden states of a self-attention call (cross-attention is refused)."""
+    if a.get("encoder_hidden_states") is not None:
+        raise capture.CaptureRefused("cross-attention")
+    return a["hidden_states"]
+
+
+def bert(module, a: dict) -> Call:
+    """BERT's own code before the attention interface (MegatronBERT, RemBERT, BigBird full, ConvBERT): q = query(x),
+    k = key(x), (q.k) / sqrt(attention_head_size) + the additive mask (padding, causal for a decoder), softmax.
+
+    ConvBERT's heads are its attention half only (num_attention_heads / head_ratio, each half the usual width): the
+    span-based convolution half mixes tokens through a per-token kernel, not a query-by-key map.
+    """
+    x, mask = _self_only(a), a.get("attention_mask")
+    h, d = module.num_attention_heads, module.attention_head_size
+    q, k = heads(module.query(x), h), heads(module.key(x), h)
+    allowed, extra = additive(mask, x.shape[1], type(module).__name__)
+    return Call(q, k, 1 / math.sqrt(d), allowed, fill_of(mask), extra)
+
+
+def roformer(module, a: dict) -> Call:
+    """RoFormerSelfAttention: as `bert`, q and k turned by the rotary embedding the model passes (sinusoidal_pos),
+    with the module's own rotation (every second feature pair)."""
+    x, mask, pos = _self_only(a), a.get("attention_mask"), a.get("sinusoidal_pos")
+    h, d = module.num_attention_heads, module.attention_head_size
+    q, k = heads(module.query(x), h), heads(module.key(x), h)
+    if pos is not None:
+        q, k = module.apply_rotary_position_embeddings(pos, q, k)
+    allowed, extra = additive(mask, x.shape[1], "RoFormer")
+    return Call(q, k, 1 / math.sqrt(d), allowed, fill_of(mask), extra)
+
+
+def squeezebert(module, a: dict) -> Call:
+    """SqueezeBertSelfAttention: x is [batch, channel, seq]; q, k from grouped 1x1 convolutions; (q.k) / sqrt(d) +
+    the additive mask, softmax. Its output_attentions gives the masked scores, not the weights (`returns`)."""
+    x, mask = a["hidden_states"], a.get("attention_mask")
+    q, k = module.transpose_for_scores(module.query(x)), module.transpose_for_scores(module.key(x))
+    allowed, extra = additive(mask, x.shape[-1], "SqueezeBERT")
+    return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), extra)
+
+
+def ibert(module, a: dict) -> Call:
+    """IBertSelfAttention, float path (quant_mode off): as `bert`, q and k through the module's QuantLinear and QuantAct
+    (identities there). The integer path (quant_mode on) approximates softmax in integers: refused."""
+    if module.quant_mode:
+        raise capture.CaptureRefused("I-BERT's integer-only mode (its softmax is an integer approximation)")
+    x, mask, sf = a["hidden_states"], a.get("attention_mask"), a.get("hidden_states_scaling_factor")
+    h = module.num_attention_heads
+    q = heads(module.query_activation(*module.query(x, sf))[0], h)
+    k = heads(module.key_activation(*module.key(x, sf))[0], h)
+    allowed, extra = additive(mask, x.shape[1], "I-BERT")
+    return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), extra)
+
+
+def mpnet(module, a: dict) -> Call:
+    """MPNetSelfAttention: (q.k) / sqrt(d) + the relative position bias (position_bias, one per head, computed once
+    from bucketed relative positions) + the additive mask, softmax. The position bias is the recorded bias."""
+    x, mask, bias = a["hidden_states"], a.get("attention_mask"), a.get("position_bias")
+    h = module.num_attention_heads
+    q, k = heads(module.q(x), h), heads(module.k(x), h)
+    allowed, extra = additive(mask, x.shape[1], "MPNet")
+    if extra is not None:
+        bias = extra if bias is None else bias + extra
+    return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), bias)
+
+
+def gpt_neox_japanese(module, a: dict) -> Call:
+    """GPTNeoXJapaneseAttention: fused qkv per head [q | k | v], rotary (position_embeddings) on the first
+    rotary_ndims features, baddbmm(q, k^T, alpha=1/sqrt(d)) + the additive causal mask, softmax."""
+    from transformers.models.gpt_neox_japanese.modeling_gpt_neox_japanese import apply_rotary_pos_emb
+
+    x, mask = a["hidden_states"], a.get("attention_mask")
+    b, n, _ = x.shape
+    h, d, r = module.num_attention_heads, module.head_size, module.rotary_ndims
+    qkv = module.query_key_value(x).view(b, n, h, 3 * d).permute(0, 2, 1, 3)
+    q, k = qkv[..., :d], qkv[..., d : 2 * d]
+    cos, sin = a["position_embeddings"]
+    q_rot, k_rot = apply_rotary_pos_emb(q[..., :r], k[..., :r], cos, sin)
+    q, k = torch.cat((q_rot, q[..., r:]), dim=-1), torch.cat((k_rot, k[..., r:]), dim=-1)
+    allowed, extra = additive(mask, n, "GPT-NeoX-Japanese")
+    return Call(q, k, 1 / module.norm_factor, allowed, fill_of(mask), extra)
+
+
+def nystromformer(module, a: dict) -> Call:
+    """NystromformerSelfAttention on its exact path (num_landmarks == segment_means_seq_len): q and k each divided by
+    d^(1/4) (scale_on "q and k"), q.k + the additive mask, softmax. With fewer landmarks it approximates softmax
+    through landmark means and an iterative pseudo-inverse (Nyström), which no q.k map reproduces: refused."""
+    if module.num_landmarks != module.seq_len:
+        raise capture.CaptureRefused("Nyström-approximated attention (fewer landmarks than segment_means_seq_len)")
+    x, mask = a["hidden_states"], a.get("attention_mask")
+    h = module.num_attention_heads
+    q, k = heads(module.query(x), h), heads(module.key(x), h)
+    allowed, extra = additive(mask, x.shape[1], "Nystromformer")
+    return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), extra, "q and k")
+
+
+def deberta(module, a: dict) -> Call:
+    """DeBERTa's DisentangledSelfAttention: q (+ q_bias) divided by sqrt(d * (1 + the number of position terms)) before
+    q.k (scale_on "q"), plus the disentangled position terms (content-to-position, position-to-content) the module's
+    own disentangled_att_bias computes from the scaled q, k and the relative embeddings: recorded as the bias. The
+    boolean mask hides cells with dtype min. Talking-heads projections (head_logits_proj) mix heads: refused."""
+    if module.head_logits_proj is not None or module.head_weights_proj is not None:
+        raise capture.CaptureRefused("talking-heads projections that mix the heads' scores")
+    if a.get("query_states") is not None:
+        raise capture.CaptureRefused("separate query states (enhanced mask decoder)")
+    x, mask = a["hidden_states"], a["attention_mask"]
+    q, k, _ = module.transpose_for_scores(module.in_proj(x)).chunk(3, dim=-1)
+    q = q + module.transpose_for_scores(module.q_bias[None, None, :])
+    factor = 1 + len(module.pos_att_type)
+    scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * factor).to(q.dtype)
+    bias, rel, pos = None, a.get("rel_embeddings"), a.get("relative_pos")
+    if module.relative_attention and rel is not None and pos is not None:
+        bias = module.disentangled_att_bias(q / scale, k, pos, module.pos_dropout(rel), factor)
+    allowed = (mask.bool() if mask.dim() == 4 else mask.bool().unsqueeze(1))[..., : x.shape[1]]
+    return Call(q, k, float(1 / scale), allowed, float(torch.finfo(q.dtype).min), bias, "q")
