@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 N = 4096
 TEXT = " ".join(["the cat sat on the mat because it was tired ."] * 400)  # 4,400 words: cut at 4,096 tokens
+PAIR_A = " ".join(("the cat sat on the mat because it was tired .".split() * 400)[:4000])  # 4,000 tokens
 PAGES = ["heads", "scaling", "masks", "module", "headstats", "rollout", "neuron", "scores", "words", "pairs"]
 
 
@@ -27,8 +28,9 @@ def long_llama(family_dir):
 def test_every_page_at_4096_tokens_draws_says_what_it_shows_and_stays_small(page, long_llama, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_MAX_TOKENS", str(N))
     at = AppTest.from_file(APP, default_timeout=600)  # a busy CI host: a page at 4,096 tokens may take a while
-    pair = "the dog ran away ." if page == "pairs" else ""  # the Sentence pairs page draws once there is a pair
-    for key, value in dict(source="hub", model=long_llama, text=TEXT, pair=pair).items():
+    # the Sentence pairs page draws once there is a pair: 4,000 + 5 tokens, so sentence B fits in the limit
+    text, pair = (PAIR_A, "the dog ran away .") if page == "pairs" else (TEXT, "")
+    for key, value in dict(source="hub", model=long_llama, text=text, pair=pair).items():
         at.session_state[key] = value
     at.run()
     at.switch_page(f"app_pages/{page}.py").run()
@@ -37,7 +39,10 @@ def test_every_page_at_4096_tokens_draws_says_what_it_shows_and_stays_small(page
     figs = figures(at)
     assert figs, f"{page}: no figure at {N} tokens"
     notes = " ".join(texts(at, "warning") + texts(at, "info") + texts(at, "caption") + texts(at, "markdown"))
-    assert f"first {N:,}" in notes or f"first {N}" in notes, f"{page}: the page does not say it cut the text"
+    if page == "pairs":
+        assert "Sentence A: tokens 0–3999" in notes, notes[:500]
+    else:
+        assert f"first {N:,}" in notes or f"first {N}" in notes, f"{page}: the page does not say it cut the text"
     size = sum(len(json.dumps(f)) for f in figs.values())
     assert size < 16 * 2**20, f"{page}: {size / 2**20:.1f} MB of figures at {N} tokens"
     if page == "heads":
