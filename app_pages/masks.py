@@ -72,6 +72,7 @@ st.markdown(
     + f" Shown: layer {src.layer}, head {head}."
 )
 who = f"head {head}"
+first = st.container()  # chart 1 goes here, above the window slider, so it starts on the first screen
 a, b = hm.window(with_mask.n_tokens, ui.token_window(with_mask, hm.MAX_SHOWN))
 cross = src.part == "cross"  # keys are the source text: drawn whole, labelled with its tokens
 keys = with_mask.key_tokens if cross else None
@@ -81,21 +82,22 @@ cut = (
 )  # long texts: a window of tokens, every row still over all of its keys
 if (a, b) != (0, with_mask.n_tokens):
     who += f", tokens {a}–{b - 1} of {with_mask.n_tokens}"
-show(
-    mp.stage_pair(
-        with_mask.head(layer, head).scaled[cut],
-        with_mask.layer_mask(layer)[cut],
-        with_mask.tokens,
-        who,
-        boundary,
-        a,
-        keys,
-    ),
-    "1 · The stages before and after the mask",
-    "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
-    "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
-    "stages",
-)
+with first:
+    show(
+        mp.stage_pair(
+            with_mask.head(layer, head).scaled[cut],
+            with_mask.layer_mask(layer)[cut],
+            with_mask.tokens,
+            who,
+            boundary,
+            a,
+            keys,
+        ),
+        "1 · The stages before and after the mask",
+        "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
+        "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
+        "stages",
+    )
 show(
     mp.weights_comparison(
         without.head(layer, head).weights[cut],

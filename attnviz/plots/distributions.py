@@ -110,7 +110,7 @@ def softmax_pair(cmp: ScalingComparison, tokens, head_label: str, scale_text: st
         z = w[:, start:stop, start:stop].mean(axis=0)
         fig.add_trace(heatmap(z, tokens, "coloraxis", "weight", name, start=start), row=1, col=col)
         token_axes(fig, tokens, 1, col, show_y=col == 1, start=start, stop=stop)
-    return finish(fig, "softmax_pair", grid_height(stop - start, 2), top=50, coloraxis=weights_axis())
+    return finish(fig, "softmax_pair", grid_height(stop - start, 2), top=70 if part else 50, coloraxis=weights_axis())
 
 
 def row_saturation(cmp: ScalingComparison, tokens, scale_text: str) -> go.Figure:

@@ -60,7 +60,7 @@ def weights_matrix(
     (q0, q1), (k0, k1) = window(len(tokens), token_range), window(len(key_tokens), token_range)
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
     if (q1 - q0, k1 - k0) != (len(tokens), len(key_tokens)):
-        title += f" · tokens {q0}–{q1 - 1} of {len(tokens)}"
+        title += f"\ntokens {q0}–{q1 - 1} of {len(tokens)}"
     q_lab = np.array([escape(t) for t in tokens[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in key_tokens[k0:k1]], dtype=object)
     custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
@@ -79,11 +79,11 @@ def weights_matrix(
         )
     )
     fig.update_layout(
-        title=dict(text=escape(title)),
+        title=dict(text=escape(title).replace("\n", "<br>")),
         xaxis=dict(title="key", **ticks(key_tokens, k0, k1), tickangle=-60),
         yaxis=dict(title="query", **ticks(tokens, q0, q1), autorange="reversed"),
         height=max(320, min(700, 160 + 18 * (q1 - q0))),
-        margin=dict(l=90, r=20, t=50, b=90),
+        margin=dict(l=90, r=20, t=70 if "\n" in title else 50, b=90),
         meta={"figure": figure},
     )
     return add_boundary(fig, boundary, (q0, q1))

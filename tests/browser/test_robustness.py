@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
@@ -70,6 +71,15 @@ def test_a_model_that_fails_to_load_keeps_the_app_on_the_bundled_model(tab):
     assert any("cannot be reached" in a or "Could not load" in a for a in alert), alert
     assert tab.page.locator(".js-plotly-plot").count() > 0  # still showing the bundled model
     assert tab.page.locator("[data-testid='stException']").count() == 0
+
+
+def test_a_missing_relative_model_folder_says_where_it_looked(tab, streamlit_server):
+    """#12.7: a relative path names the absolute folder it tried and the server's working folder."""
+    tab.open("?source=hub&model=" + quote("./no-such-model"))
+    alert = " ".join(tab.page.locator("[data-testid='stAlert']").all_inner_texts())
+    root = Path(__file__).resolve().parents[2]  # the server runs from the repository root
+    assert str(root / "no-such-model") in alert and f"relative paths start from '{root}'" in alert, alert
+    assert tab.page.locator(".js-plotly-plot").count() > 0  # the bundled model still draws
 
 
 def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, streamlit_server):

@@ -82,6 +82,9 @@ def test_at_400_tokens_colour_ranges_show_structure_and_long_charts_are_grouped(
     )
     assert bright > 0.05, f"only {bright:.1%} of cells are brighter than the bottom tenth"
     assert "customdata" in template and "%{z" not in template, template
+    # past 40 tokens the grid's hover still names the tokens: its axes are categories named '%03d token'
+    x, y = laptop.page.evaluate(f"() => {{ const t = {chart('head_grid')}._fullData[0]; return [t.x[5], t.y[7]]; }}")
+    assert x.startswith("005 ") and y.startswith("007 ") and len(x) > 4, (x, y)
     laptop.shot("long-heads-row-max")
     laptop.open("scaling?text=" + quote(LONG), charts=3)
     n = laptop.page.evaluate(f"() => Math.max(...{chart('row_saturation')}._fullData.map(t => t.x.length))")
