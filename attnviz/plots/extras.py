@@ -25,7 +25,8 @@ def sink_share_bars(tokens, share: np.ndarray, head: int) -> go.Figure:
     )
     fig.update_yaxes(range=[0, 1], title_text="share of the query's attention")
     fig.update_xaxes(title_text="query token", type="category", tickangle=-45)
-    return finish(fig, "sink_share", height=320, top=40, title=f"Head {head}: what each query gave to the sink")
+    fig = finish(fig, "sink_share", height=320, top=40, title=f"Head {head}: what each query gave to the sink")
+    return fig.update_layout(margin_l=70)  # room for the y-axis title
 
 
 def softcap_curve(values: Softcap, head: int) -> go.Figure:
@@ -52,4 +53,5 @@ def softcap_curve(values: Softcap, head: int) -> go.Figure:
     fig.update_xaxes(title_text="q·k × scale, before the cap")
     fig.update_yaxes(title_text="scaled stage, after the cap")
     shown = "" if values.before.size == values.n_cells else f" ({values.before.size:,} of {values.n_cells:,} cells)"
-    return finish(fig, "softcap_curve", height=380, top=80, title=f"Head {head}: scores squeezed by the cap{shown}")
+    fig = finish(fig, "softcap_curve", height=380, top=80, title=f"Head {head}: scores squeezed by the cap{shown}")
+    return fig.update_layout(margin_l=70, legend=dict(y=1.02))  # legend between the title and the plot
