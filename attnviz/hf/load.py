@@ -239,7 +239,8 @@ def probe(loaded: LoadedModel) -> None:
             rec.layers.clear()
         except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
             raise ModelLoadError(
-                f"{loaded.label!r} failed on a test sentence: {str(e).splitlines()[0][:200].rstrip('.')}. {INSTEAD}"
+                f"{loaded.label!r} cannot be traced: it failed on a test sentence ({str(e).splitlines()[0][:200].rstrip('.')}). "
+                f"{INSTEAD}"
             ) from None
         if len(set(rec.modules)) < len(rec.modules) and _calls_per_forward(loaded, inputs, rec) > 1:
             raise ModelLoadError(
