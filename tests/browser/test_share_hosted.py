@@ -135,6 +135,10 @@ def test_a_shared_link_opens_the_same_sentence_layer_head_and_page_in_a_fresh_br
         assert b.page.context.cookies() == []
         b.page.goto(link, wait_until="domcontentloaded")
         b.idle(charts=1)
+        # on a busy host the first run can end before the sidebar's sliders are drawn: wait for them
+        for name in ("Layer", "Head"):
+            b.page.get_by_role("slider", name=name).wait_for(state="visible")
+        b.idle(charts=1)
         got = view(b)
         b.shot("shared-link-received")
         for key in ("title", "path", "sentence", "sliders"):
