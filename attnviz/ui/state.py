@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -32,8 +33,9 @@ MAX_TEXT_CHARS = 20_000  # longer texts are cut (and the page says so); far beyo
 # the layer twice and pressing Back leaves the app. This makes those writes push a history entry instead;
 # Back then restores the previous view (Streamlit reruns on popstate with the older address). Only writes
 # made by the widget binding (its updateUrlParam method) are turned into entries: Streamlit's own
-# replaceState calls while it replays a Back stay replacements, so Forward keeps working.
-HISTORY_JS = """<script>
+# replaceState calls while it replays a Back stay replacements, so Forward keeps working. A fixed script
+# with no user text in it, installed into the app's page from a component frame (as widgets.scroll_to is).
+HISTORY_JS = """
 (() => {
   if (window.__attnvizHistory) return;
   window.__attnvizHistory = true;
@@ -44,7 +46,7 @@ HISTORY_JS = """<script>
     return (fromWidget ? push : replace).call(history, state, unused, url);
   };
 })();
-</script>"""
+"""
 
 
 #: Fill choices on the Masks page: URL id -> name in analysis.masks.COMMON_FILLS.
@@ -122,7 +124,14 @@ def url_choice(widget, label: str, options, *, key: str, default=None, multi: bo
 
 def keep_history() -> None:
     """Make view changes browser history entries, so Back and Forward move between views (see HISTORY_JS)."""
-    st.sidebar.html(HISTORY_JS, width="content", unsafe_allow_javascript=True)
+    from streamlit.components.v1 import html
+
+    install = (  # a script element runs in the app page's own realm, so the patch outlives the frame
+        "<script>const d = window.parent.document, s = d.createElement('script');"
+        f"s.textContent = {json.dumps(HISTORY_JS)}; d.head.appendChild(s);</script>"
+    )
+    with st.sidebar:
+        html(install, 0)
 
 
 def copy_link() -> None:
