@@ -32,7 +32,7 @@ def traces(folders):
 def _eager(folder, ids):
     with torch.no_grad():
         out = fm.eager_model(folder)(input_ids=torch.tensor([ids]), output_attentions=True, use_cache=False)
-    return fm._stack(out.attentions)
+    return fm.stack_attentions(out.attentions)
 
 
 def _logits(record, n_head):

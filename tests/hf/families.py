@@ -434,8 +434,21 @@ def _main_output(out) -> torch.Tensor:
     return out[0]
 
 
-def _stack(attentions) -> np.ndarray:
+def stack_attentions(attentions) -> np.ndarray:
+    """transformers' per-layer attentions (batch item 0) as one [layer, head, query, key] array."""
     return np.stack([a[0].float().numpy() for a in attentions if a is not None])
+
+
+def eager_attentions(folder: Path, ids, n_real: int | None = None) -> np.ndarray:
+    """Eager output_attentions [layer, head, query, key] for token `ids`; keys from n_real on are padding."""
+    model = eager_model(folder)
+    n_real = len(ids) if n_real is None else n_real
+    mask = torch.tensor([[1] * n_real + [0] * (len(ids) - n_real)])
+    from attnviz.hf.capture import call_kwargs  # no key/value cache, as attnviz runs the model
+
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), attention_mask=mask, output_attentions=True, **call_kwargs(model))
+    return stack_attentions(out.attentions)
 
 
 #: Families whose output_attentions gives the masked scores (before the softmax), not the weights.
@@ -483,7 +496,7 @@ def _weights_differ(trace, attentions, part: str) -> list[str]:
     attentions = [a for a in (attentions or ()) if a is not None and a.dim() == 4 and tuple(a.shape[-2:]) == (n_q, n_k)]
     if not attentions:  # hybrids (MiniMax) also return their linear-attention layers' state: only softmax layers count
         return [f"{where}eager gives no attentions"]
-    ref = _stack(attentions)
+    ref = stack_attentions(attentions)
     ours = trace.weights
     sinks = trace.records and trace.records[0].sinks is not None
     if sinks and np.allclose(ref.sum(-1), 1, atol=1e-4):  # eager returns the weights before the sink's share

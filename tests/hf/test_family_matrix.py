@@ -99,7 +99,7 @@ def test_bloom_runs_with_eager_masks(root):
     ref = fm.eager_model(root / "bloom")
     with torch.no_grad():
         out = ref(input_ids=torch.tensor([tr.provenance.input_ids]), output_attentions=True)
-    assert abs(tr.weights - fm._stack(out.attentions)).max() <= fm.ATOL
+    assert abs(tr.weights - fm.stack_attentions(out.attentions)).max() <= fm.ATOL
 
 
 def test_sparse_attention_shows_only_the_keys_its_indexer_chose(root):
@@ -132,7 +132,7 @@ def test_per_query_sinks_are_recorded_per_query(root):
     with torch.no_grad():
         out = fm.eager_model(root / "inkling2_text")(input_ids=torch.tensor([tr.provenance.input_ids]),
                                                     output_attentions=True, use_cache=False)  # fmt: skip
-    assert abs(tr.weights - fm._stack(out.attentions)).max() <= fm.ATOL
+    assert abs(tr.weights - fm.stack_attentions(out.attentions)).max() <= fm.ATOL
     assert (tr.weights.sum(-1) < 1 - 1e-6).all()  # the rest went to the sink
     layer = tr.layer(1)
     assert abs(tr.head(1, 3, queries=(2, 5)).weights - layer.weights[3, 2:5]).max() <= 1e-6

@@ -42,7 +42,7 @@ def test_every_stage_equals_eager_with_its_sliding_window(folder, pad):
     mask = torch.tensor([[1] * n_real + [0] * pad])
     with torch.no_grad():
         ref = fm.eager_model(folder)(input_ids=ids, attention_mask=mask, output_attentions=True)
-    np.testing.assert_allclose(tr.weights, fm._stack(ref.attentions), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(tr.weights, fm.stack_attentions(ref.attentions), rtol=0, atol=ATOL)
     pos = np.arange(n)
     keys = np.broadcast_to(pos < n_real, (n, n))
     np.testing.assert_array_equal(tr.layer_mask(0), keys)  # global layer: every real key

@@ -37,7 +37,7 @@ def _reference(folder, ids, n_real):
         out = _eager(folder)(
             input_ids=torch.tensor([ids]), attention_mask=mask, output_attentions=True, use_cache=False
         )
-    return fm._stack(out.attentions), out.last_hidden_state[0]
+    return fm.stack_attentions(out.attentions), out.last_hidden_state[0]
 
 
 def _slopes(n_head: int) -> np.ndarray:

@@ -46,16 +46,6 @@ def folders(tmp_path_factory):
     return {f: _build(f, root / f) for f in FAMILIES}
 
 
-def _eager(folder, ids, n_real):
-    """Eager output_attentions [layer, head, query, key] for `ids`, keys from n_real on padding."""
-    model = fm.eager_model(folder)
-    mask = torch.tensor([[1] * n_real + [0] * (len(ids) - n_real)])
-    kw = {"use_cache": False} if "use_cache" in attnviz.hf.capture.call_kwargs(model) else {}
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor([ids]), attention_mask=mask, output_attentions=True, **kw)
-    return fm._stack(out.attentions)
-
-
 def _softmax(x):
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
@@ -70,7 +60,7 @@ def test_every_stage_equals_eager_attention(family, pad, folders):
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad)
     assert tr.stages == attnviz.STAGES and not tr.weights_only
     assert "own attention code" in tr.provenance.attn_implementation
-    ref = _eager(folders[family], list(tr.provenance.input_ids), n_real)
+    ref = fm.eager_attentions(folders[family], list(tr.provenance.input_ids), n_real)
     if family == "squeezebert":  # its output_attentions is the masked stage: the weights are its softmax
         np.testing.assert_allclose(np.stack([tr.layer(i).masked for i in range(tr.n_layer)]), ref, rtol=0, atol=ATOL)
         ref = _softmax(ref.astype(np.float64))
@@ -221,7 +211,9 @@ def test_squeezebert_weights_only_shows_the_softmax_of_what_eager_returns(folder
     n_real = attnviz.trace(loaded, TEXT).n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + 3)
     assert tr.weights_only
-    ref = _softmax(_eager(folders["squeezebert"], list(tr.provenance.input_ids), n_real).astype(np.float64))
+    ref = _softmax(
+        fm.eager_attentions(folders["squeezebert"], list(tr.provenance.input_ids), n_real).astype(np.float64)
+    )
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
     np.testing.assert_allclose(tr.weights.sum(-1), 1, atol=1e-5)
 
@@ -240,7 +232,9 @@ def test_a_decoder_is_read_with_its_causal_mask(family, tmp_path):
     assert loaded.reproduced and loaded.note == ""
     n_real = attnviz.trace(loaded, TEXT).n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + 3)
-    np.testing.assert_allclose(tr.weights, _eager(tmp_path, list(tr.provenance.input_ids), n_real), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(
+        tr.weights, fm.eager_attentions(tmp_path, list(tr.provenance.input_ids), n_real), rtol=0, atol=ATOL
+    )
     allowed = np.tril(np.ones((tr.n_tokens, tr.n_tokens), bool))
     allowed[:, n_real:] = False
     np.testing.assert_array_equal(tr.layer_mask(1), allowed)
@@ -279,7 +273,7 @@ def test_deberta_disentangled_terms_are_the_bias_and_the_weights_equal_eager(deb
     assert loaded.reproduced and loaded.note == ""
     n_real = attnviz.trace(loaded, TEXT).n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad)
-    ref = _eager(deberta_folder, list(tr.provenance.input_ids), n_real)
+    ref = fm.eager_attentions(deberta_folder, list(tr.provenance.input_ids), n_real)
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
     np.testing.assert_allclose(tr.scale, (8 * 3) ** -0.5, rtol=1e-6)  # sqrt(d * (1 + two position terms))
     assert set(tr.scale_on) == {"q"} and tr.has_bias

@@ -42,16 +42,6 @@ def folders(tmp_path_factory):
     return {f: _build(f, root / f) for f in FAMILIES}
 
 
-def _reference(folder, ids, n_real):
-    """Eager attentions [layer, head, query, key] for `ids`, keys from n_real on padding."""
-    model = fm.eager_model(folder)
-    mask = torch.tensor([[1] * n_real + [0] * (len(ids) - n_real)])
-    kw = {"use_cache": False} if "use_cache" in attnviz.hf.capture.call_kwargs(model) else {}
-    with torch.no_grad():
-        out = model(input_ids=torch.tensor([ids]), attention_mask=mask, output_attentions=True, **kw)
-    return fm._stack(out.attentions)
-
-
 def _expected_mask(family, layer, n, n_real):
     allowed = np.ones((n, n), bool) if family in BIDIRECTIONAL else np.tril(np.ones((n, n), bool))
     if family == "gpt_neo" and layer == 1:  # the local layer: only the last WINDOW keys up to the query
@@ -69,7 +59,7 @@ def test_every_stage_equals_eager_attention(family, pad, folders):
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad)
     assert tr.stages == attnviz.STAGES and not tr.weights_only
     assert "own attention code" in tr.provenance.attn_implementation
-    ref = _reference(folders[family], list(tr.provenance.input_ids), n_real)
+    ref = fm.eager_attentions(folders[family], list(tr.provenance.input_ids), n_real)
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
     for layer in range(tr.n_layer):
         np.testing.assert_array_equal(tr.layer_mask(layer), _expected_mask(family, layer, tr.n_tokens, n_real))
@@ -127,7 +117,7 @@ def test_a_padded_query_its_window_hides_entirely_is_refused_not_misread(folders
     with pytest.raises(attnviz.InputError, match="hides every key a query may see"):
         attnviz.trace(loaded, TEXT, pad_to=n_real + WINDOW + 1)
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + WINDOW + 1, pad_mask=False)  # padding visible: nothing hidden
-    ref = _reference(folders["gpt_neo"], list(tr.provenance.input_ids), len(tr.provenance.input_ids))
+    ref = fm.eager_attentions(folders["gpt_neo"], list(tr.provenance.input_ids), len(tr.provenance.input_ids))
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
 
 

@@ -27,7 +27,7 @@ def folders(tmp_path_factory):
 def _eager_weights(folder, ids) -> np.ndarray:
     with torch.no_grad():
         out = fm.eager_model(folder)(input_ids=torch.tensor([ids]), output_attentions=True)
-    return fm._stack(out.attentions)
+    return fm.stack_attentions(out.attentions)
 
 
 @pytest.mark.parametrize("family", ["opt", "esm"])
