@@ -175,36 +175,25 @@ REPRODUCERS = {
     "transformers.models.codegen.modeling_codegen.CodeGenAttention": Reproducer("CodeGen", codegen),
     "transformers.models.xlm.modeling_xlm.MultiHeadAttention": Reproducer("XLM", xlm),
     "transformers.models.flaubert.modeling_flaubert.MultiHeadAttention": Reproducer("FlauBERT", xlm),
-    **{
-        f"transformers.models.{path}": Reproducer(family, read, *rest)
-        for path, family, read, *rest in (
-            ("megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention", "MegatronBERT", own_bert.bert),
-            ("rembert.modeling_rembert.RemBertSelfAttention", "RemBERT", own_bert.bert),
-            ("big_bird.modeling_big_bird.BigBirdSelfAttention", "BigBird", own_bert.bert),
-            ("convbert.modeling_convbert.ConvBertSelfAttention", "ConvBERT", own_bert.bert),
-            ("roformer.modeling_roformer.RoFormerSelfAttention", "RoFormer", own_bert.roformer),
-            (
-                "squeezebert.modeling_squeezebert.SqueezeBertSelfAttention",
-                "SqueezeBERT",
-                own_bert.squeezebert,
-                "masked",
-                True,
-            ),
-            ("ibert.modeling_ibert.IBertSelfAttention", "I-BERT", own_bert.ibert),
-            ("mpnet.modeling_mpnet.MPNetSelfAttention", "MPNet", own_bert.mpnet),
-            ("deberta.modeling_deberta.DisentangledSelfAttention", "DeBERTa", own_bert.deberta),
-            (
-                "nystromformer.modeling_nystromformer.NystromformerSelfAttention",
-                "Nystromformer",
-                own_bert.nystromformer,
-            ),
-            (
-                "gpt_neox_japanese.modeling_gpt_neox_japanese.GPTNeoXJapaneseAttention",
-                "GPT-NeoX-Japanese",
-                own_bert.gpt_neox_japanese,
-            ),
-        )
-    },
+    "transformers.models.megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention": Reproducer(
+        "MegatronBERT", own_bert.bert
+    ),
+    "transformers.models.rembert.modeling_rembert.RemBertSelfAttention": Reproducer("RemBERT", own_bert.bert),
+    "transformers.models.big_bird.modeling_big_bird.BigBirdSelfAttention": Reproducer("BigBird", own_bert.bert),
+    "transformers.models.convbert.modeling_convbert.ConvBertSelfAttention": Reproducer("ConvBERT", own_bert.bert),
+    "transformers.models.roformer.modeling_roformer.RoFormerSelfAttention": Reproducer("RoFormer", own_bert.roformer),
+    "transformers.models.squeezebert.modeling_squeezebert.SqueezeBertSelfAttention": Reproducer(
+        "SqueezeBERT", own_bert.squeezebert, returns="masked", channels_first=True
+    ),
+    "transformers.models.ibert.modeling_ibert.IBertSelfAttention": Reproducer("I-BERT", own_bert.ibert),
+    "transformers.models.mpnet.modeling_mpnet.MPNetSelfAttention": Reproducer("MPNet", own_bert.mpnet),
+    "transformers.models.deberta.modeling_deberta.DisentangledSelfAttention": Reproducer("DeBERTa", own_bert.deberta),
+    "transformers.models.nystromformer.modeling_nystromformer.NystromformerSelfAttention": Reproducer(
+        "Nystromformer", own_bert.nystromformer
+    ),
+    "transformers.models.gpt_neox_japanese.modeling_gpt_neox_japanese.GPTNeoXJapaneseAttention": Reproducer(
+        "GPT-NeoX-Japanese", own_bert.gpt_neox_japanese
+    ),
 }
 
 _HOOKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> its hook handle (never hooked twice)
