@@ -47,18 +47,7 @@ def start_server(port: int, log: Path, extra_env: dict | None = None) -> subproc
         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited early; see {log}:\n{log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                if r.read().decode().strip() == "ok":
-                    return proc
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"streamlit did not become healthy in 90 s; see {log}")
+    return wait_healthy(proc, port, log)
 
 
 # Benign console noise from the closed network of the test machine, never from our app.
