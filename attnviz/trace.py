@@ -21,7 +21,7 @@ from .attention import DEFAULT_FILL, Stages, check_scale, stages_from_scores
 from .errors import AttnvizError, check_index
 
 STAGES = ("scores", "scaled", "masked", "weights")
-_LAYER_CACHE = 2  # computed layers kept per trace: a page switching stages or heads does not recompute
+_LAYER_CACHE = 2  # computed layers (or windows) kept per trace: a page switching stages or heads does not recompute
 
 
 @dataclass(frozen=True, eq=False)
@@ -256,15 +256,19 @@ class AttentionTrace:
         layer = check_index("layer", layer, self.n_layer)
         if self.weights_only:
             return Stages(None, None, None, self.stored_weights[layer])
+        return self._recent(layer, lambda: self.records[layer].stages())
+
+    def _recent(self, key, compute) -> Stages:
+        """Stages computed by `compute` (torch), kept among the _LAYER_CACHE most recently used layers or windows."""
         with self._lock:
-            hit = self._cache.pop(layer, None)
+            hit = self._cache.pop(key, None)
             if hit is not None:
-                self._cache[layer] = hit  # most recently used last
+                self._cache[key] = hit  # most recently used last
                 return hit
         with torch.inference_mode():
-            out = Stages(*(_frozen_numpy(s) for s in self.records[layer].stages()))
+            out = Stages(*(_frozen_numpy(s) for s in compute()))
         with self._lock:
-            self._cache[layer] = out
+            self._cache[key] = out
             while len(self._cache) > _LAYER_CACHE:
                 self._cache.pop(next(iter(self._cache)))
         return out
@@ -303,9 +307,10 @@ class AttentionTrace:
         rows, cols = slice(int(queries[0]), int(queries[1])), slice(int(keys[0]), int(keys[1]))
         if self.weights_only:
             return Stages(None, None, None, self.stored_weights[layer, :, rows, cols])
-        with torch.inference_mode():
-            stages = self.records[layer].stages(queries=rows)
-        return Stages(*(_frozen_numpy(s[..., cols]) for s in stages))
+        if (rows, cols) == (slice(0, self.n_tokens), slice(0, self.n_keys)):
+            return self.layer(layer)
+        key = (layer, rows.start, rows.stop, cols.start, cols.stop)  # a page asks for the same window more than once
+        return self._recent(key, lambda: (s[..., cols].contiguous() for s in self.records[layer].stages(queries=rows)))
 
     def stage(self, name: str, layer: int | None = None) -> np.ndarray:
         """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""

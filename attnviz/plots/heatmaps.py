@@ -63,10 +63,9 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, ke
     queries / keys: (start, stop) windows; only the window's rows are computed (every key still in the softmax),
     so a long text never builds a layer's full [head, query, key] stages for a 128-token view."""
     rows, cols = queries or (0, trace.n_tokens), keys or (0, trace.n_keys)
-    if (rows, cols) == ((0, trace.n_tokens), (0, trace.n_keys)) or stage not in trace.stages:
-        z = np.array(trace.stage(stage, layer), dtype=np.float32)[:, slice(*rows), slice(*cols)]
-    else:
-        z = np.array(getattr(trace.window(layer, rows, cols), stage), dtype=np.float32)
+    if stage not in trace.stages:
+        trace.stage(stage, layer)  # raises the clear "not captured" error
+    z = np.array(getattr(trace.window(layer, rows, cols), stage), dtype=np.float32)
     if stage == "masked":
         z[:, ~trace.layer_mask(layer)[slice(*rows), slice(*cols)]] = np.nan
     return z
