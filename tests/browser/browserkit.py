@@ -93,6 +93,28 @@ class Tab:
         )
         return self
 
+    def hover(self, chart, fx: float, fy: float, tries: int = 4) -> str:
+        """Move the mouse to (fx, fy), fractions of `chart`'s plot area, and return Plotly's hover text.
+
+        The plot area is measured again on each try: a chart drawn or resized after the first measurement (another
+        chart finishing above it, a scroll bar appearing) moves it, and a move to where the mouse already is fires no
+        hover event, so each try comes in from outside the cell."""
+        for _ in range(tries):
+            chart.scroll_into_view_if_needed()
+            box = chart.locator(".nsewdrag").first.bounding_box()
+            if box is not None:
+                x, y = box["x"] + box["width"] * fx, box["y"] + box["height"] * fy
+                self.page.mouse.move(x - 40, y - 40)
+                self.page.mouse.move(x, y, steps=8)
+                hover = self.page.locator(".hoverlayer .hovertext")
+                try:
+                    hover.first.wait_for(state="visible", timeout=4_000)
+                    return hover.first.text_content() or ""
+                except Exception:  # noqa: BLE001 - Playwright's TimeoutError: measure again and retry
+                    pass
+            self.page.wait_for_timeout(500)
+        raise AssertionError(f"no hover text after {tries} tries")
+
     def shot(self, name: str) -> Path:
         path = OUT / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=True)

@@ -21,18 +21,10 @@ def test_every_page_renders_charts_without_errors(tab, name):
 
 
 def test_hovering_a_heatmap_cell_shows_the_token_pair(tab):
-    tab.open("?text=The+cat+sat+on+the+mat")
-    chart = tab.page.locator(".js-plotly-plot").nth(1)  # the large single-head heatmap follows the grid
-    chart.scroll_into_view_if_needed()
-    box = chart.locator(".nsewdrag").first.bounding_box()
-    assert box is not None
+    tab.open("?text=The+cat+sat+on+the+mat", charts=2)  # the grid and the large single-head heatmap below it
+    chart = tab.page.locator(".js-plotly-plot").nth(1)
     # the cell at query "cat" (row 2), key "sat" (column 3) of 8 tokens: [CLS] the cat sat on the mat [SEP]
-    x = box["x"] + box["width"] * (3.5 / 8)
-    y = box["y"] + box["height"] * (2.5 / 8)
-    tab.page.mouse.move(x, y)
-    hover = tab.page.locator(".hoverlayer .hovertext")
-    hover.first.wait_for(state="visible", timeout=10_000)
-    text = hover.first.text_content()
+    text = tab.hover(chart, 3.5 / 8, 2.5 / 8)
     tab.shot("hover")
     assert "cat" in text and "sat" in text, text
 
