@@ -74,16 +74,36 @@ class Tab:
         self.page.goto(f"{self.base}/{path.lstrip('/')}", wait_until="domcontentloaded")
         return self.idle(charts, timeout)
 
-    def idle(self, charts: int = 1, timeout: float = 90_000):
-        """Wait until the script has finished and at least `charts` Plotly charts are drawn."""
+    def idle(self, charts: int = 1, timeout: float = 90_000, until=None):
+        """Wait until the script has finished and at least `charts` Plotly charts are drawn.
+
+        After a click or a key press, pass `until` (a callable reading the page, true once the action has taken
+        effect): on a busy host the rerun may not have started after the first 300 ms, and an idle app then only
+        means the old view is still on screen."""
         self.page.wait_for_timeout(300)  # let a rerun start before we wait for it to end
         self.page.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)  # every page has a title
         self.page.wait_for_selector(IDLE, timeout=timeout)
+        if until is not None:
+            self.wait_until(until, timeout)
         if charts:
             self.page.wait_for_function(
                 f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}", timeout=timeout
             )
         return self
+
+    def wait_until(self, check, timeout: float = 90_000) -> None:
+        """Poll `check()` until it is true, letting each rerun finish in between; fail after `timeout` ms."""
+        deadline = time.monotonic() + timeout / 1000
+        while True:
+            try:
+                if check():
+                    return
+            except Exception:  # noqa: BLE001 - the page is between two runs: read it again
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the page never reached the expected state (url {self.page.url})")
+            self.page.wait_for_timeout(250)
+            self.page.wait_for_selector(IDLE, timeout=timeout)
 
     def wait_for_content(self, timeout: float = 90_000):
         """Wait until the page shows a chart or a message (st.info / st.warning / st.error)."""

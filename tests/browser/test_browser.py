@@ -40,7 +40,7 @@ def test_url_with_query_parameters_opens_the_same_view(tab):
 def test_switching_pages_keeps_the_state(tab):
     tab.open("?text=Switching+pages+keeps+this&layer=2")
     tab.page.locator("[data-testid='stSidebarNav'] a", has_text="Masks").click()
-    tab.idle()
+    tab.idle(until=lambda: urlparse(tab.page.url).path.endswith("/masks"))
     query = parse_qs(urlparse(tab.page.url).query)
     assert urlparse(tab.page.url).path.endswith("/masks")
     assert query.get("text") == ["Switching pages keeps this"], tab.page.url
@@ -56,7 +56,7 @@ def test_typing_a_new_sentence_updates_the_heatmaps(tab):
     area = tab.page.locator("textarea").first
     area.fill("Dogs bark loudly")
     area.press("Control+Enter")
-    tab.idle()
+    tab.idle(until=lambda: "bark" in tab.page.inner_text("[data-testid='stMain']"))
     assert "bark" in tab.page.inner_text("[data-testid='stMain']")
     assert "Dogs+bark+loudly" in tab.page.url or "Dogs%20bark%20loudly" in tab.page.url
 
@@ -79,7 +79,7 @@ def test_clicking_an_overview_tile_opens_that_layer_and_head(tab):
         }"""
     )
     tab.page.mouse.click(x, y)
-    tab.idle(charts=3)
+    tab.idle(charts=3, until=lambda: tab.sliders().get("Head") == "7")
     assert tab.sliders().get("Layer") == "3" and tab.sliders().get("Head") == "7", tab.sliders()
     assert "layer=3" in tab.page.url and "head=7" in tab.page.url
 

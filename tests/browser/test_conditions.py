@@ -19,10 +19,10 @@ def test_links_carry_short_ids_and_old_label_links_still_open(tab):
     assert tab.page.get_by_role("radio", name="float32 min (the model's own)").is_checked()
     # a choice made on the page is written as its id
     tab.page.locator("[data-testid='stRadio'] label", has_text="-1e9").click()
-    tab.idle()
+    tab.idle(until=lambda: query(tab).get("fill") == ["-1e9"])
     assert query(tab).get("fill") == ["-1e9"], tab.page.url
     tab.page.locator("[data-testid='stRadio'] label", has_text="Hugging Face model").click()
-    tab.idle()
+    tab.idle(until=lambda: query(tab).get("source") == ["hub"])
     assert query(tab).get("source") == ["hub"], tab.page.url
     assert "+" not in (query(tab).get("source") or [""])[0]
 
@@ -132,7 +132,7 @@ def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings
         }"""
     )
     tab.page.mouse.click(x, y)
-    tab.idle(charts=3)
+    tab.idle(charts=3, until=lambda: tab.sliders().get("Head") == "7")
     tab.page.wait_for_timeout(1000)
     assert tab.sliders().get("Layer") == "3" and tab.sliders().get("Head") == "7", tab.sliders()
     top = tab.page.evaluate("() => document.querySelector('#one-head').getBoundingClientRect().top")

@@ -82,7 +82,7 @@ def test_the_start_script_serves_health_in_hosted_mode_and_stops_on_sigterm(host
         box = tab.page.get_by_role("textbox", name="Model id or local folder")
         box.fill("gpt2")
         box.press("Enter")
-        tab.idle(charts=3)
+        tab.idle(charts=3, until=lambda: "only loads" in tab.page.inner_text("[data-testid='stApp']"))
         body = tab.page.inner_text("[data-testid='stMain']") + tab.page.inner_text("[data-testid='stSidebar']")
         assert "This hosted dashboard only loads these models" in body and "'gpt2' is not one of them" in body, body
         assert all("only loads" in e for e in tab.errors_on_page()), tab.errors_on_page()
@@ -109,9 +109,9 @@ def test_a_shared_link_opens_the_same_sentence_layer_head_and_page_in_a_fresh_br
         box = a.page.locator("textarea[aria-label='Sentence']")
         box.fill(SENTENCE)
         box.press("Control+Enter")
-        a.idle(charts=3)
+        a.idle(charts=3, until=lambda: "text=" in a.page.url)
         a.page.get_by_role("link", name="Scaling").click()
-        a.idle(charts=1)
+        a.idle(charts=1, until=lambda: a.page.url.split("?")[0].endswith("/scaling"))
         for name, steps in (("Layer", 4), ("Head", 7)):
             slider = a.page.get_by_role("slider", name=name)
             slider.focus()

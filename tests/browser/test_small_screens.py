@@ -73,7 +73,7 @@ def test_at_400_tokens_colour_ranges_show_structure_and_long_charts_are_grouped(
     """#12.6: a colour range that is not all dark, the true weight in the hover, no barcode or zig-zag."""
     laptop.open("?text=" + quote(LONG), charts=3)
     laptop.page.locator("[data-testid='stRadio'] label", has_text="per-row max").click()
-    laptop.idle(charts=3)
+    laptop.idle(charts=3, until=lambda: parse_qs(urlparse(laptop.page.url).query).get("colour") == ["row"])
     assert parse_qs(urlparse(laptop.page.url).query).get("colour") == ["row"], laptop.page.url
     bright, template = laptop.page.evaluate(
         f"""() => {{ const t = {chart("head_grid")}._fullData[0];
@@ -95,6 +95,9 @@ def test_at_400_tokens_colour_ranges_show_structure_and_long_charts_are_grouped(
     assert n <= 64, f"the fill chart draws {n} columns"
     assert "total weight" in laptop.page.inner_text("[data-testid='stMain']")
     laptop.shot("long-masks")
+
+
+LH = ("Layer", "Head")
 
 
 def test_back_and_forward_move_between_views(laptop):
@@ -125,14 +128,17 @@ def test_back_and_forward_move_between_views(laptop):
     assert [v["layer"] for _, v in seen] == ["0", "1", "2", "2"] and seen[-1][1]["head"] == "1", seen
     for url, want in reversed(seen[:-1]):
         laptop.page.go_back()
-        laptop.idle(charts=2)
+        shows = (want["layer"], want["head"])
+        laptop.idle(
+            charts=2, until=lambda u=url, s=shows: laptop.page.url == u and s == tuple(map(laptop.sliders().get, LH))
+        )
         assert laptop.page.url == url, (laptop.page.url, url)
         shown = laptop.sliders()
         assert (shown.get("Layer"), shown.get("Head")) == (want["layer"], want["head"]), (shown, want)
         title = laptop.page.evaluate(f"() => {chart('head_grid')}.layout.meta.layer")
         assert str(title) == want["layer"], (title, want)
     laptop.page.go_forward()
-    laptop.idle(charts=2)
+    laptop.idle(charts=2, until=lambda: laptop.page.url == seen[1][0] and laptop.sliders().get("Layer") == "1")
     assert laptop.page.url == seen[1][0] and laptop.sliders().get("Layer") == "1"
     assert laptop.errors_on_page() == []
 
