@@ -50,7 +50,7 @@ def pooled_stage(trace: AttentionTrace, stage: str, size: int) -> np.ndarray:
     out = []
     for i in range(trace.n_layer):
         if trace.weights_only:
-            values = torch.from_numpy(np.asarray(trace.stage(stage, i)))
+            values = torch.from_numpy(np.array(trace.stage(stage, i)))  # a copy: the trace's arrays are read-only
         else:
             record = trace.records[i]
             with torch.inference_mode():
