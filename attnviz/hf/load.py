@@ -232,11 +232,12 @@ def probe(loaded: LoadedModel) -> None:
     """
     inputs = probe_inputs(loaded)
     if loaded.captures:
-        rec = capture.Recorder()
+        rec, refused = capture.Recorder(), ""
         try:
             capture.forward(loaded.model, inputs, rec)
-        except capture.CaptureRefused:
+        except capture.CaptureRefused as e:
             rec.layers.clear()
+            refused = str(e)
         except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
             raise ModelLoadError(
                 f"{loaded.label!r} cannot be traced: it failed on a test sentence ({str(e).splitlines()[0][:200].rstrip('.')}). "
@@ -252,9 +253,11 @@ def probe(loaded: LoadedModel) -> None:
             _learn_shapes(loaded, rec)
             return
         if getattr(loaded.model.config, "is_encoder_decoder", False):
+            why = f"it calls attention with {refused.removeprefix('attention with ')}, which attnviz cannot reproduce"
             raise ModelLoadError(
                 f"{loaded.label!r} is an encoder-decoder model whose attention attnviz cannot capture "
-                "(it computes attention in its own code). T5, BART, Marian, mBART and Pegasus are supported."
+                f"({why if refused else 'it computes attention in its own code'}). "
+                "T5, BART, Marian, mBART and Pegasus are supported."
             )
         use_eager(loaded.model)
         loaded.captures = False
