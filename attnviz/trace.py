@@ -38,8 +38,9 @@ class LayerRecord:
     softcap                            logit softcapping (Gemma 2), else None
     sinks [head] or [head, query]      attention-sink logits, one per head (gpt-oss) or per query (Inkling 2), else None
     scale_on                           where the model applied the scale: "scores" (q.k * scale), "q" (OPT, ESM:
-                                       q * scale before q.k) or "q and k" (each by sqrt(scale)); q and k here are
-                                       always unscaled, so scores = q.k and scaled = scores * scale in every case
+                                       q * scale before q.k), "k" (DeBERTa-v2: k * scale) or "q and k" (each by
+                                       sqrt(scale)); q and k here are always unscaled, so scores = q.k and scaled =
+                                       scores * scale in every case
     """
 
     q: torch.Tensor | None

@@ -5,7 +5,8 @@ Fixtures other test files can use:
     bundled_eager    a second copy of it with attn_implementation="eager", for reference outputs
     tiny_bert_dir, tiny_gpt2_dir, tiny_llama_dir   folders written with save_pretrained (safetensors)
     tiny_bert, tiny_gpt2, tiny_llama               those folders loaded through attnviz.load_model
-    tiny_falcon_dir, tiny_deberta_dir              families that bypass the attention seam (weights only)
+    tiny_xlnet_dir   a family that computes attention in its own code attnviz does not read (weights only)
+    tiny_deberta_dir a family read from its own code (all stages) whose layers cannot be copied into our module
     eager_copy       eager_copy(folder, implementation="eager") -> the same weights loaded independently with
                      transformers' eager (or "sdpa") attention, cached per folder
     eager_reference  eager_reference(eager_model, loaded, text, pad_to=None) -> (attentions, last_hidden_state)
@@ -100,24 +101,25 @@ def build_tiny_llama(folder: Path) -> Path:
     return folder
 
 
-def build_tiny_falcon(folder: Path) -> Path:
-    """Falcon picks its attention class from its own table (an unknown implementation name raises KeyError) and
-    attnviz does not read its own code: attnviz must fall back to eager, weights only."""
-    from transformers import FalconConfig, FalconModel
+def build_tiny_xlnet(folder: Path) -> Path:
+    """XLNet computes attention in its own code (two-stream relative attention: content, position and segment terms
+    added to q.k), which attnviz does not read: it falls back to eager, weights only, with a note that says why."""
+    from transformers import XLNetConfig, XLNetModel
 
     torch.manual_seed(3)
     tok, n_vocab = _wordlevel_tokenizer(["<unk>", "<|endoftext|>"], "<unk>", "<|endoftext|>", "<|endoftext|>")
-    config = FalconConfig(
-        vocab_size=n_vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
-        bos_token_id=1, eos_token_id=1,
+    config = XLNetConfig(
+        vocab_size=n_vocab, d_model=32, n_layer=2, n_head=4, d_head=8, d_inner=64, bos_token_id=1, eos_token_id=1,
+        pad_token_id=1,
     )  # fmt: skip
-    FalconModel(config).save_pretrained(folder, safe_serialization=True)
+    XLNetModel(config).save_pretrained(folder, safe_serialization=True)
     tok.save_pretrained(folder)
     return folder
 
 
 def build_tiny_deberta(folder: Path) -> Path:
-    """DeBERTa-v2 accepts the attention implementation name and never calls it: weights only."""
+    """DeBERTa-v2 computes attention in its own code, which attnviz reads (attnviz.hf.own_bert.deberta_v2), but its
+    layers (query_proj / key_proj, disentangled position terms) cannot be copied into our module."""
     from transformers import DebertaV2Config, DebertaV2Model
 
     torch.manual_seed(4)
@@ -161,8 +163,8 @@ def tiny_llama_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def tiny_falcon_dir(tmp_path_factory):
-    return build_tiny_falcon(tmp_path_factory.mktemp("tiny-falcon"))
+def tiny_xlnet_dir(tmp_path_factory):
+    return build_tiny_xlnet(tmp_path_factory.mktemp("tiny-xlnet"))
 
 
 @pytest.fixture(scope="session")

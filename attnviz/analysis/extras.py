@@ -1,9 +1,9 @@
 """What some models add to plain attention, for one layer and head: where the scale was applied, the share of each
 query that went to an attention sink, and the scores before and after logit softcapping.
 
-- scale_site: OPT, ESM, XGLM and XLM multiply q by the scale before q.k (`scale_on` "q"), the privacy filter q and k
-  each by its square root; the trace's scores are always the raw q.k and its scaled stage q.k x scale, whatever the
-  model did, so the numbers match either way; this says which one the model did.
+- scale_site: OPT, ESM, XGLM and XLM multiply q by the scale before q.k (`scale_on` "q"), DeBERTa-v2 k ("k"), the
+  privacy filter q and k each by its square root; the trace's scores are always the raw q.k and its scaled stage
+  q.k x scale, whatever the model did, so the numbers match either way; this says which one the model did.
 - sink_share: gpt-oss and Inkling 2 put a sink logit in every row's softmax and drop it afterwards, so a row's weights
   sum to less than 1; 1 - the row's sum is what the sink took.
 - softcap_values: Gemma 2 caps q.k x scale with cap x tanh(x / cap) before the mask; the pairs (before, after) of the
@@ -22,6 +22,10 @@ SCALE_SITES = {
     "scores": "The model multiplies each dot product q·k by the scale ({scale:.4g}): scaled = q·k × {scale:.4g}.",
     "q": (
         "The model multiplies q by the scale ({scale:.4g}) before the dot product, (q × {scale:.4g})·k. That is the same "
+        "number as q·k × {scale:.4g}: the scores shown here are the raw q·k and the scaled stage is what the model used."
+    ),
+    "k": (
+        "The model multiplies k by the scale ({scale:.4g}) before the dot product, q·(k × {scale:.4g}). That is the same "
         "number as q·k × {scale:.4g}: the scores shown here are the raw q·k and the scaled stage is what the model used."
     ),
     "q and k": (

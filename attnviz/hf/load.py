@@ -227,8 +227,9 @@ def _max_tokens(config, tokenizer) -> int:
 def probe(loaded: LoadedModel) -> None:
     """Run one tiny forward to learn the shapes and whether the model really calls the seam.
 
-    Some families accept the implementation name and never call it (DeBERTa-v2), or need math the seam
-    does not reproduce (softcapping, attention sinks): those switch to eager, weights-only.
+    Some families accept the implementation name and never call it (DeBERTa-v2, XLNet), or need math the seam
+    does not reproduce (softcapping, attention sinks): those switch to eager, weights-only unless attnviz.hf.own
+    reads their own code (`_reproduce`).
     """
     inputs = probe_inputs(loaded)
     if loaded.captures:

@@ -1,5 +1,5 @@
-"""Families that compute attention in their own code (BLOOM, MPT, GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT,
-and the BERT-style readers of attnviz.hf.own_bert): every stage, read from what each layer is given.
+"""Families that compute attention in their own code (BLOOM, Falcon, MPT, GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM,
+FlauBERT, and the BERT-style readers of attnviz.hf.own_bert): every stage, read from what each layer is given.
 
 Such a family never calls the capture seam, so it runs with eager attention. For a family in `REPRODUCERS`, a
 forward pre-hook on every attention module reads what the module is about to use (its input, its ALiBi bias, its
@@ -26,7 +26,7 @@ import torch
 
 from ..attention import DEFAULT_FILL
 from . import capture, own_bert
-from .own_call import Call, Reproducer, additive, both, heads
+from .own_call import Call, Reproducer, additive, both, fill_of, heads
 
 
 def bloom(module, a: dict) -> Call:
@@ -44,6 +44,54 @@ def bloom(module, a: dict) -> Call:
     bias = module.beta * a["alibi"].view(b, module.num_heads, 1, -1)
     fill = DEFAULT_FILL if mask is None else float(torch.finfo(mask.dtype).min)
     return Call(q, k, float(module.inv_norm_factor), allowed, fill, bias if extra is None else bias + extra)
+
+
+def falcon(module, a: dict) -> Call:
+    """FalconAttention, eager path. Rotary (alibi None): q, k turned by the position_embeddings the model passes,
+    q.k / sqrt(d) + the additive mask, softmax. ALiBi: (q.k + alibi) * inv_norm_factor + the mask, softmax; the model
+    builds that mask from alibi / sqrt(d) itself (dtype min where hidden), so its visible cells hold ALiBi a second
+    time: both are part of the recorded bias (alibi * inv_norm_factor + the mask's values), added to the scaled q.k.
+
+    k keeps the module's key heads: one (multi_query) or num_kv_heads groups (new_decoder_architecture, each serving
+    num_heads / num_kv_heads consecutive query heads), expanded per query head only when the stages are computed.
+    """
+    x, mask, alibi = a["hidden_states"], a.get("attention_mask"), a.get("alibi")
+    b, n, _ = x.shape
+    q, k = falcon_heads(module, module.query_key_value(x))
+    allowed, extra = additive(mask, n, "Falcon")
+    if allowed is not None and allowed.shape[1] > 1:  # an ALiBi mask holds a bias per head, and hides cells per head
+        if not bool((allowed == allowed[:, :1]).all()):
+            raise capture.CaptureRefused("a mask that hides different cells for different Falcon heads")
+        allowed = allowed[:, :1]
+    fill = fill_of(mask)
+    if alibi is None:
+        from transformers.models.falcon.modeling_falcon import apply_rotary_pos_emb
+
+        cos, sin = a["position_embeddings"]
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        return Call(q, k, 1 / math.sqrt(module.head_dim), allowed, fill, extra)
+    bias = alibi.view(b, module.num_heads, 1, -1).float() * module.inv_norm_factor  # in float32, as the model adds it
+    return Call(q, k, float(module.inv_norm_factor), allowed, fill, bias if extra is None else bias + extra)
+
+
+def falcon_heads(module, fused: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [batch, head, seq, d] and k [batch, key head, seq, d] cut from Falcon's fused projection, per layout:
+    new_decoder_architecture: per key head group, [its query heads..., k, v]; multi_query: [every q head, k, v];
+    otherwise per head [q, k, v]."""
+    b, n, _ = fused.shape
+    h, d = module.num_heads, module.head_dim
+    if module.new_decoder_architecture:
+        groups = fused.view(b, n, -1, h // module.num_kv_heads + 2, d)  # [batch, seq, key head, group + 2, d]
+        q, k = groups[:, :, :, :-2].flatten(2, 3), groups[:, :, :, -2]
+    elif module.multi_query:
+        fused = fused.view(b, n, h + 2, d)
+        q, k = fused[:, :, :-2], fused[:, :, -2:-1]
+    else:
+        if module.num_kv_heads != h:  # the model's own reshape of k to num_kv_heads heads would mix them up
+            raise capture.CaptureRefused("a Falcon config with num_kv_heads != num_attention_heads in neither layout")
+        fused = fused.view(b, n, h, 3, d)
+        q, k = fused[..., 0, :], fused[..., 1, :]
+    return q.transpose(1, 2), k.transpose(1, 2)
 
 
 def mpt(module, a: dict) -> Call:
@@ -168,6 +216,7 @@ def xlm(module, a: dict) -> Call:
 REPRODUCERS = {
     "transformers.models.bloom.modeling_bloom.BloomAttention": Reproducer("BLOOM", bloom),
     "transformers.models.mpt.modeling_mpt.MptAttention": Reproducer("MPT", mpt),
+    "transformers.models.falcon.modeling_falcon.FalconAttention": Reproducer("Falcon", falcon),
     "transformers.models.openai.modeling_openai.Attention": Reproducer("GPT", openai_gpt),
     "transformers.models.xglm.modeling_xglm.XGLMAttention": Reproducer("XGLM", xglm),
     "transformers.models.gpt_neo.modeling_gpt_neo.GPTNeoSelfAttention": Reproducer("GPT-Neo", gpt_neo),
@@ -188,6 +237,9 @@ REPRODUCERS = {
     "transformers.models.ibert.modeling_ibert.IBertSelfAttention": Reproducer("I-BERT", own_bert.ibert),
     "transformers.models.mpnet.modeling_mpnet.MPNetSelfAttention": Reproducer("MPNet", own_bert.mpnet),
     "transformers.models.deberta.modeling_deberta.DisentangledSelfAttention": Reproducer("DeBERTa", own_bert.deberta),
+    "transformers.models.deberta_v2.modeling_deberta_v2.DisentangledSelfAttention": Reproducer(
+        "DeBERTa-v2", own_bert.deberta_v2
+    ),
     "transformers.models.nystromformer.modeling_nystromformer.NystromformerSelfAttention": Reproducer(
         "Nystromformer", own_bert.nystromformer
     ),

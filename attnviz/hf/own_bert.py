@@ -1,9 +1,9 @@
 """Readers of BERT-style families that compute attention in their own code: q.k / sqrt(d) (+ a position bias) + the
 additive mask, softmax. MegatronBERT, RemBERT, BigBird (full attention), ConvBERT (its attention half), RoFormer
 (rotary), SqueezeBERT (1x1 convolutions), I-BERT (its float path), MPNet (relative position bias), GPT-NeoX-Japanese
-(partial rotary), Nystromformer (its exact path) and DeBERTa (disentangled position terms as the bias). Each turns
-the arguments an attention module is about to use into a Call (attnviz.hf.own_call), computed as the module computes
-it; attnviz.hf.own registers them and checks them against the model at load.
+(partial rotary), Nystromformer (its exact path), DeBERTa and DeBERTa-v2 / v3 (disentangled position terms as the
+bias). Each turns the arguments an attention module is about to use into a Call (attnviz.hf.own_call), computed as
+the module computes it; attnviz.hf.own registers them and checks them against the model at load.
 """
 
 from __future__ import annotations
@@ -132,3 +132,29 @@ def deberta(module, a: dict) -> Call:
         bias = module.disentangled_att_bias(q / scale, k, pos, module.pos_dropout(rel), factor)
     allowed = (mask.bool() if mask.dim() == 4 else mask.bool().unsqueeze(1))[..., : x.shape[1]]
     return Call(q, k, float(1 / scale), allowed, float(torch.finfo(q.dtype).min), bias, "q")
+
+
+def deberta_v2(module, a: dict) -> Call:
+    """DeBERTa-v2 / v3 DisentangledSelfAttention: q.(k / sqrt(d * factor)), factor = 1 + the number of position terms
+    (k carries the scale: scale_on "k"), plus the disentangled position terms its own disentangled_attention_bias
+    computes from the unscaled q, k, the log-bucketed relative positions and the (layer-normed) relative embeddings,
+    each divided by the same sqrt(d * factor): recorded as the bias. The boolean mask hides cells with dtype min.
+
+    Separate query states (the enhanced mask decoder of a masked-LM head) are refused.
+    """
+    if a.get("query_states") is not None:
+        raise capture.CaptureRefused("separate query states (enhanced mask decoder)")
+    x, mask = a["hidden_states"], a["attention_mask"]
+    b, n, _ = x.shape
+    h = module.num_attention_heads
+    q, k = (module.transpose_for_scores(p(x), h) for p in (module.query_proj, module.key_proj))  # [batch*head, n, d]
+    factor = 1 + ("c2p" in module.pos_att_type) + ("p2c" in module.pos_att_type)
+    scale = torch.sqrt(torch.tensor(q.size(-1), dtype=torch.float) * factor)  # as the module's scaled_size_sqrt
+    bias = None
+    if module.relative_attention:
+        rel = module.pos_dropout(a["rel_embeddings"])
+        bias = module.disentangled_attention_bias(q, k, a.get("relative_pos"), rel, factor)
+        bias = bias.view(b, h, n, n) if torch.is_tensor(bias) else None  # 0 when no position term is on
+    allowed = (mask.bool() if mask.dim() == 4 else mask.bool().unsqueeze(1))[..., :n]
+    q, k = q.view(b, h, n, -1), k.view(b, h, n, -1)
+    return Call(q, k, float(1 / scale), allowed, float(torch.finfo(q.dtype).min), bias, "k")

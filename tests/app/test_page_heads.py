@@ -114,8 +114,8 @@ def test_empty_sentence_explains_instead_of_failing():
     assert not figures(at)
 
 
-def test_weights_only_model_shows_only_the_weights_stage(tiny_deberta_dir):
-    at = heads(source="hub", model=str(tiny_deberta_dir), stage="scores")
+def test_weights_only_model_shows_only_the_weights_stage(tiny_xlnet_dir):
+    at = heads(source="hub", model=str(tiny_xlnet_dir), stage="scores")
     assert any("only stage" in c for c in texts(at, "caption"))
     assert not at.get("button_group"), "no stage selector when there is one stage"
     figs = figures(at)

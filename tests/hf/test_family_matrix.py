@@ -26,8 +26,8 @@ ALL = os.environ.get("ATTNVIZ_FAMILY_MATRIX", "").strip().lower() == "all"
 REPRESENTATIVE = [
     "bert", "gpt2", "llama", "qwen2", "mistral", "gemma2", "gpt_oss", "granite_swa", "opt", "esm", "phi",
     "deepseek_v3", "jamba", "qwen3_5_text", "minimax", "t5", "bart", "marian", "mt5", "bloom", "mpt", "gpt_neo",
-    "gptj", "xlm", "squeezebert", "mpnet",  # all stages
-    "deberta-v2", "falcon", "xlnet",  # weights only
+    "gptj", "xlm", "squeezebert", "mpnet", "deberta-v2", "falcon",  # all stages
+    "xlnet",  # weights only
     "diffllama", "longformer", "rwkv", "mamba", "bigbird_pegasus", "fsmt",  # refused
     "blt",  # not built
 ]  # fmt: skip

@@ -144,14 +144,12 @@ def test_the_tiny_model_itself_loads(bert_folder):
 
 
 def test_a_family_that_bypasses_the_seam_gives_a_weights_only_trace(tmp_path):
-    """DeBERTa-v2 accepts our attention name but never calls it: fall back to eager weights and say so."""
-    from transformers import DebertaV2Config, DebertaV2Model
+    """XLNet never calls our attention function and computes attention in code attnviz does not read (two-stream
+    relative attention): fall back to eager weights and say so."""
+    from transformers import XLNetConfig, XLNetModel
 
-    cfg = DebertaV2Config(
-        vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=64,
-    )  # fmt: skip
-    m = attnviz.load_model(save_tiny(tmp_path / "deberta", DebertaV2Model, cfg))
+    cfg = XLNetConfig(vocab_size=len(VOCAB), d_model=16, n_layer=2, n_head=2, d_head=8, d_inner=32)
+    m = attnviz.load_model(save_tiny(tmp_path / "xlnet", XLNetModel, cfg))
     assert m.captures is False
     tr = attnviz.trace(m, "the cat sat")
     assert tr.weights_only and tr.stages == ("weights",)
