@@ -245,7 +245,7 @@ def test_fill_value_is_recorded_and_masked_cells_hold_it(bundled, fill):
     assert (tr.fill == fill).all()
     assert (tr.masked[..., 1] == np.float32(fill)).all()
     assert (tr.weights[..., 1] == 0).all()
-    np.testing.assert_allclose(attnviz.softmax(torch.from_numpy(tr.masked)).numpy(), tr.weights, atol=1e-6)
+    np.testing.assert_allclose(attnviz.softmax(torch.tensor(tr.masked)).numpy(), tr.weights, atol=1e-6)
 
 
 @pytest.mark.parametrize("fill", FILL_VALUES, ids=FILL_IDS)

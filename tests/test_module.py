@@ -462,6 +462,6 @@ def test_module_source_trace_stages_are_consistent(bundled):
     upper = np.triu(np.ones((tr.n_tokens, tr.n_tokens), bool), k=1)
     assert not tr.mask[0][upper].any() and not tr.mask[0][:, 2].any()
     assert (tr.weights[0][:, upper] == 0).all() and (tr.weights[0][..., 2] == 0).all()
-    close(softmax(torch.from_numpy(tr.masked)).numpy(), tr.weights, atol=1e-6)
+    close(softmax(torch.tensor(tr.masked)).numpy(), tr.weights, atol=1e-6)
     for name in attnviz.STAGES:
         np.testing.assert_array_equal(getattr(tr.recompute(0), name), getattr(tr, name)[0])

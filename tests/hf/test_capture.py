@@ -81,7 +81,7 @@ def test_rows_sum_to_one(case):
 def test_softmax_of_masked_stage_gives_weights(case):
     loaded, _, text, _ = case
     tr = attnviz.trace(loaded, text)
-    again = attnviz.softmax(torch.from_numpy(tr.masked)).numpy()
+    again = attnviz.softmax(torch.tensor(tr.masked)).numpy()
     np.testing.assert_allclose(again, tr.weights, rtol=0, atol=1e-6)
 
 
