@@ -41,7 +41,8 @@ IGNORED_ARGUMENTS = frozenset(
      "output_hidden_states", "return_dict", "use_cache", "past_key_values", "past_key_value", "cu_seq_lens_q",
      "cu_seq_lens_k", "max_length_q", "max_length_k", "target_dtype", "attention_type",
      "deterministic",  # ModernBERT: whether flash attention's backward pass is deterministic
-     "output_router_logits"}  # Switch Transformers, NLLB-MoE: whether the MoE layers return their router logits
+     "output_router_logits",  # Switch Transformers, NLLB-MoE: whether the MoE layers return their router logits
+     "input_ids"}  # GLM-5-Next passes the model's token ids down to every layer: no attention math reads them
 )  # fmt: skip
 
 #: Attention modules that multiply q (and k) by the scale themselves and then pass scaling=1.0 to the seam:

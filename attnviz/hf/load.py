@@ -251,6 +251,7 @@ def probe(loaded: LoadedModel) -> None:
                 f"attnviz would show two layers for one. {INSTEAD}"
             )
         if rec.layers:
+            _check_token_to_token(loaded, inputs, rec)
             _learn_shapes(loaded, rec)
             return
         if getattr(loaded.model.config, "is_encoder_decoder", False):
@@ -302,7 +303,7 @@ def _probe_eager(loaded: LoadedModel, inputs: dict) -> None:
         )
     loaded.n_layer, loaded.n_head = len(att), int(att[0].shape[1])
     hd = getattr(loaded.model.config, "head_dim", None)
-    loaded.d_head = int(hd) if isinstance(hd, int) else loaded.d_model // loaded.n_head
+    loaded.d_head = hd if isinstance(hd, int) and hd > 0 else loaded.d_model // loaded.n_head  # GLM-5-Next: 0
 
 
 def _calls_per_forward(loaded: LoadedModel, inputs: dict, rec) -> float:
@@ -334,6 +335,22 @@ def use_eager(model) -> None:
         seen.add(id(cfg))
         cfg._attn_implementation_internal = "eager"
         configs += [getattr(cfg, key, None) for key in getattr(cfg, "sub_configs", None) or {}]
+
+
+def _check_token_to_token(loaded: LoadedModel, inputs: dict, rec) -> None:
+    """Refuse a decoder or encoder whose captured attention is not over its tokens (BLT: bytes and patches)."""
+    if getattr(loaded.model.config, "is_encoder_decoder", False):
+        return  # cross attention maps decoder to encoder tokens: checked per role
+    n = inputs["input_ids"].shape[-1]
+    names = {m: name for name, m in loaded.model.named_modules()}
+    for module, r in zip(rec.modules, rec.layers):
+        n_q, n_k = r.q.shape[-2], r.k.shape[-2]
+        if (n_q, n_k) != (n, n):
+            raise ModelLoadError(
+                f"{loaded.label!r} does not attend token to token: its attention {names.get(module, '')!r} maps "
+                f"{n_q} queries to {n_k} keys for {n} tokens (it attends over units it builds from the tokens, such "
+                f"as patches of bytes), not a [head, query, key] map of the tokens. {INSTEAD}"
+            )
 
 
 def _learn_shapes(loaded: LoadedModel, rec) -> None:

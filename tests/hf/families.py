@@ -208,6 +208,26 @@ SIZES = {
     "n_group": 1,
     "topk_group": 1,
     "index_topk": 4,  # sparse attention (DeepSeek-V3.2) then really hides keys in an 11-token text
+    "index_head_dim": HEAD_DIM,
+    "index_n_heads": 2,
+    **dict.fromkeys(("mamba_n_heads", "n_mamba_heads"), HEADS),
+    **dict.fromkeys(("mamba_d_head", "mamba_headdim"), 2 * HIDDEN // HEADS),  # mamba_expand (2) x hidden / heads
+    "mamba_d_ssm": 2 * HIDDEN,  # Falcon-H1: the Mamba width (heads x head dim), expand x hidden by default
+    **dict.fromkeys(("mamba_d_state", "state_size"), 16),
+    "dim_head": HEAD_DIM,  # CPM-Ant
+    "dim_ff": FFN,
+    "entity_vocab_size": 16,  # LUKE
+    "entity_emb_size": 16,
+    **dict.fromkeys(("pronunciation_vocab_size", "shape_vocab_size"), 16),  # RoCBert
+    **dict.fromkeys(("pronunciation_embed_dim", "shape_embed_dim"), 16),
+    "vocab_size_per_layer_input": VOCAB,  # Gemma 3n / 4 per-layer embeddings
+    "hidden_size_per_layer_input": 8,
+    "encoder_hash_byte_group_vocab": 64,  # BLT
+    "hidden_size_global": HIDDEN,
+    "expert_ffn_hidden_size": FFN,
+    "zero_expert_num": 2,
+    "moe_topk": 2,
+    "moe_hidden_size": HIDDEN,  # Muse Spark's experts' width
 }
 
 #: Family quirks: extra or replaced config values.
@@ -229,29 +249,46 @@ QUIRKS: dict[str, dict] = {
     "funnel": dict(block_sizes=[1, 1], num_decoder_layers=1, d_head=8, d_inner=64),
     "xlnet": dict(d_head=8, d_inner=64),
     "transfo_xl": dict(d_head=8),
+    "bamba": dict(attn_layer_indices=[1]),  # the default has none: every layer would be Mamba
+    "granitemoehybrid": dict(layer_types=["linear_attention", "full_attention"]),  # the default: Mamba only
+    "lfm2_moe": dict(layer_types=["conv", "full_attention"]),  # the default config leaves layer_types unset
+    # the default config has no rope parameters for its (full attention) layer type; checkpoints do
+    "cohere_compass_text": dict(rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+    "esmc": dict(num_key_value_heads=HEADS),  # no grouped-query attention
+    # index_topk a multiple of index_kpool and NoPE (its validator); its linear-attention layers' sizes
+    "glm5_next_text": dict(index_kpool=2, qk_rope_head_dim=0, linear_head_dim=HEAD_DIM, linear_num_heads=HEADS),
+    # DbrxAttention reads attn_config.rope_theta, which the default attention config does not have
+    # and clamps q, k, v by clip_qkv, which it leaves None (DBRX checkpoints have 8)
+    "dbrx": dict(attn_config=dict(kv_n_heads=KV_HEADS, rope_theta=10000.0, clip_qkv=8.0)),
+    "mamba2": dict(head_dim=2 * HIDDEN // HEADS, n_groups=1),  # heads x head_dim = expand x hidden
+    "neomme": dict(head_dim=16),  # full layers rotate a quarter of head_dim, in pairs of pairs
+    "zaya": dict(num_experts_per_tok=1),  # the only value it supports
+    "mistral4": dict(head_dim=16),  # qk_nope_head_dim + qk_rope_head_dim, as its config derives it (rope reads it)
+    # two layers cannot share a cache; its per-layer lists follow num_hidden_layers
+    "gemma3n_text": dict(
+        num_kv_shared_layers=0, intermediate_size=[FFN] * LAYERS, activation_sparsity_pattern=[0.95, 0.0]
+    ),  # fmt: skip
+    # its shared transformer block is tied across hybrid layers: with one, the tie finds nothing and fails
+    "zamba": dict(layers_block_type=["hybrid", "hybrid"]),
+    "zamba2": dict(layers_block_type=["linear_attention", "hybrid"]),  # a Mamba layer, then one with attention
+    # the default config leaves its query-sparse indexer unset, which the model needs
+    "qwen4_exp_text": dict(
+        indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=HEAD_DIM, indexer_budget=4, indexer_compress_ratio=2
+    ),  # fmt: skip
 }
 
 
 def tiny_config(model_type: str):
     """A tiny config of `model_type`: the default config with the size attributes it has set small."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     cls = CONFIG_MAPPING[model_type]
-    default = cls()
-    settable = {k for k in SIZES if hasattr(default, k) and not isinstance(getattr(cls, k, None), property)}
-    values = {k: v for k, v in SIZES.items() if k in settable}
-    for attr in ("layer_types", "layers_block_type", "mlp_layer_types", "hybrid_override_pattern"):
-        seq = getattr(default, attr, None)
-        if isinstance(getattr(cls, attr, None), property):
-            continue
-        if isinstance(seq, (list, tuple)) and len(seq) > LAYERS:
-            values[attr] = _keep_attention(list(seq))
-        elif isinstance(seq, str) and len(seq) > LAYERS:
-            values[attr] = seq[:LAYERS] if "*" in seq[:LAYERS] else seq[0] + "*"
-    if "kv_lora_rank" in values and "num_key_value_heads" in values:  # latent attention expands k/v to every head
-        values["num_key_value_heads"] = HEADS
-    values.update(QUIRKS.get(model_type, {}))
+    values = tiny_values(cls(), model_type)
     config = _construct(cls, values)
+    names = MODEL_MAPPING_NAMES[model_type]
+    if not config.architectures and isinstance(names, tuple):  # AutoModel picks by it where there are several
+        config.architectures = [names[0]]  # (Funnel): name the first, as a checkpoint's config would
     if getattr(config, "is_encoder_decoder", False) and getattr(config, "decoder_start_token_id", None) is None:
         values["decoder_start_token_id"] = SIZES["decoder_start_token_id"]
     for k, v in values.items():  # some configs ignore a keyword or derive it: set what the model reads
@@ -259,6 +296,109 @@ def tiny_config(model_type: str):
             if getattr(config, k, None) != v and not isinstance(v, (list, dict)):
                 setattr(config, k, v)
     return config
+
+
+def tiny_values(default, model_type: str = "") -> dict:
+    """The keyword arguments of a tiny config like `default`: sizes, layer patterns, per-layer and sub-configs."""
+    from transformers import PreTrainedConfig
+
+    cls = type(default)
+    if default.is_heterogeneous:  # read the global values of per-layer attributes: each layer's are set below
+        default.allow_global_per_layer_attribute_access = True
+    settable = {k for k in SIZES if hasattr(default, k) and not isinstance(getattr(cls, k, None), property)}
+    values = {k: v for k, v in SIZES.items() if k in settable}
+    patterns, sources = layer_patterns(default)
+    values.update(patterns)
+    if default.is_heterogeneous:
+        values["per_layer_config"] = per_layer_configs(default, sources)
+    if "kv_lora_rank" in values and "num_key_value_heads" in values:  # latent attention expands k/v to every head
+        values["num_key_value_heads"] = HEADS
+    rope = rope_parameters(default, model_type)
+    if rope:
+        values["rope_parameters"] = rope
+    for name in getattr(cls, "sub_configs", None) or {}:  # nested configs (encoder, decoder, attention...): shrunk too
+        sub = getattr(default, name, None)
+        if isinstance(sub, PreTrainedConfig):
+            values[name] = dict(sub.to_dict(), **tiny_values(sub))
+    values.update(QUIRKS.get(model_type, {}))
+    return values
+
+
+#: Attributes that give each layer's kind (attention, sliding, linear, mamba...), one entry a layer.
+LAYER_PATTERNS = ("layer_types", "layers_block_type", "hybrid_override_pattern", "block_types")
+#: Per-layer lists that follow the layers the tiny model keeps (mlp_layer_types: the first ones, dense then sparse).
+LAYER_LISTS = ("indexer_types", "mlp_layer_types")
+
+
+def layer_patterns(default) -> tuple[dict, list[int]]:
+    """The default's layer patterns shrunk to LAYERS entries, and which default layer each tiny layer copies."""
+    cls, values, sources = type(default), {}, list(range(LAYERS))
+    for attr in LAYER_PATTERNS + LAYER_LISTS:
+        seq = getattr(default, attr, None)
+        if isinstance(getattr(cls, attr, None), property) or attr in (cls.attribute_map or {}):  # (an alias)
+            continue
+        if isinstance(seq, (list, tuple)) and len(seq) > LAYERS:
+            if attr in LAYER_PATTERNS:
+                sources = keep_attention(list(seq))
+            values[attr] = [seq[i] for i in (sources if attr != "mlp_layer_types" else range(LAYERS))]
+        elif isinstance(seq, str) and len(seq) > LAYERS:
+            values[attr] = seq[:LAYERS] if "*" in seq[:LAYERS] else seq[0] + "*"
+    return values, sources
+
+
+def keep_attention(seq: list) -> list[int]:
+    """Which LAYERS entries of a per-layer list to keep: the first ones, with an attention layer if the list has one."""
+    head = list(range(LAYERS))
+    attn = [i for i, x in enumerate(seq) if isinstance(x, str) and is_attention(x)]
+    if attn and not any(i in attn for i in head):
+        head[-1] = attn[0]
+    return head
+
+
+def is_attention(kind: str) -> bool:
+    """Whether a layer kind is softmax attention over every earlier token (not linear, sliding or state-space)."""
+    low = kind.lower()
+    if any(w in low for w in ("linear", "sliding", "mamba")):
+        return False
+    return "attention" in low or kind in ("full", "attn", "*")
+
+
+def per_layer_configs(default, sources: list[int]) -> dict:
+    """The per-layer overrides of the default's layers that the tiny model keeps, their sizes scaled like the rest."""
+    overrides = {int(k): v for k, v in (default.to_dict().get("per_layer_config") or {}).items()}
+    out = {}
+    for i, src in enumerate(sources):
+        layer = {k: _scaled(default, k, v) for k, v in overrides.get(src, {}).items()}
+        if layer:
+            out[i] = layer
+    return out
+
+
+def _scaled(default, attr: str, value):
+    """A per-layer size as the tiny global size times the layer's ratio to the default global (head_dim 512 vs 256)."""
+    base = getattr(default, attr, None)
+    if attr not in SIZES or not isinstance(value, int) or not isinstance(base, int) or not base:
+        return value
+    return max(1, round(SIZES[attr] * value / base))
+
+
+def rope_parameters(default, model_type: str) -> dict:
+    """The default's rope parameters with multimodal rope sections that fit the tiny head (sum: rotary dim / 2)."""
+    rope = dict(getattr(default, "rope_parameters", None) or {})
+    if model_type in MROPE_BUILT_IN:
+        rope.setdefault("mrope_section", MROPE_BUILT_IN[model_type])
+    sections = rope.get("mrope_section")
+    if not sections:
+        return {}
+    total = int(HEAD_DIM * rope.get("partial_rotary_factor", 1.0)) // 2
+    share = [s * total // sum(sections) for s in sections]
+    for i in sorted(range(len(share)), key=lambda j: -sections[j])[: total - sum(share)]:
+        share[i] += 1
+    return dict(rope, mrope_section=share)
+
+
+#: Families whose modeling code falls back to these rope sections when the config has none.
+MROPE_BUILT_IN = {"glm4v_text": [8, 12, 12], "glm4v_moe_text": [8, 12, 12]}
 
 
 def _construct(cls, values: dict):
@@ -274,16 +414,6 @@ def _construct(cls, values: dict):
             for k in bad:
                 values.pop(k)
     return cls(**values)
-
-
-def _keep_attention(seq: list) -> list:
-    """The first LAYERS entries of a per-layer list, with one attention layer among them if the list has one."""
-    head = seq[:LAYERS]
-    attn = [x for x in seq if isinstance(x, str) and not any(w in x.lower() for w in ("linear", "sliding", "mamba"))
-            and ("attention" in x.lower() or x in ("full", "attn", "*"))]  # fmt: skip
-    if attn and not any(x in attn for x in head):
-        head[-1] = attn[0]
-    return head
 
 
 def tokenizer():
@@ -315,6 +445,8 @@ def build(model_type: str, folder: Path) -> Path:
         for name, p in model.named_parameters():
             if "sink" in name or "lambda" in name:
                 p.normal_(0, 0.5)
+    if hasattr(model, "set_default_language"):  # X-MOD: one adapter a language, none chosen by default
+        model.set_default_language(config.languages[0])
     model.save_pretrained(folder)
     tokenizer().save_pretrained(folder)
     # else AutoTokenizer picks the family's own tokenizer class (Qwen2Tokenizer...), which re-splits our words
@@ -405,12 +537,14 @@ def _run(model_type: str, root: Path) -> Result:
 
 def _eager_fails(folder: Path) -> str:
     """Why a forward pass of the tiny model with transformers' eager attention fails, or "" when it runs."""
+    from attnviz.hf.capture import call_kwargs  # no key/value cache, as attnviz runs the model
+
     try:
         with _quiet(), torch.no_grad():
             model = eager_model(folder)
             ids = torch.tensor([[3, 7, 8, 9, 10, 2]])
             extra = {"decoder_input_ids": ids[:, :2]} if getattr(model.config, "is_encoder_decoder", False) else {}
-            model(input_ids=ids, **extra)
+            model(input_ids=ids, **extra, **call_kwargs(model))
     except Exception as e:  # noqa: BLE001
         return _first_line(e)
     return ""
@@ -530,7 +664,7 @@ FAMILIES = {
     'axk1': ('all stages', ''),
     'axk2': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
     'bailing_hybrid': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
-    'bamba': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'bamba': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
     'bart': ('all stages', ''),
     'beam': ('all stages', ''),
     'bert': ('all stages', ''),
@@ -542,7 +676,7 @@ FAMILIES = {
     'blenderbot': ('all stages', ''),
     'blenderbot-small': ('all stages', ''),
     'bloom': ('all stages', "computes attention in its own code: attnviz reads q, k, scale, mask and the ALiBi bias from each attention module's inputs (checked against the model's own weights at load); the bias is slope x key position, as BLOOM adds it; causal, hide, scale and fill experiments are refused"),
-    'blt': ('not built', 'ValueError: the tiny config still has 4,633M parameters (sizes the matrix does not shrink)'),
+    'blt': ('refused', "does not attend token to token: its attention 'local_encoder.cross_attn_layers.0' maps 6 queries to 2 keys for 2 tokens (it attends over units it builds from the tokens, such as patches of bytes), not a [head, query, key] map of the tokens"),
     'camembert': ('all stages', ''),
     'canine': ('refused', 'cannot be traced: it failed on a test sentence (The canine model failed on this text (RuntimeError: max_pool1d() Invalid computed output size: 0))'),
     'clip_text_model': ('all stages', ''),
@@ -550,14 +684,14 @@ FAMILIES = {
     'cohere': ('all stages', ''),
     'cohere2': ('all stages', ''),
     'cohere2_moe': ('all stages', ''),
-    'cohere_compass_text': ('not built', "KeyError: 'full_attention'"),
+    'cohere_compass_text': ('all stages', 'built with rope parameters for its full-attention layer type, which its default config leaves out (checkpoints have them)'),
     'convbert': ('all stages', 'as megatron-bert for its attention half: num_attention_heads / head_ratio heads (2 here), each half the usual width; the span-based convolution half of each layer mixes tokens through a per-token kernel, not a query-by-key map, and is not shown'),
-    'cosmos3_edge_text': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
-    'cpmant': ('not built', 'ValueError: the tiny config still has 2M parameters (sizes the matrix does not shrink)'),
+    'cosmos3_edge_text': ('all stages', ''),
+    'cpmant': ('weights only', 'computes attention in its own code (q.k plus a bucketed relative position bias and segment bias), not read yet; eager output_attentions gives the weights'),
     'ctrl': ('all stages', ''),
     'cwm': ('all stages', ''),
     'data2vec-text': ('all stages', ''),
-    'dbrx': ('not built', "AttributeError: 'DbrxAttentionConfig' object has no attribute 'rope_theta'"),
+    'dbrx': ('all stages', 'built with clip_qkv and rope_theta in its attention config, which the default leaves out (DBRX checkpoints have them)'),
     'deberta': ('all stages', 'as bloom: read from its own attention code; q (+ q_bias) is divided by sqrt(d_head x (1 + number of position terms)) before q.k (scale_on "q"); its disentangled content-to-position and position-to-content terms, computed by the module\'s own code from the scaled q, k and the relative embeddings, are the recorded bias (off in the default config; tests turn them on); talking-heads variants are refused (weights only, with a note)'),
     'deberta-v2': ('all stages', 'as bloom: read from its own attention code (DeBERTa-v2 and v3); k is divided by sqrt(d_head x (1 + number of position terms)) before q.k (scale_on "k"); its content-to-position and position-to-content terms over log-bucketed relative positions, computed by the module\'s own code, are the recorded bias (off in the default config, on in DeBERTa-v3); the enhanced mask decoder\'s separate query states are refused'),
     'deepseek_v2': ('all stages', ''),
@@ -568,14 +702,14 @@ FAMILIES = {
     'distilbert': ('all stages', ''),
     'doge': ('refused', 'cannot be traced: it failed on a test sentence (The doge model failed on this text (RuntimeError: The expanded size of the tensor (1) must match the existing size (4) at non-singleton dimension 1.  Target sizes: [1, 1, 2, 2].  Tensor sizes: [1, 4, )'),
     'dots1': ('all stages', ''),
-    'dots3_note_text': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'num_attention_heads' is a per-layer attribute and may vary across layers. Access it via the individual layer configs ins"),
+    'dots3_note_text': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask; latent attention: d_head is qk_nope_head_dim + qk_rope_head_dim"),
     'electra': ('all stages', ''),
-    'embedding_gemma2_text': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'num_key_value_heads' is a per-layer attribute and may vary across layers. Access it via the individual layer configs ins"),
+    'embedding_gemma2_text': ('all stages', "per-layer sizes: its full-attention layers have twice the sliding layers' head_dim and fewer key/value heads (set through its per-layer configs); d_head is the first layer's"),
     'ernie': ('all stages', ''),
     'ernie4_5': ('all stages', ''),
     'ernie4_5_moe': ('all stages', ''),
     'esm': ('all stages', 'q is multiplied by 1/sqrt(d_head) before rotary embedding and the model passes scale 1.0: attnviz divides it out again, so the scores are the raw q.k, the scale is 1/sqrt(d_head) and scale_on says "q"'),
-    'esmc': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'esmc': ('all stages', ''),
     'eurobert': ('all stages', ''),
     'exaone4': ('all stages', ''),
     'exaone_moe': ('all stages', ''),
@@ -587,20 +721,20 @@ FAMILIES = {
     'flint': ('all stages', ''),
     'fnet': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
     'fsmt': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
-    'funnel': ('not built', "TypeError: 'NoneType' object is not iterable"),
+    'funnel': ('refused', "fails on attnviz's 2-token probe text ('hello world' under the matrix's tokenizer, which adds no [CLS] or [SEP]): Funnel's relative attention itself fails on 2 tokens (RuntimeError: output with shape [1, 4, 2, 1] doesn't match the broadcast shape [1, 4, 2, 2]), so it is refused at load"),
     'gemma': ('all stages', ''),
     'gemma2': ('all stages', 'logit softcapping is part of the scaled stage'),
     'gemma3_text': ('all stages', ''),
-    'gemma3n_text': ('not built', 'ValueError: The set of layer types producing a cache is different than the set of layer types using them'),
-    'gemma4_text': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'head_dim' is a per-layer attribute and may vary across layers. Access it via the individual layer configs instead (e.g. "),
-    'gemma4_unified_text': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'head_dim' is a per-layer attribute and may vary across layers. Access it via the individual layer configs instead (e.g. "),
+    'gemma3n_text': ('all stages', 'built without key/value sharing between layers (num_kv_shared_layers 0: two layers cannot share)'),
+    'gemma4_text': ('all stages', "per-layer sizes: its full-attention layers have twice the sliding layers' head_dim (set through its per-layer configs); d_head is the first layer's"),
+    'gemma4_unified_text': ('all stages', "per-layer sizes: its full-attention layers have twice the sliding layers' head_dim (set through its per-layer configs); d_head is the first layer's"),
     'glm': ('all stages', ''),
     'glm4': ('all stages', ''),
     'glm4_moe': ('all stages', ''),
     'glm4_moe_lite': ('all stages', ''),
-    'glm4v_moe_text': ('not built', "the tiny model fails even with eager attention (RuntimeError: split_with_sizes expects split_sizes to sum exactly to 2 (input tensor's size at dimension -1), bu"),
-    'glm4v_text': ('not built', "the tiny model fails even with eager attention (RuntimeError: split_with_sizes expects split_sizes to sum exactly to 4 (input tensor's size at dimension -1), bu"),
-    'glm5_next_text': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'glm4v_moe_text': ('all stages', 'its multimodal rope sections are scaled to the tiny head (text positions are the same on every axis)'),
+    'glm4v_text': ('all stages', 'its multimodal rope sections are scaled to the tiny head (text positions are the same on every axis)'),
+    'glm5_next_text': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask; hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced"),
     'glm_moe_dsa': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
     'gpt-sw3': ('all stages', ''),
     'gpt2': ('all stages', ''),
@@ -615,7 +749,7 @@ FAMILIES = {
     'granite_swa': ('all stages', "its attention sinks scale the output after the softmax; eager returns the weights before the sinks' share, attnviz shows the weights that really multiply v (rows sum to less than 1), which the matrix checks against eager's renormalised"),
     'granitemoe': ('all stages', ''),
     'granitemoe_swa': ('all stages', 'as granite_swa: sinks; attnviz shows the weights that really multiply v'),
-    'granitemoehybrid': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'granitemoehybrid': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
     'granitemoeshared': ('all stages', ''),
     'gte': ('all stages', ''),
     'helium': ('all stages', ''),
@@ -639,17 +773,17 @@ FAMILIES = {
     'laguna': ('all stages', ''),
     'led': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
     'lfm2': ('all stages', ''),
-    'lfm2_moe': ('not built', "TypeError: 'NoneType' object is not subscriptable"),
+    'lfm2_moe': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
     'lfm3': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
     'llama': ('all stages', ''),
     'llama4_text': ('all stages', ''),
-    'longcat_flash': ('not built', 'ValueError: the tiny config still has 2M parameters (sizes the matrix does not shrink)'),
+    'longcat_flash': ('all stages', 'two attention sub-layers in each block: every one is an attention layer (4 for 2 blocks here), as eager reports'),
     'longformer': ('refused', 'does not attend token to token: its attention weights come as (1, 4, 16, 5) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
     'longt5': ('refused', "is an encoder-decoder model whose encoder attention attnviz cannot capture (it is computed in the model's own code), so its three attentions cannot be shown together"),
-    'luke': ('not built', 'ValueError: the tiny config still has 128M parameters (sizes the matrix does not shrink)'),
+    'luke': ('weights only', 'computes attention in its own code (word and entity queries, entity-aware when configured), not read yet; eager output_attentions gives the weights'),
     'm2m_100': ('all stages', ''),
     'mamba': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
-    'mamba2': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'mamba2': ('refused', "returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)"),
     'marian': ('all stages', ''),
     'mbart': ('all stages', ''),
     'megatron-bert': ('all stages', "as bloom: read from its own attention code (BERT's code from before the attention interface: q.k / sqrt(d) + the additive mask)"),
@@ -661,7 +795,7 @@ FAMILIES = {
     'ministral': ('all stages', ''),
     'ministral3': ('all stages', ''),
     'mistral': ('all stages', ''),
-    'mistral4': ('not built', 'the tiny model fails even with eager attention (RuntimeError: The size of tensor a (4) must match the size of tensor b (2) at non-singleton dimension 3)'),
+    'mistral4': ('all stages', 'latent attention: d_head is qk_nope_head_dim + qk_rope_head_dim'),
     'mistral_large4_text': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask"),
     'mixtral': ('all stages', ''),
     'mobilebert': ('all stages', ''),
@@ -673,12 +807,12 @@ FAMILIES = {
     'mra': ('refused', 'returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)'),
     'mt5': ('all stages', 'as t5: scale 1.0, relative position bias'),
     'muse_glimmer_text': ('all stages', ''),
-    'muse_spark_text': ('not built', 'ValueError: the tiny config still has 7M parameters (sizes the matrix does not shrink)'),
+    'muse_spark_text': ('all stages', ''),
     'mvp': ('refused', 'is an encoder-decoder model whose attention attnviz cannot capture (it computes attention in its own code)'),
     'nanochat': ('all stages', ''),
     'nemotron': ('all stages', ''),
     'nemotron_h': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
-    'neomme': ('not built', "AmbiguousGlobalPerLayerAttributeError: 'sliding_window' is a per-layer attribute and may vary across layers. Access it via the individual layer configs instead "),
+    'neomme': ('all stages', ''),
     'nllb-moe': ('all stages', ''),
     'nomic_bert': ('all stages', ''),
     'nystromformer': ('all stages', 'as megatron-bert, q and k each divided by d_head^1/4 (scale_on "q and k"), on its exact path (num_landmarks == segment_means_seq_len, as the default config); with fewer landmarks it approximates softmax (Nyström): weights only, with a note'),
@@ -705,13 +839,13 @@ FAMILIES = {
     'qwen3_5_text': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
     'qwen3_moe': ('all stages', ''),
     'qwen3_next': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
-    'qwen4_exp_text': ('not built', "TypeError: unsupported operand type(s) for //: 'NoneType' and 'NoneType'"),
-    'recurrent_gemma': ('not built', 'the tiny model fails even with eager attention (ValueError: `get_seq_length` can only be called on Attention layers, and the current Cache seem to only contain '),
+    'qwen4_exp_text': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask; hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced"),
+    'recurrent_gemma': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
     'reformer': ('refused', 'does not attend token to token: its attention weights come as (1, 4, 4, 4, 8) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
     'rembert': ('all stages', 'as megatron-bert'),
     'roberta': ('all stages', ''),
     'roberta-prelayernorm': ('all stages', ''),
-    'roc_bert': ('not built', 'ValueError: the tiny config still has 13M parameters (sizes the matrix does not shrink)'),
+    'roc_bert': ('all stages', ''),
     'roformer': ('all stages', 'as megatron-bert, with the rotary embedding (every second feature pair) on q and k'),
     'rwkv': ('refused', 'does not attend token to token: its attention weights come as (1, 16, 32) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
     'seed_oss': ('all stages', ''),
@@ -723,8 +857,8 @@ FAMILIES = {
     'starcoder2': ('all stages', ''),
     'switch_transformers': ('all stages', 'as t5: no 1/sqrt(d) scale (1.0), the relative position bias joins the scaled stage; its mixture-of-experts routing only steers the feed-forward layers'),
     't5': ('all stages', 'no 1/sqrt(d) scale (1.0); the relative position bias joins the scaled stage'),
-    't5gemma': ('not built', 'ValueError: the tiny config still has 5,597M parameters (sizes the matrix does not shrink)'),
-    't5gemma2': ('not built', 'ValueError: the tiny config still has 4,748M parameters (sizes the matrix does not shrink)'),
+    't5gemma': ('all stages', ''),
+    't5gemma2': ('refused', "is an encoder-decoder model whose cross attention attnviz cannot capture (it is computed in the model's own code), so its three attentions cannot be shown together"),
     'tipsv2_text_model': ('all stages', ''),
     'ultrabert': ('all stages', ''),
     'umt5': ('all stages', 'as t5: scale 1.0, relative position bias'),
@@ -734,13 +868,13 @@ FAMILIES = {
     'xlm-roberta': ('all stages', ''),
     'xlm-roberta-xl': ('all stages', ''),
     'xlnet': ('weights only', 'computes attention in its own code: two-stream relative attention (content, position and segment terms added to q.k), not a single q.k map attnviz can read; eager output_attentions gives the weights'),
-    'xlstm': ('not built', 'the tiny model fails even with eager attention (ValueError: matC_old has wrong shape, got torch.Size([1, 4, 16, 16]))'),
-    'xmod': ('not built', 'the tiny model fails even with eager attention (ValueError: Input language unknown. Please call `XmodPreTrainedModel.set_default_language()`)'),
+    'xlstm': ('refused', "returned no attention weights at all: it has no softmax attention attnviz can read (state-space, recurrent or linear-attention layers, as in Mamba, RWKV or xLSTM)"),
+    'xmod': ('all stages', 'built with a default language (set_default_language: one adapter a language); attnviz runs it in that language'),
     'yoso': ('refused', 'does not attend token to token: its attention weights come as (1, 16, 32) for 16 tokens, not a [head, query, key] map (local windows, hashed buckets or an approximation of softmax)'),
     'youtu': ('all stages', ''),
-    'zamba': ('not built', 'the tiny model fails even with eager attention (ValueError: `get_seq_length` can only be called on Attention layers, and the current Cache seem to only contain '),
-    'zamba2': ('not built', 'the tiny model fails even with eager attention (ValueError: `get_seq_length` can only be called on Attention layers, and the current Cache seem to only contain '),
-    'zaya': ('not built', "StrictDataclassClassValidationError: Class validation error for validator 'validate_architecture':"),
+    'zamba': ('all stages', 'hybrid: both of its 2 blocks apply one shared attention block (tied weights); each application is a layer'),
+    'zamba2': ('all stages', 'hybrid: only its 1 softmax attention layer(s) of 2 blocks are traced'),
+    'zaya': ('all stages', ''),
 }  # fmt: skip
 
 
@@ -777,6 +911,8 @@ def render_doc() -> str:
         "",
     ]
     for outcome, title in OUTCOME_TITLES.items():
+        if not counts[outcome]:  # no family has this outcome (the table above says 0)
+            continue
         lines += [f"## {title}: {len(counts[outcome])}", ""]
         if outcome == ALL:
             plain = [t for t in counts[outcome] if not FAMILIES[t][1]]
