@@ -141,13 +141,21 @@ def check_arguments(kwargs: dict) -> None:
 
 
 def split_mask(attention_mask: torch.Tensor | None, n_key: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """The model's mask as (boolean "may attend", additive bias or None)."""
+    """The model's mask as (boolean "may attend" [batch, 1, query, key], additive bias or None).
+
+    A mask with a head axis (Doge's per-head dynamic mask, Falcon's ALiBi mask) keeps its values per head in the
+    bias; the cells it hides must be the same for every head (one mask per layer), else the capture is refused.
+    """
     if attention_mask is None:
         return None, None
     mask = attention_mask[..., :n_key]
+    allowed = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
+    if allowed.dim() == 4 and allowed.shape[1] > 1:
+        if not bool((allowed == allowed[:, :1]).all()):
+            raise CaptureRefused("a mask that hides different cells for different heads")
+        allowed = allowed[:, :1]
     if mask.dtype == torch.bool:
-        return mask, None
-    allowed = mask > torch.finfo(mask.dtype).min / 2
+        return allowed, None
     bias = torch.where(allowed, mask, torch.zeros_like(mask))
     return allowed, (bias if bias.any() else None)
 

@@ -58,11 +58,7 @@ def falcon(module, a: dict) -> Call:
     x, mask, alibi = a["hidden_states"], a.get("attention_mask"), a.get("alibi")
     b, n, _ = x.shape
     q, k = falcon_heads(module, module.query_key_value(x))
-    allowed, extra = additive(mask, n, "Falcon")
-    if allowed is not None and allowed.shape[1] > 1:  # an ALiBi mask holds a bias per head, and hides cells per head
-        if not bool((allowed == allowed[:, :1]).all()):
-            raise capture.CaptureRefused("a mask that hides different cells for different Falcon heads")
-        allowed = allowed[:, :1]
+    allowed, extra = additive(mask, n, "Falcon")  # an ALiBi mask holds a bias per head: kept per head in `extra`
     fill = fill_of(mask)
     if alibi is None:
         from transformers.models.falcon.modeling_falcon import apply_rotary_pos_emb

@@ -700,7 +700,7 @@ FAMILIES = {
     'deepseek_v4': ('all stages', ''),
     'diffllama': ('refused', 'calls attention twice in each layer and subtracts the second map from the first (differential attention, as in DiffLlama): no single map per layer shows what it attends to, and attnviz would show two layers for one'),
     'distilbert': ('all stages', ''),
-    'doge': ('refused', 'cannot be traced: it failed on a test sentence (The doge model failed on this text (RuntimeError: The expanded size of the tensor (1) must match the existing size (4) at non-singleton dimension 1.  Target sizes: [1, 1, 2, 2].  Tensor sizes: [1, 4, )'),
+    'doge': ('all stages', "its dynamic mask adds a per-head bias to every key (from its value states) and, past keep_window_size keys, keeps only each head's top keys: the bias is recorded per head; a text on which heads hide different keys is refused with a message"),
     'dots1': ('all stages', ''),
     'dots3_note_text': ('all stages', "sparse attention (as deepseek_v32): the indexer's top-k keys become part of the mask; latent attention: d_head is qk_nope_head_dim + qk_rope_head_dim"),
     'electra': ('all stages', ''),

@@ -206,3 +206,20 @@ def test_a_model_already_in_memory_traces_like_one_loaded_from_its_folder(tiny_l
     assert mine.captures and mine.label == "my llama" and model.config._attn_implementation == "attnviz"
     ours, theirs = attnviz.trace(mine, tiny_text), attnviz.trace(tiny_llama, tiny_text)
     np.testing.assert_array_equal(ours.weights, theirs.weights)
+
+
+def test_a_mask_with_a_head_axis_keeps_its_values_per_head_and_one_set_of_hidden_cells():
+    """Doge and Falcon (ALiBi) pass additive masks with one slice per head: the values differ by head, the hidden
+    cells must not (a layer has one mask), else the capture is refused rather than showing one head's mask for all."""
+    from attnviz.hf import capture
+
+    low = torch.finfo(torch.float32).min
+    values = torch.tensor([[[0.0, 1.0, low], [2.0, 3.0, low]], [[5.0, 6.0, low], [7.0, 8.0, low]]])[
+        None
+    ]  # [1, 2, 2, 3]
+    allowed, bias = capture.split_mask(values, 3)
+    assert allowed.shape == (1, 1, 2, 3) and allowed[0, 0].tolist() == [[True, True, False]] * 2
+    assert bias.shape == (1, 2, 2, 3) and bias[0, 1, 1, 1].item() == 8.0 and bias[0, 0, 0, 2].item() == 0.0
+    values[0, 1, 0, 1] = low  # head 1 now hides a cell head 0 shows
+    with pytest.raises(capture.CaptureRefused, match="different heads"):
+        capture.split_mask(values, 3)

@@ -25,7 +25,7 @@ ALL = os.environ.get("ATTNVIZ_FAMILY_MATRIX", "").strip().lower() == "all"
 #: The default run: each outcome and each kind of attention at least once (no family is "not built" now).
 REPRESENTATIVE = [
     "bert", "gpt2", "llama", "qwen2", "mistral", "gemma2", "gpt_oss", "granite_swa", "opt", "esm", "phi",
-    "deepseek_v3", "jamba", "qwen3_5_text", "minimax", "t5", "bart", "marian", "mt5", "switch_transformers", "bloom", "mpt", "gpt_neo",
+    "deepseek_v3", "jamba", "qwen3_5_text", "minimax", "t5", "bart", "marian", "mt5", "switch_transformers", "doge", "bloom", "mpt", "gpt_neo",
     "gptj", "xlm", "squeezebert", "mpnet", "deberta-v2", "falcon",  # all stages
     "xlnet",  # weights only
     "diffllama", "longformer", "rwkv", "mamba", "bigbird_pegasus", "fsmt",  # refused
