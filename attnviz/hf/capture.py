@@ -113,7 +113,7 @@ class Recorder:
         """Record batch item 0 of one attention call; a mask equal to the previous layer's is shared, not copied.
 
         extra: bias ([batch or 1, head or 1, query, key]), softcap and sinks, each None when the model has none.
-        scale_on: where the model applied the scale ("scores", "q", "q and k"; see LayerRecord).
+        scale_on: where the model applied the scale ("scores", "q", "k", "q and k"; see LayerRecord).
         """
         n_q, n_k = query.shape[-2], key.shape[-2]
         mask = torch.ones(n_q, n_k, dtype=torch.bool, device=query.device) if allowed is None else allowed
