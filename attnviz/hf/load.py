@@ -342,12 +342,12 @@ def _check_token_to_token(loaded: LoadedModel, inputs: dict, rec) -> None:
     if getattr(loaded.model.config, "is_encoder_decoder", False):
         return  # cross attention maps decoder to encoder tokens: checked per role
     n = inputs["input_ids"].shape[-1]
-    names = {m: name for name, m in loaded.model.named_modules()}
     for module, r in zip(rec.modules, rec.layers):
         n_q, n_k = r.q.shape[-2], r.k.shape[-2]
         if (n_q, n_k) != (n, n):
+            name = next((name for name, m in loaded.model.named_modules() if m is module), "")
             raise ModelLoadError(
-                f"{loaded.label!r} does not attend token to token: its attention {names.get(module, '')!r} maps "
+                f"{loaded.label!r} does not attend token to token: its attention {name!r} maps "
                 f"{n_q} queries to {n_k} keys for {n} tokens (it attends over units it builds from the tokens, such "
                 f"as patches of bytes), not a [head, query, key] map of the tokens. {INSTEAD}"
             )
