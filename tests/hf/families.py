@@ -447,12 +447,26 @@ def build(model_type: str, folder: Path) -> Path:
                 p.normal_(0, 0.5)
     if hasattr(model, "set_default_language"):  # X-MOD: one adapter a language, none chosen by default
         model.set_default_language(config.languages[0])
+    return save(model, folder)
+
+
+def save(model, folder: Path) -> Path:
+    """Write a tiny model and the matrix's tokenizer to `folder` as a checkpoint loads from it."""
     model.save_pretrained(folder)
     tokenizer().save_pretrained(folder)
     # else AutoTokenizer picks the family's own tokenizer class (Qwen2Tokenizer...), which re-splits our words
-    settings = folder / "tokenizer_config.json"
+    settings = Path(folder) / "tokenizer_config.json"
     settings.write_text(json.dumps(dict(json.loads(settings.read_text()), tokenizer_class="PreTrainedTokenizerFast")))
     return folder
+
+
+def padded_trace(folder: Path, pad: int):
+    """(the model in `folder` loaded through attnviz, its trace of TEXT with `pad` padding tokens, real tokens)."""
+    import attnviz
+
+    loaded = attnviz.load_model(str(folder), device="cpu")
+    n_real = attnviz.trace(loaded, TEXT).n_tokens
+    return loaded, attnviz.trace(loaded, TEXT, pad_to=n_real + pad), n_real
 
 
 # --- running one family ----------------------------------------------------------------------------------

@@ -25,17 +25,13 @@ def folder(tmp_path_factory):
     config.local_attention, config.sliding_window = 4, 2  # 2 keys either side of the query
     assert list(config.layer_types) == ["full_attention", "sliding_attention"]
     torch.manual_seed(0)
-    ModernBertModel(config).save_pretrained(folder)
-    fm.tokenizer().save_pretrained(folder)
-    return folder
+    return fm.save(ModernBertModel(config), folder)
 
 
 @pytest.mark.parametrize("pad", [0, 3])
 def test_every_stage_equals_eager_with_its_sliding_window(folder, pad):
-    loaded = attnviz.load_model(str(folder), device="cpu")
+    loaded, tr, n_real = fm.padded_trace(folder, pad)
     assert loaded.captures and loaded.note == ""
-    n_real = attnviz.trace(loaded, fm.TEXT).n_tokens
-    tr = attnviz.trace(loaded, fm.TEXT, pad_to=n_real + pad)
     assert tr.stages == attnviz.STAGES and not tr.weights_only
     n = tr.n_tokens
     ids = torch.tensor([tr.provenance.input_ids])

@@ -35,9 +35,7 @@ def _build(family, folder):
     config = fm.tiny_config(family)
     config.rope_parameters = dict(config.rope_parameters, partial_rotary_factor=ROTARY_NDIMS / 8)
     torch.manual_seed(0)
-    GPTNeoXJapaneseModel(config).save_pretrained(folder)
-    fm.tokenizer().save_pretrained(folder)
-    return folder
+    return fm.save(GPTNeoXJapaneseModel(config), folder)
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +52,8 @@ def _softmax(x):
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("pad", [0, 3])
 def test_every_stage_equals_eager_attention(family, pad, folders):
-    loaded = attnviz.load_model(str(folders[family]), device="cpu")
+    loaded, tr, n_real = fm.padded_trace(folders[family], pad)
     assert loaded.reproduced and not loaded.captures and loaded.note == ""
-    n_real = attnviz.trace(loaded, TEXT).n_tokens
-    tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad)
     assert tr.stages == attnviz.STAGES and not tr.weights_only
     assert "own attention code" in tr.provenance.attn_implementation
     ref = fm.eager_attentions(folders[family], list(tr.provenance.input_ids), n_real)
@@ -262,17 +258,13 @@ def deberta_folder(tmp_path_factory):
         for name, p in model.named_parameters():
             if "pos_proj" in name or "pos_q_proj" in name:
                 p.normal_(0, 0.5)
-    model.save_pretrained(folder)
-    fm.tokenizer().save_pretrained(folder)
-    return folder
+    return fm.save(model, folder)
 
 
 @pytest.mark.parametrize("pad", [0, 3])
 def test_deberta_disentangled_terms_are_the_bias_and_the_weights_equal_eager(deberta_folder, pad):
-    loaded = attnviz.load_model(str(deberta_folder), device="cpu")
+    loaded, tr, n_real = fm.padded_trace(deberta_folder, pad)
     assert loaded.reproduced and loaded.note == ""
-    n_real = attnviz.trace(loaded, TEXT).n_tokens
-    tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad)
     ref = fm.eager_attentions(deberta_folder, list(tr.provenance.input_ids), n_real)
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
     np.testing.assert_allclose(tr.scale, (8 * 3) ** -0.5, rtol=1e-6)  # sqrt(d * (1 + two position terms))

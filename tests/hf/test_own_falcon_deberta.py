@@ -63,9 +63,7 @@ def _build(name, folder):
         for key, p in model.named_parameters():
             if any(part in key for part in ("proj", "rel_embeddings", "query_key_value")):
                 p.normal_(0, 0.3)
-    model.save_pretrained(folder)
-    fm.tokenizer().save_pretrained(folder)
-    return folder
+    return fm.save(model, folder)
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +89,8 @@ def _factor(name):
 @pytest.mark.parametrize("name", VARIANTS)
 @pytest.mark.parametrize("pad", [0, 3])
 def test_every_stage_equals_eager_attention(name, pad, folders):
-    loaded = attnviz.load_model(str(folders[name]), device="cpu")
+    loaded, tr, n_real = fm.padded_trace(folders[name], pad)
     assert loaded.reproduced and not loaded.captures and loaded.note == ""
-    n_real = attnviz.trace(loaded, TEXT).n_tokens
-    tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad)
     assert tr.stages == attnviz.STAGES and not tr.weights_only
     assert "own attention code" in tr.provenance.attn_implementation
     ref = fm.eager_attentions(folders[name], list(tr.provenance.input_ids), n_real)

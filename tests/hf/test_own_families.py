@@ -31,9 +31,7 @@ def _build(family, folder):
     from transformers import GPTNeoModel
 
     torch.manual_seed(0)
-    GPTNeoModel(config).save_pretrained(folder)
-    fm.tokenizer().save_pretrained(folder)
-    return folder
+    return fm.save(GPTNeoModel(config), folder)
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +51,8 @@ def _expected_mask(family, layer, n, n_real):
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("pad", [0, 2])  # 2 < WINDOW: every padded query still sees a key
 def test_every_stage_equals_eager_attention(family, pad, folders):
-    loaded = attnviz.load_model(str(folders[family]), device="cpu")
+    loaded, tr, n_real = fm.padded_trace(folders[family], pad)
     assert loaded.reproduced and not loaded.captures and loaded.note == ""
-    n_real = attnviz.trace(loaded, TEXT).n_tokens
-    tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad)
     assert tr.stages == attnviz.STAGES and not tr.weights_only
     assert "own attention code" in tr.provenance.attn_implementation
     ref = fm.eager_attentions(folders[family], list(tr.provenance.input_ids), n_real)
