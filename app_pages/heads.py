@@ -93,7 +93,9 @@ with st.expander("What the stages mean"):
         st.markdown(f"- {ui.STAGE_HELP[name]}")
     ui.scale_note(tr, layer)
     if tr.weights_only:
-        st.markdown("This model computes attention inside its own code, so only **weights** can be shown.")
+        st.markdown(
+            "attnviz cannot read this model's other stages (the note above says why), so only **weights** can be shown."
+        )
 
 st.subheader("Export")
 st.caption(

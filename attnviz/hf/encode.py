@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -60,3 +61,11 @@ def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes) -> Encoded:
         inputs["token_type_ids"] = torch.tensor([types + [0] * n_pad])
     pad_keys = torch.arange(len(ids)) >= real if n_pad else None
     return Encoded(inputs, tokens, ids, n_dropped, pad_keys, notes)
+
+
+def forward_inputs(model) -> frozenset | None:
+    """The parameters `model.forward` names, which the encoded inputs are filtered by; None when it names no
+    input_ids (a wrapper taking **kwargs), so that nothing is dropped from a forward that cannot be read."""
+    params = inspect.signature(model.forward).parameters
+    named = frozenset(k for k, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    return named if "input_ids" in named else None

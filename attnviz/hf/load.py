@@ -17,7 +17,7 @@ import torch
 from ..errors import AttnvizError, InputError, ModelLoadError
 from . import capture, own
 from .access import check_before_loading
-from .encode import encode
+from .encode import encode, forward_inputs
 
 BUNDLED = "bundled"
 BUNDLED_LABEL = "all-MiniLM-L6-v2 (bundled)"
@@ -43,7 +43,8 @@ class LoadedModel:
     roles: dict = field(default_factory=dict, repr=False)  # encoder-decoder: attention module -> encoder/decoder/cross
     layers_per_role: dict = field(default_factory=dict)
     reproduced: bool = False  # own-code family whose stages attnviz reads from its attention modules (attnviz.hf.own)
-    note: str = ""  # why an own-code family attnviz knows stayed weights-only
+    note: str = ""  # why the model is weights-only, when it is and the reason is more than "its own code"
+    inputs: frozenset | None = None  # the encoded inputs its forward names (None: it names none we know)
 
     @property
     def is_seq2seq(self) -> bool:
@@ -231,9 +232,10 @@ def probe(loaded: LoadedModel) -> None:
     does not reproduce (softcapping, attention sinks): those switch to eager, weights-only unless attnviz.hf.own
     reads their own code (`_reproduce`).
     """
-    inputs = probe_inputs(loaded)
+    loaded.inputs = forward_inputs(loaded.model)
+    inputs, refused = probe_inputs(loaded), ""
     if loaded.captures:
-        rec, refused = capture.Recorder(), ""
+        rec = capture.Recorder()
         try:
             capture.forward(loaded.model, inputs, rec)
         except capture.CaptureRefused as e:
@@ -265,6 +267,10 @@ def probe(loaded: LoadedModel) -> None:
         loaded.captures = False
     _probe_eager(loaded, inputs)
     _reproduce(loaded)
+    if refused and not loaded.reproduced and not loaded.note:  # say the real reason, not "its own code"
+        loaded.note = (
+            f"its attention is called with {refused.removeprefix('attention with ')}, which attnviz cannot reproduce"
+        )
 
 
 def _reproduce(loaded: LoadedModel) -> None:
@@ -388,7 +394,6 @@ def probe_inputs(loaded: LoadedModel) -> dict:
     inputs = model_inputs(loaded, enc.inputs)
     config = loaded.model.config
     if getattr(config, "is_encoder_decoder", False):
-        inputs.pop("token_type_ids", None)
         start = decoder_start(loaded.model)
         if start is None:
             raise ModelLoadError(
@@ -410,5 +415,7 @@ def decoder_start(model) -> int | None:
 
 
 def model_inputs(loaded: LoadedModel, inputs: dict) -> dict:
-    """The encoded tensors on the model's device."""
-    return {k: v.to(loaded.device) for k, v in inputs.items()}
+    """The encoded tensors its forward takes, on the model's device (a BERT-style tokenizer saved next to a Llama
+    adds token_type_ids, which Llama's forward would pass on to its attention as an unknown keyword)."""
+    names = loaded.inputs
+    return {k: v.to(loaded.device) for k, v in inputs.items() if names is None or k in names}

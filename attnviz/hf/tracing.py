@@ -12,7 +12,7 @@ from . import capture, own
 from .encode import Encoded, encode
 from .load import LoadedModel, model_inputs
 
-WEIGHTS_ONLY_NOTE = "{} computes attention inside its own code: only the weights stage is available."
+WEIGHTS_ONLY_NOTE = "{}: only the weights stage is available ({})."
 IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "own": "eager; stages read from the model's own attention code",
                   "eager": "eager"}  # fmt: skip
 
@@ -105,7 +105,8 @@ def _weights_only(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, co
     if own.eager_gives_scores(loaded.model):  # SqueezeBERT returns its masked scores: the weights are their softmax
         attentions = [a.float().softmax(-1) for a in attentions]
     weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
-    notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label), *((loaded.note + ".",) if loaded.note else ()))
+    why = loaded.note or "it computes attention inside its own code"
+    notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label, why))
     return AttentionTrace(enc.tokens, stored_weights=weights, notes=notes, **common)
 
 

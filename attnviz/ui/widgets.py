@@ -32,9 +32,7 @@ def scroll_to(anchor: str) -> None:
 def stage_picker(trace: AttentionTrace) -> str:
     """The stage selector shared by the Heads and Our module pages (one URL key, "stage")."""
     if trace.weights_only:
-        st.caption(
-            "Stage: **weights**, the only stage this model exposes (its scores are computed inside its own code)."
-        )
+        st.caption("Stage: **weights**, the only stage attnviz can read from this model (the note above says why).")
         return "weights"
     stage = st.segmented_control(
         "Stage",
