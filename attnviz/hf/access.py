@@ -1,19 +1,22 @@
-"""What may be loaded, decided before any download: hosted allow-list, size budget, hub reachability."""
+"""What may be loaded, decided before any download: hosted allow-list, size budget, hub reachability.
+
+The size budget applies to every load, from the hub, from its local cache (offline or not) and from a folder, and
+fails closed: weights whose size cannot be read from their safetensors headers are refused. Only the bundled
+model, which is known to fit, is not checked.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
-import struct
-from pathlib import Path
 from urllib.parse import urlparse
 
 from .. import settings
 from ..errors import ModelLoadError
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+TRY = "Try a local folder made with save_pretrained, or leave the name empty for the bundled all-MiniLM-L6-v2."
 
 
 def check_before_loading(label: str, path: str, bytes_per_param: int = 4) -> bool:
@@ -27,67 +30,92 @@ def check_before_loading(label: str, path: str, bytes_per_param: int = 4) -> boo
         allowed = ", ".join(conf.allowed_models) or "none besides the bundled model"
         raise ModelLoadError(f"This hosted dashboard only loads these models: {allowed}. {label!r} is not one of them.")
     if is_folder:
-        check_size(label, folder_parameters(path) * bytes_per_param)
+        _check_local(label, path, bytes_per_param)
         return True
     if not _HUB_ID.match(label):
-        hint = ""
-        if label.startswith((".", "/", "~")):
-            hint = f" No folder exists at {os.path.abspath(path)!r} (relative paths start from {os.getcwd()!r})."
+        # never the absolute path or the working folder: whoever reaches the page need not be on this machine
+        hint = " No folder exists there (relative paths start from the folder the server was started in)."
         raise ModelLoadError(
             f"{label!r} is neither an existing folder nor a valid hub id (like 'gpt2' or "
-            f"'google-bert/bert-base-uncased').{hint}"
+            f"'google-bert/bert-base-uncased').{hint if label.startswith(('.', '/', '~')) else ''}"
         )
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes") or not hub_reachable():
-        return True  # fails in well under a second if the model is not in the cache
-    n = hub_parameters(label)
-    check_size(label, None if n is None else n * bytes_per_param)
+        snapshot = cached_snapshot(label)
+        if snapshot is not None:  # else the load reports the model missing from the cache, having read nothing
+            _check_local(label, snapshot, bytes_per_param)
+        return True
+    check_size(label, hub_parameters(label) * bytes_per_param)
     return False
+
+
+def _check_local(label: str, folder: str, bytes_per_param: int) -> None:
+    if os.path.isfile(os.path.join(folder, "config.json")):  # without one, the load fails before reading weights
+        check_size(label, local_parameters(label, folder) * bytes_per_param)
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     """One quick TCP connect instead of transformers' retries (about 25-45 s on a closed network)."""
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = url.port or (80 if url.scheme == "http" else 443)  # a mirror may name its own port
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout).close()
         return True
     except OSError:
         return False
 
 
-def hub_parameters(label: str) -> int | None:
-    """How many parameters the hub says the model's safetensors hold, or None if it will not say."""
+def cached_snapshot(label: str) -> str | None:
+    """The folder of the hub cache that an offline load of `label` reads (its main revision), or None."""
+    from huggingface_hub import try_to_load_from_cache
+
+    config = try_to_load_from_cache(label, "config.json")
+    return os.path.dirname(config) if isinstance(config, str) else None
+
+
+def local_parameters(label: str, folder: str) -> int:
+    """Parameters of the weights transformers loads from `folder` (model.safetensors, or the shards its index
+    names), read from their safetensors headers without reading the weights. Refuses when they cannot be read."""
+    from huggingface_hub import get_local_safetensors_metadata
+    from huggingface_hub.errors import NotASafetensorsRepoError
+
     try:
-        from huggingface_hub import HfApi
-
-        info = HfApi().model_info(label, timeout=10)
-    except Exception:  # noqa: BLE001 - the real load then reports a missing model with a clear message
-        return None
-    meta = getattr(info, "safetensors", None)
-    return int(meta.total) if meta is not None and getattr(meta, "total", None) else None
-
-
-def folder_parameters(path: str) -> int:
-    """Parameters in a folder's .safetensors files, read from their headers (no weights are loaded)."""
-    total = 0
-    for f in Path(path).glob("*.safetensors"):
-        try:
-            with f.open("rb") as fh:
-                (n,) = struct.unpack("<Q", fh.read(8))
-                header = json.loads(fh.read(min(n, 100_000_000)))
-        except (OSError, ValueError, struct.error):
-            continue  # a damaged file is reported by the real load
-        for name, t in header.items():
-            if name != "__metadata__" and isinstance(t, dict):
-                count = 1
-                for d in t.get("shape", []):
-                    count *= int(d)
-                total += count
-    return total
+        meta = get_local_safetensors_metadata(folder)
+    except NotASafetensorsRepoError:
+        raise ModelLoadError(
+            f"Could not load model {label!r}: it has no .safetensors weights (attnviz only loads safetensors, never "
+            f"pickled weights). {TRY}"
+        ) from None
+    except Exception as e:  # noqa: BLE001 - SafetensorsParsingError, OSError, a malformed index...
+        raise ModelLoadError(
+            f"Could not load model {label!r}: its weight file is damaged or incomplete ({type(e).__name__}), so its "
+            f"size cannot be checked against this dashboard's budget. {TRY}"
+        ) from None
+    return sum(meta.parameter_count.values())
 
 
-def check_size(label: str, n_bytes: int | None) -> None:
+def hub_parameters(label: str) -> int:
+    """How many parameters the hub says the model's safetensors hold; refuses when the hub will not say."""
+    from huggingface_hub import HfApi, get_safetensors_metadata
+    from huggingface_hub.errors import NotASafetensorsRepoError, RepositoryNotFoundError
+
+    try:
+        total = getattr(getattr(HfApi().model_info(label, timeout=10), "safetensors", None), "total", None)
+        # the hub computes `total` for most repositories; else read the headers (a few KB per file)
+        return int(total) if total else sum(get_safetensors_metadata(label).parameter_count.values())
+    except RepositoryNotFoundError:  # gated and private repositories too
+        why = "no model with that name was found on the hub (or it is private or gated)"
+    except NotASafetensorsRepoError:
+        why = "it has no .safetensors weights (attnviz only loads safetensors, never pickled weights)"
+    except Exception as e:  # noqa: BLE001 - fail closed: a size that cannot be read is not loaded
+        why = (
+            f"the hub did not say how large its weights are ({type(e).__name__}), so the size budget cannot be checked"
+        )
+    raise ModelLoadError(f"Could not load model {label!r}: {why}. {TRY}")
+
+
+def check_size(label: str, n_bytes: int) -> None:
     budget = settings.current().max_model_bytes
-    if n_bytes is not None and n_bytes > budget:
+    if n_bytes > budget:
         raise ModelLoadError(
             f"{label!r} needs {n_bytes / 2**20:,.1f} MB for its weights, over this dashboard's budget of "
             f"{budget / 2**20:,.1f} MB (ATTNVIZ_MAX_MODEL_MB). Choose a smaller model."

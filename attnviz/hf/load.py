@@ -18,6 +18,7 @@ from ..errors import AttnvizError, InputError, ModelLoadError
 from . import capture, own
 from .access import check_before_loading
 from .encode import encode, forward_inputs
+from .failures import explain, reported
 
 BUNDLED = "bundled"
 BUNDLED_LABEL = "all-MiniLM-L6-v2 (bundled)"
@@ -92,6 +93,11 @@ def load_model(name: str | None = None, *, device: str = "auto", dtype: str | No
     device: "auto" (the GPU when there is one), "cpu" or "cuda"; dtype: "float32" (CPU default), "bfloat16"
     (GPU default) or "float16". Raises ModelLoadError with a message that says what to do.
     """
+    with reported(name):
+        return _load(name, device, dtype)
+
+
+def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
@@ -190,30 +196,6 @@ def _weights(label: str, path: str, config, load: dict):
             return cls.from_pretrained(path, attn_implementation="eager", **load), False
     except Exception as e:  # noqa: BLE001 - every loading failure becomes a clear message
         raise explain(label, e) from None
-
-
-def explain(name: str, err: Exception) -> ModelLoadError:
-    """A loading failure as a message that says why and what to try instead."""
-    text = f"{type(err).__name__}: {err}"
-    low = text.lower()
-    if "trust_remote_code" in low or "custom code" in low:
-        why = "it needs custom code from the hub (trust_remote_code), which attnviz never runs"
-    elif "safetensors" in low and ("no file" in low or "does not appear" in low or "not found" in low):
-        why = "it has no .safetensors weights (attnviz only loads safetensors, never pickled weights)"
-    elif "config.json" in low or "not a valid model identifier" in low or "repository not found" in low:
-        why = "no model with that name was found (not a local folder with config.json, nor a hub id)"
-    elif "offline" in low or "connection" in low or "resolve" in low or "network" in low or "timed out" in low:
-        why = "the Hugging Face hub cannot be reached from here, and the model is not in the local cache"
-    elif "unrecognized" in low or "model type" in low:
-        why = "transformers does not know this model type"
-    elif "header" in low or "deserializ" in low or "incomplete" in low or "corrupt" in low:
-        why = "its weight file is damaged or incomplete"
-    else:
-        why = text.splitlines()[0][:300]
-    return ModelLoadError(
-        f"Could not load model {name!r}: {why}. Try a hub id such as 'bert-base-uncased' or 'gpt2' (needs a network), "
-        "a local folder made with save_pretrained, or leave the name empty for the bundled all-MiniLM-L6-v2."
-    )
 
 
 def _max_tokens(config, tokenizer) -> int:
