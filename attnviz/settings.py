@@ -2,11 +2,17 @@
 
 | variable                 | default           | meaning                                                        |
 |--------------------------|-------------------|----------------------------------------------------------------|
-| ATTNVIZ_HOSTED           | off               | only the bundled model and the allow-list load; no folders     |
+| ATTNVIZ_HOSTED           | see below         | only the bundled model and the allow-list load; no folders     |
 | ATTNVIZ_ALLOWED_MODELS   | empty             | comma-separated hub ids a hosted dashboard may load            |
 | ATTNVIZ_MAX_TOKENS       | see below         | longest text traced by the dashboard                           |
 | ATTNVIZ_MAX_MODEL_MB     | 1500              | weights larger than this are refused before loading            |
 | ATTNVIZ_TRACE_CACHE_MB   | 1024              | byte budget of the dashboard's trace cache, all sessions       |
+
+Hosted mode is on wherever strangers can reach the dashboard, unless ATTNVIZ_HOSTED=0 opts out: on Streamlit
+Community Cloud (its containers check the repository out under /mount/src and set HOSTNAME=streamlit) and when
+the server listens on anything but a loopback address (`--server.address 0.0.0.0`; the UI tells this module the
+address with `serving_on`, since only attnviz.ui may import streamlit). Elsewhere (a notebook, `streamlit run`
+with the committed config, which binds 127.0.0.1) it is off unless ATTNVIZ_HOSTED=1.
 
 The token limit defaults to what the machine serves quickly: 512 tokens on a CPU (256 hosted, where many
 sessions share it) and 4,096 with a GPU (a trace stores q and k, not tokens² per head, so long texts fit); a
@@ -22,6 +28,8 @@ import os
 from dataclasses import dataclass
 
 _TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_SERVED: dict[str, str | None] = {}  # "address": what the running server binds ("" or None: every interface)
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,8 @@ def _number(name: str, default: float) -> float:
 
 def current() -> Settings:
     """The settings in force now."""
-    hosted = os.environ.get("ATTNVIZ_HOSTED", "").strip().lower() in _TRUE
+    chosen = os.environ.get("ATTNVIZ_HOSTED", "").strip().lower()
+    hosted = chosen in _TRUE or (chosen not in _FALSE and reachable_by_strangers())
     allowed = tuple(m.strip() for m in os.environ.get("ATTNVIZ_ALLOWED_MODELS", "").split(",") if m.strip())
     return Settings(
         hosted=hosted,
@@ -61,3 +70,25 @@ def _default_tokens(hosted: bool) -> int:
     if torch.cuda.is_available():
         return 4096
     return 256 if hosted else 512
+
+
+def serving_on(address: str | None) -> None:
+    """Record the address the dashboard's server binds (Streamlit's resolved `server.address`)."""
+    _SERVED["address"] = address
+
+
+def reachable_by_strangers() -> bool:
+    """On Streamlit Community Cloud, or served on a non-loopback address (unset: every interface)."""
+    if on_community_cloud():
+        return True
+    if "address" not in _SERVED:
+        return False  # no server (a notebook, a script): whoever calls the API is on this machine
+    address = (_SERVED["address"] or "").strip().strip("[]").lower()
+    return not (address == "localhost" or address == "::1" or address.startswith("127."))
+
+
+def on_community_cloud() -> bool:
+    """Streamlit Community Cloud checks the repository out under /mount/src/<repo> and names its hosts
+    "streamlit"; either sign is enough (the path is the one its tracebacks show)."""
+    here = os.path.realpath(__file__).replace(os.sep, "/")
+    return here.startswith("/mount/src/") or os.environ.get("HOSTNAME", "") == "streamlit"

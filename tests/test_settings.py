@@ -8,6 +8,7 @@ from attnviz import settings
 
 
 def test_defaults_without_any_variable(monkeypatch):
+    monkeypatch.setenv("HOSTNAME", "my-laptop")
     for name in ("ATTNVIZ_HOSTED", "ATTNVIZ_ALLOWED_MODELS", "ATTNVIZ_MAX_TOKENS", "ATTNVIZ_MAX_MODEL_MB",
                  "ATTNVIZ_TRACE_CACHE_MB"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
@@ -33,3 +34,30 @@ def test_a_typo_or_a_negative_number_falls_back_to_the_default(monkeypatch):
     conf = settings.current()
     assert conf.max_model_bytes == 1500 * 2**20 and conf.trace_cache_bytes == 1024 * 2**20
     assert conf.max_tokens == 64
+
+
+def test_hosted_mode_is_on_on_community_cloud_unless_opted_out(monkeypatch):
+    monkeypatch.delenv("ATTNVIZ_HOSTED", raising=False)
+    monkeypatch.setenv("HOSTNAME", "streamlit")  # what Community Cloud's containers are called
+    assert settings.current().hosted
+    monkeypatch.setenv("ATTNVIZ_HOSTED", "0")
+    assert not settings.current().hosted
+    monkeypatch.setenv("HOSTNAME", "my-laptop")
+    monkeypatch.delenv("ATTNVIZ_HOSTED")
+    assert not settings.current().hosted
+
+
+def test_hosted_mode_is_on_when_the_server_listens_beyond_loopback_unless_opted_out(monkeypatch):
+    monkeypatch.delenv("ATTNVIZ_HOSTED", raising=False)
+    monkeypatch.setenv("HOSTNAME", "my-laptop")
+    monkeypatch.setattr(settings, "_SERVED", {})
+    assert not settings.current().hosted  # no server at all: the API in a notebook
+    for address in ("127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"):
+        settings.serving_on(address)
+        assert not settings.current().hosted, address
+    for address in ("0.0.0.0", "::", "192.168.1.7", "", None):  # "" and None: Streamlit binds every interface
+        settings.serving_on(address)
+        assert settings.current().hosted, address
+        monkeypatch.setenv("ATTNVIZ_HOSTED", "0")
+        assert not settings.current().hosted, address
+        monkeypatch.delenv("ATTNVIZ_HOSTED")

@@ -8,6 +8,7 @@ import time
 
 import streamlit as st
 import torch
+from streamlit import config
 
 from .. import settings
 from ..cache import BytesLRU
@@ -20,7 +21,9 @@ from .state import MAX_TEXT_CHARS, Selection, max_tokens, text_inputs
 
 
 def setup() -> None:
-    """Once per process: torch threads. Safe to call on every run."""
+    """Once per process: torch threads. Every run: the address the server binds, which turns hosted mode on
+    when it is not a loopback address (attnviz.settings)."""
+    settings.serving_on(config.get_option("server.address"))
     if not getattr(setup, "done", False):
         torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
         setup.done = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -38,3 +39,41 @@ def test_an_explicit_token_limit_wins(monkeypatch):
     monkeypatch.setenv("ATTNVIZ_MAX_TOKENS", "32")
     at = run_app(text="word " * 100)
     assert "kept the first 32" in " ".join(w.value for w in at.warning)
+
+
+def fresh_copy(folder, tmp_path) -> str:
+    """A folder this process has not loaded yet (st.cache_resource keeps loaded models by name)."""
+    return str(shutil.copytree(folder, tmp_path / "model"))
+
+
+def test_a_server_on_every_interface_is_hosted_unless_opted_out(tiny_bert_dir, tmp_path, monkeypatch):
+    """The address Streamlit binds reaches the settings (attnviz.ui.setup): on 0.0.0.0 strangers may be
+    watching, so server folders are refused, unless the operator opts out with ATTNVIZ_HOSTED=0."""
+    from streamlit import config
+
+    monkeypatch.delenv("ATTNVIZ_HOSTED", raising=False)
+    monkeypatch.setenv("HOSTNAME", "my-laptop")
+    before = config.get_option("server.address")
+    assert before == "127.0.0.1"  # the committed config, read by AppTest from the working folder
+    folder = fresh_copy(tiny_bert_dir, tmp_path)
+    config.set_option("server.address", "0.0.0.0", "test")
+    try:
+        at = run_app(source="hub", model=folder)
+        errors = " ".join(e.value for e in at.error)
+        assert "only loads these models" in errors and folder not in errors, errors
+        monkeypatch.setenv("ATTNVIZ_HOSTED", "0")
+        at = run_app(source="hub", model=folder)
+        assert not at.error, [e.value for e in at.error]  # opted out: the folder loads
+    finally:
+        config.set_option("server.address", before, "test")
+
+
+def test_on_loopback_a_folder_loads_and_on_community_cloud_it_is_refused(tiny_bert_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("ATTNVIZ_HOSTED", raising=False)
+    monkeypatch.setenv("HOSTNAME", "streamlit")
+    folder = fresh_copy(tiny_bert_dir, tmp_path)
+    at = run_app(source="hub", model=folder)
+    assert "only loads these models" in " ".join(e.value for e in at.error)
+    monkeypatch.setenv("HOSTNAME", "my-laptop")  # the committed config binds 127.0.0.1: local mode
+    at = run_app(source="hub", model=folder)
+    assert not at.error, [e.value for e in at.error]

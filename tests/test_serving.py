@@ -1,0 +1,81 @@
+"""Where the server listens: `streamlit run app.py` with the committed config binds loopback only, and the
+container's start script binds the address it is given. Read from the kernel's socket table (/proc/net/tcp*)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port: int) -> set[str]:
+    """Local addresses of the sockets in LISTEN state on `port` (IPv4 dotted, IPv6 as 32 hex digits)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, p = local.split(":")
+            if state == "0A" and int(p, 16) == port:
+                found.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]) if len(address) == 8 else address)
+    return found
+
+
+def serve(cmd: list[str], port: int, host: str, env: dict, log: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    for _ in range(240):
+        try:
+            if urllib.request.urlopen(f"http://{host}:{port}/_stcore/health", timeout=2).read() == b"ok":
+                return proc
+        except OSError:
+            time.sleep(0.5)
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise RuntimeError(f"no health from {host}:{port}: {log.read_text()[-2000:]}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_streamlit_run_with_the_committed_config_listens_on_loopback_only(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLIT_SERVER_ADDRESS")}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
+    proc = serve(cmd, port, "127.0.0.1", env, tmp_path / "run.log")
+    try:
+        assert listening(port) == {"127.0.0.1"}, listening(port)  # not 0.0.0.0, not ::
+    finally:
+        stop(proc)
+
+
+def test_the_start_script_binds_the_address_it_is_given(tmp_path):
+    """scripts/serve.sh (the container's CMD) passes ATTNVIZ_ADDRESS over the config's 127.0.0.1: a container
+    gets 0.0.0.0 by default. 127.0.0.2 is another loopback address, so the test opens nothing to the network."""
+    port = free_port()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = dict(os.environ, PATH=path, PORT=str(port), ATTNVIZ_ADDRESS="127.0.0.2", HF_HUB_OFFLINE="1")
+    proc = serve([str(ROOT / "scripts" / "serve.sh")], port, "127.0.0.2", env, tmp_path / "serve.log")
+    try:
+        assert listening(port) == {"127.0.0.2"}, listening(port)
+    finally:
+        stop(proc)
+    script = (ROOT / "scripts" / "serve.sh").read_text()
+    assert '--server.address "${ATTNVIZ_ADDRESS:-0.0.0.0}"' in script  # what the image binds when not told
