@@ -10,7 +10,13 @@
 # Docker cannot run on the machines this project is developed on, so nothing here runs at test time;
 # tests/test_deploy.py checks this file, and runs CMD's script (scripts/serve.sh) directly, exactly as the
 # image runs it. Keep the two in step.
-FROM python:3.11-slim
+#
+# The base image is pinned by digest (the multi-arch index of python:3.11-slim, Debian trixie, as pushed on
+# 2026-08-16), so that every build starts from the same bytes and a changed upstream tag cannot slip in. To take
+# Debian's and Python's security fixes, refresh it on purpose, as a reviewed change:
+#   docker buildx imagetools inspect python:3.11-slim     # the "Digest:" line
+# (or `docker pull python:3.11-slim && docker inspect --format '{{index .RepoDigests 0}}' python:3.11-slim`).
+FROM python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
 # torch==2.13.0 from PyPI is the CUDA build on Linux (several GB of nvidia-* wheels). The CPU wheel lives on
 # PyTorch's own index: with it as an extra index, pip picks 2.13.0+cpu for the exact pin in requirements.txt.
@@ -33,7 +39,8 @@ RUN pip install --extra-index-url "${TORCH_INDEX}" -r requirements.txt \
 # Owned by root and read-only to the user that runs it.
 COPY . .
 
-# A non-root user with a home for Streamlit's and Python's small caches.
+# A non-root user. Its home and /tmp are the only places the server writes; under Kubernetes the root filesystem
+# is read-only and both are emptyDir volumes (deploy/k8s/deployment.yaml).
 RUN useradd --create-home --uid 10001 --user-group attnviz
 USER 10001
 

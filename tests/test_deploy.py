@@ -32,6 +32,7 @@ K8S = ROOT / "deploy" / "k8s"
 MANIFESTS = sorted(K8S.glob("*.yaml"))
 SERVE = ROOT / "scripts" / "serve.sh"
 DOCKERFILE = ROOT / "Dockerfile"
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 HEALTH = "/_stcore/health"
 
 
@@ -154,7 +155,8 @@ def test_the_dockerfile_runs_the_start_script_as_non_root_with_a_health_check():
     instr = dockerfile()
     names = [i for i, _ in instr]
     args = dict(instr)  # the last of each instruction
-    assert instr[0] == ("FROM", "python:3.11-slim")
+    assert re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", instr[0][1]), f"base image not pinned: {instr[0]}"
+    assert instr[0][0] == "FROM"
     assert names.count("CMD") == 1 and names[-1] == "CMD"
     workdir = args["WORKDIR"]
     assert json.loads(args["CMD"]) == [f"{workdir}/{SERVE.relative_to(ROOT)}"], "CMD must be exactly the start script"
@@ -315,3 +317,54 @@ print(json.dumps({{k: v for k, v in os.environ.items() if k.startswith("ATTNVIZ_
     source = "".join(p.read_text() for p in (ROOT / "attnviz").rglob("*.py"))
     for name in promoted:
         assert f'"{name}"' in source, f"attnviz does not read {name}"
+
+
+# --- hardening: read-only root, a secret that cannot be applied as is, frame protection, consistent docs ----
+
+
+def test_pods_have_a_read_only_root_and_write_only_to_empty_dirs():
+    useradd = next(a for i, a in dockerfile() if i == "RUN" and "useradd" in a)
+    assert "--create-home" in useradd
+    home = "/home/" + useradd.split()[-1]  # the image user's HOME
+    for file, pod, c in containers():
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True, file
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: volumes[m["name"]] for m in c["volumeMounts"]}
+        assert {"/tmp", home} <= set(mounts), f"{file}: /tmp and HOME ({home}) must be writable"
+        for path, volume in mounts.items():
+            assert "emptyDir" in volume and volume["emptyDir"].get("sizeLimit"), (file, path)
+
+
+def test_the_example_secret_cannot_start_a_server():
+    """Applied as it is, the example's public value would sign every replica's cookies: the start script refuses
+    it (and any secret shorter than 32 characters) before Streamlit starts; the docs say how to make one."""
+    (secret,) = kind("Secret")
+    placeholder = secret["stringData"]["cookie-secret"]
+    assert "openssl rand" in (K8S / "secret.example.yaml").read_text() and "openssl rand" in DEPLOY_DOC.read_text()
+    for value in (placeholder, "too-short-to-be-secret"):
+        env = dict(os.environ, STREAMLIT_SERVER_COOKIE_SECRET=value, PATH="/nonexistent")  # refused before python
+        out = subprocess.run(["/bin/sh", str(SERVE)], env=env, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 64 and "openssl rand -hex 32" in out.stderr, (value, out.returncode, out.stderr)
+
+
+def test_the_ingress_forbids_framing_by_other_sites_with_a_documented_setting():
+    (ing,) = kind("Ingress")
+    ref = ing["metadata"]["annotations"]["nginx.ingress.kubernetes.io/custom-headers"]
+    namespace, name = ref.split("/")
+    (headers,) = [d for d in kind("ConfigMap") if d["metadata"]["name"] == name]
+    csp = headers["data"]["Content-Security-Policy"]
+    assert re.fullmatch(r"frame-ancestors 'self'( https://\S+)*", csp), csp
+    assert headers["data"]["X-Frame-Options"] in ("SAMEORIGIN", "DENY")
+    doc = DEPLOY_DOC.read_text()
+    assert "frame-ancestors" in doc and "embed=true" in doc and "global-allowed-response-headers" in doc
+
+
+def test_the_docs_state_the_cpu_and_memory_the_manifest_requests():
+    (res,) = [c["resources"] for f, _, c in containers() if f == "deployment.yaml"]
+    doc = DEPLOY_DOC.read_text()
+    m = re.search(r"CPU: `([\d.]+)` requested, `([\d.]+)` limited", doc)
+    assert m, "docs/deploy.md must say the CPU request and limit"
+    assert (m.group(1), m.group(2)) == (str(res["requests"]["cpu"]), str(res["limits"]["cpu"]))
+    line = doc.split("<!-- hosted-peak -->")[1].split("(measured")[0]
+    peak = max(float(n.replace(",", "")) for n in re.findall(r"([\d,]+) MB", line))
+    assert mib(res["limits"]["memory"]) >= 1.25 * peak, f"limit {res['limits']['memory']} vs hosted peak {peak} MB"

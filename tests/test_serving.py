@@ -4,6 +4,7 @@ container's start script binds the address it is given. Read from the kernel's s
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -71,7 +72,14 @@ def test_the_start_script_binds_the_address_it_is_given(tmp_path):
     gets 0.0.0.0 by default. 127.0.0.2 is another loopback address, so the test opens nothing to the network."""
     port = free_port()
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = dict(os.environ, PATH=path, PORT=str(port), ATTNVIZ_ADDRESS="127.0.0.2", HF_HUB_OFFLINE="1")
+    env = dict(
+        os.environ,
+        PATH=path,
+        PORT=str(port),
+        ATTNVIZ_ADDRESS="127.0.0.2",
+        HF_HUB_OFFLINE="1",
+        STREAMLIT_SERVER_COOKIE_SECRET=secrets.token_hex(32),
+    )  # a real secret starts it
     proc = serve([str(ROOT / "scripts" / "serve.sh")], port, "127.0.0.2", env, tmp_path / "serve.log")
     try:
         assert listening(port) == {"127.0.0.2"}, listening(port)

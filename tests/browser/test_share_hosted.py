@@ -25,7 +25,9 @@ def hosted():
     """(url, process) of scripts/serve.sh; the script execs streamlit, so the process is the server."""
     OUT.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    proc = start_script(port, OUT.parent / "serve-script.log", {"STREAMLIT_SERVER_COOKIE_SECRET": "shared-by-replicas"})
+    proc = start_script(
+        port, OUT.parent / "serve-script.log", {"STREAMLIT_SERVER_COOKIE_SECRET": "shared-by-replicas-" + "0" * 32}
+    )
     yield f"http://127.0.0.1:{port}", proc
     stop(proc)
 
