@@ -7,6 +7,7 @@
 | ATTNVIZ_MAX_TOKENS       | see below         | longest text traced by the dashboard                           |
 | ATTNVIZ_MAX_MODEL_MB     | 1500              | weights larger than this are refused before loading            |
 | ATTNVIZ_TRACE_CACHE_MB   | 1024              | byte budget of the dashboard's trace cache, all sessions       |
+| ATTNVIZ_MAX_UPLOAD_MB    | 256 (64 hosted)   | most an uploaded trace file may take once unpacked             |
 
 The token limit defaults to what the machine serves quickly: 512 tokens on a CPU (256 hosted, where many
 sessions share it) and 4,096 with a GPU (a trace stores q and k, not tokens² per head, so long texts fit); a
@@ -31,6 +32,7 @@ class Settings:
     max_tokens: int
     max_model_bytes: int
     trace_cache_bytes: int
+    max_upload_bytes: int
 
 
 def _number(name: str, default: float) -> float:
@@ -52,6 +54,7 @@ def current() -> Settings:
         max_tokens=int(_number("ATTNVIZ_MAX_TOKENS", _default_tokens(hosted))),
         max_model_bytes=int(_number("ATTNVIZ_MAX_MODEL_MB", 1500) * 2**20),
         trace_cache_bytes=int(_number("ATTNVIZ_TRACE_CACHE_MB", 1024) * 2**20),
+        max_upload_bytes=int(_number("ATTNVIZ_MAX_UPLOAD_MB", 64 if hosted else 256) * 2**20),
     )
 
 
