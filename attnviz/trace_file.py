@@ -42,7 +42,12 @@ _KINDS = {
     "provenance.json": ("U", (0,)), "scores": ("f", (4,)), "scaled": ("f", (4,)), "masked": ("f", (4,)),
     "weights": ("f", (4,)), "mask": ("b", (3,)), "bias": ("f", (3,)), "sinks": ("f", (1, 2)), "softcap": ("f", (0,)),
 }  # fmt: skip
-_WHAT = {"f": "numbers", "b": "true/false values", "U": "text", "O": "Python objects, which attnviz never loads"}
+_WHAT = {
+    "f": "floating-point numbers",
+    "b": "true/false values",
+    "U": "text",
+    "O": "Python objects (attnviz never loads those)",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +133,7 @@ def _headers(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo]) -> dict[str
             raise refused(f"its {name} member is not a numpy array") from None
         kinds, ranks = _KINDS[name.split("_")[0] if name[-1].isdigit() else name]
         if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in kinds:
-            got = _WHAT.get("O" if dtype.hasobject else dtype.kind, f"values of type {dtype.kind}")
+            got = _WHAT.get("O" if dtype.hasobject else dtype.kind, f"values of type {dtype.name}")
             raise refused(f"its {name} array holds {got}, not {_WHAT[kinds]}")
         if len(shape) not in ranks or any(n < 0 for n in shape):
             raise refused(f"its {name} array has {len(shape)} axes, not {' or '.join(map(str, ranks))}")
@@ -155,7 +160,7 @@ def _check_shapes(members: dict[str, Member], max_tokens: int | None) -> tuple[i
     for name, m in members.items():
         kind, _, layer = name.partition("_")
         if kind in expected and (m.shape not in expected[kind] or (layer and int(layer) >= n_layer)):
-            raise refused(f"its {name} array does not fit a trace of {n_layer} layers, {n_head} heads")
+            raise refused(f"its {name} array does not fit {n_layer} layers, {n_head} heads, {n_query} x {n_key} tokens")
     return dims
 
 
@@ -207,7 +212,7 @@ def check_record(rec: dict, dims: tuple[int, int, int, int], names: set[str]) ->
     }
     bad = [k for k, ok in checks.items() if not ok]
     if bad:
-        raise refused(f"its record's {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} missing or malformed")
+        raise refused(f"its record's {', '.join(bad)}: missing, malformed or not matching the arrays")
     stored = {"scores", "mask"} & names
     if rec["weights_only"] != (not stored) or stored not in (set(), {"scores", "mask"}):
         raise refused("its record and its arrays disagree on whether it holds scores and a mask")
@@ -222,8 +227,11 @@ def _check_layers(rec: dict, n_layer: int) -> None:
     """One scale (checked as the API checks it), fill and scale_on per layer."""
     if not _all(rec.get("scale"), _is_number, n_layer):
         raise refused(f"its record does not give one scale for each of its {n_layer} layers")
-    for scale in rec["scale"]:
-        check_scale(scale)
+    for i, scale in enumerate(rec["scale"]):
+        try:
+            check_scale(scale)
+        except InputError as e:  # the API's own rule, said of the file
+            raise InputError(f"The trace file's scale of layer {i} cannot be used. {e}") from None
     if not _all(rec.get("fill"), lambda f: _is_number(f) and not math.isnan(f) and f != math.inf, n_layer):
         raise refused(f"its record does not give one fill (a number or -inf) for each of its {n_layer} layers")
     if rec.get("scale_on") is not None and not _all(rec["scale_on"], lambda s: s in SCALE_ON, n_layer):

@@ -66,7 +66,10 @@ ALTERED = {  # name -> (change to a valid file, words the message must hold)
     "scores of rank 3": (_set("scores", lambda m: m["scores"][0]), "scores array has 3 axes"),
     "mask of rank 2": (_set("mask", lambda m: m["mask"][0]), "mask array has 2 axes"),
     "string mask": (_set("mask", lambda m: m["mask"].astype(str)), "mask array holds text"),
-    "integer scores": (_set("scores", lambda m: m["scores"].astype(np.int64)), "scores array holds values"),
+    "integer scores": (
+        _set("scores", lambda m: m["scores"].astype(np.int64)),
+        "scores array holds values of type int64",
+    ),
     "stages of two shapes": (_set("weights", lambda m: m["weights"][:, :2]), "differ in shape"),
     "mask of other tokens": (_set("mask", lambda m: m["mask"][:, :3]), "mask array does not fit"),
     "bias for a layer it lacks": (_set("bias_7", lambda m: m["scores"][0]), "bias_7 array does not fit"),
