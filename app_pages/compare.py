@@ -31,7 +31,7 @@ if src.is_module and mode != "sentences":
     st.stop()
 try:
     if mode == "sentences":
-        other = st.text_input("Sentence b", value=MINIMAL_PAIR, key="cmp_text", max_chars=2000)
+        other = st.text_input("Sentence b", value=MINIMAL_PAIR, key="cmp_text", max_chars=ui.TEXT_LIMITS["cmp_text"])
         b = ui.trace_of_text(src, other, pair=pair)
         if b is None:
             st.stop()
@@ -40,7 +40,8 @@ try:
         if swapped:
             st.caption("Tokens that differ: " + ", ".join(f"{i} ({tr.tokens[i]} → {b.tokens[i]})" for i in swapped))
     elif mode == "models":
-        name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model").strip()
+        name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model",
+                             max_chars=ui.TEXT_LIMITS["cmp_model"]).strip()  # fmt: skip
         if not name:
             st.info("Name a second model with the same tokenizer and head count (e.g. a fine-tuned copy).")
             st.stop()

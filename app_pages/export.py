@@ -4,7 +4,6 @@ Layout only."""
 import streamlit as st
 
 from attnviz import export, ui
-from attnviz.errors import AttnvizError
 from attnviz.plots import heatmaps as hm
 
 src = ui.current()
@@ -67,13 +66,9 @@ st.download_button(
 st.subheader("Open a saved trace", divider="gray")
 st.caption("Load an .npz saved here: its heads are shown from the file alone, with the record it carries.")
 upload = st.file_uploader("Trace file (.npz)", type=["npz"], key="ex_upload")
-if upload is not None:
-    try:
-        saved = export.load_npz(upload.getvalue())
-        saved_record, _ = export.read_npz(upload.getvalue())
-    except AttnvizError as e:
-        st.error(str(e))
-        st.stop()
+opened = ui.saved_trace(upload)  # read once per file, within this dashboard's limits; None after saying why
+if opened is not None:
+    saved, saved_record = opened
     for note in saved.notes:
         st.caption(note)
     saved_layer = 0

@@ -23,7 +23,7 @@ tr = ui.get_trace(src)
 if tr is None:
     st.stop()
 try:  # separators mark the boundary; without them, sentence A's own token count does
-    boundary, rule = P.pair_boundary(tr, len(src.model.tokenizer(text)["input_ids"]))
+    boundary, rule = P.pair_boundary(tr, ui.first_sentence_length(src, text))
 except AttnvizError as e:
     st.warning(str(e))
     st.stop()

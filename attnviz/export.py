@@ -4,14 +4,14 @@ Pure functions returning bytes or text, so pages can hand them to a download but
 
 The whole-trace .npz (`trace_npz`) holds every stage of every layer as [layer, head, query, key] float32, what
 they are made from (scale, fill, mask, bias, softcap, sinks per layer) and a JSON record (`provenance.json`)
-of what produced it. `load_npz` rebuilds an AttentionTrace from the saved scores with the saved scale, mask
-and fill, through the same stage function, so its arrays equal the saved ones (checked on load; a trace saved
-on a GPU and reopened on a CPU may differ in the last bits, and the trace's notes then say by how much).
+of what produced it. `load_npz` (trace_file.py, which reads any file within bounds) rebuilds an AttentionTrace
+from the saved scores with the saved scale, mask and fill, through the same stage function, so its arrays equal
+the saved ones (checked on load; a trace saved on a GPU and reopened on a CPU may differ in the last bits, and
+the trace's notes then say by how much).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import io
 import json
@@ -20,13 +20,12 @@ import re
 from importlib import metadata
 
 import numpy as np
-import torch
 
-from .errors import InputError, check_index
+from .errors import check_index
 from .plots.common import print_ready
-from .trace import AttentionTrace, LayerRecord, Provenance
+from .trace import AttentionTrace
+from .trace_file import NPZ_FORMAT, load_npz, open_npz, read_npz  # noqa: F401 - reading back: attnviz.export.load_npz
 
-NPZ_FORMAT = "attnviz-trace/1"
 VERSIONED = ("attnviz", "torch", "transformers", "numpy", "plotly", "streamlit")
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -169,10 +168,6 @@ def _jsonable(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
-def _tupled(v):
-    return tuple(_tupled(x) for x in v) if isinstance(v, list) else v
-
-
 def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> bytes:
     """The whole trace as .npz: every stage [layer, head, query, key], what they are made from, provenance.json.
 
@@ -193,49 +188,6 @@ def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None =
     buf = io.BytesIO()
     np.savez_compressed(buf, **out)
     return buf.getvalue()
-
-
-def read_npz(data: bytes) -> tuple[dict, dict]:
-    """(JSON record, arrays) of a file written by `trace_npz`; an InputError for anything else."""
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        record = json.loads(str(arrays.pop("provenance.json")))
-    except Exception as e:  # noqa: BLE001 - any unreadable upload is the user's file, not our bug
-        raise InputError(f"This is not an attnviz trace file (.npz from the Export page): {e}") from None
-    if record.get("format") != NPZ_FORMAT:
-        raise InputError(f"Unknown trace file format {record.get('format')!r}; expected {NPZ_FORMAT}.")
-    return record, arrays
-
-
-def load_npz(data: bytes) -> AttentionTrace:
-    """The trace saved by `trace_npz`, rebuilt from its scores, scale, mask and fill (or its weights)."""
-    rec, arrays = read_npz(data)
-    names = {f.name for f in dataclasses.fields(Provenance)}
-    fields = {k: v for k, v in rec.items() if k in names}
-    fields.update(options=tuple((k, _tupled(v)) for k, v in rec["options"]), input_ids=tuple(rec["input_ids"]))
-    common = dict(key_tokens=rec["key_tokens"], d_head=rec["d_head"], provenance=Provenance(**fields))
-    if rec["weights_only"]:
-        return AttentionTrace(rec["tokens"], stored_weights=arrays["weights"], notes=rec["notes"], **common)
-    records = tuple(_layer_record(arrays, rec, i) for i in range(arrays["scores"].shape[0]))
-    trace = AttentionTrace(rec["tokens"], records=records, notes=rec["notes"], **common)
-    gap = max(
-        float(np.max(np.abs(trace.layer(i).weights - arrays["weights"][i]), initial=0)) for i in range(len(records))
-    )
-    if gap:
-        note = f"Recomputed on this machine, the weights differ from the saved ones by up to {gap:.1e}."
-        trace = dataclasses.replace(trace, notes=(*trace.notes, note))
-    return trace
-
-
-def _layer_record(arrays: dict, rec: dict, i: int) -> LayerRecord:
-    opt = lambda name: torch.from_numpy(arrays[f"{name}_{i}"].copy()) if f"{name}_{i}" in arrays else None  # noqa: E731
-    softcap = float(arrays[f"softcap_{i}"]) if f"softcap_{i}" in arrays else None
-    return LayerRecord(
-        None, None, rec["scale"][i], torch.from_numpy(arrays["mask"][i].copy()), rec["fill"][i],
-        bias=opt("bias"), scores=torch.from_numpy(arrays["scores"][i].copy()), softcap=softcap, sinks=opt("sinks"),
-        scale_on=(rec.get("scale_on") or ["scores"] * (i + 1))[i],
-    )  # fmt: skip
 
 
 def trace_file_name(trace: AttentionTrace, page: str, ext: str, layer: int | None = None) -> str:

@@ -7,6 +7,7 @@
 | ATTNVIZ_MAX_TOKENS       | see below         | longest text traced by the dashboard                           |
 | ATTNVIZ_MAX_MODEL_MB     | 1500              | weights larger than this are refused before loading            |
 | ATTNVIZ_TRACE_CACHE_MB   | 1024              | byte budget of the dashboard's trace cache, all sessions       |
+| ATTNVIZ_MAX_UPLOAD_MB    | 256 (64 hosted)   | most an uploaded trace file may take once unpacked             |
 
 Hosted mode is on wherever strangers can reach the dashboard, unless ATTNVIZ_HOSTED=0 opts out: on Streamlit
 Community Cloud (its containers check the repository out under /mount/src and set HOSTNAME=streamlit) and when
@@ -39,6 +40,7 @@ class Settings:
     max_tokens: int
     max_model_bytes: int
     trace_cache_bytes: int
+    max_upload_bytes: int
 
 
 def _number(name: str, default: float) -> float:
@@ -61,6 +63,7 @@ def current() -> Settings:
         max_tokens=int(_number("ATTNVIZ_MAX_TOKENS", _default_tokens(hosted))),
         max_model_bytes=int(_number("ATTNVIZ_MAX_MODEL_MB", 1500) * 2**20),
         trace_cache_bytes=int(_number("ATTNVIZ_TRACE_CACHE_MB", 1024) * 2**20),
+        max_upload_bytes=int(_number("ATTNVIZ_MAX_UPLOAD_MB", 64 if hosted else 256) * 2**20),
     )
 
 

@@ -7,7 +7,11 @@ numpy arrays arrive as base64 typed arrays ({"dtype": "f4", "bdata": ..., "shape
 from __future__ import annotations
 
 import base64
+import io
 import json
+import struct
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +87,68 @@ def make_trace(tokens, n_layer=2, n_head=3, causal=False, weights_only=False, se
         weights = stages_from_scores(scores, scale, mask[:, None]).weights.numpy()
         return AttentionTrace(tokens, stored_weights=weights, provenance=provenance)
     return AttentionTrace.from_scores(tokens, scores.numpy(), scale, mask.numpy(), provenance=provenance)
+
+
+def npz_members(data: bytes) -> dict[str, np.ndarray]:
+    """Every array of an .npz (the provenance record as a JSON dict), to alter and write back with `npz_of`."""
+    with np.load(io.BytesIO(data)) as z:
+        out = {k: z[k] for k in z.files}
+    out["provenance.json"] = json.loads(str(out["provenance.json"]))
+    return out
+
+
+def npz_of(members: dict) -> bytes:
+    """An .npz as np.savez writes it (pickles allowed when writing); a dict or list record is written as JSON."""
+    arrays = {
+        k: np.array(json.dumps(v)) if k == "provenance.json" and not isinstance(v, np.ndarray) else v
+        for k, v in members.items()
+    }
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def deflate_bomb(record: dict, inflated: int = 900 * 2**20) -> bytes:
+    """A .npz of about 0.9 MB whose weights member inflates ~1000:1 into zeros, after a real provenance record.
+
+    The zeros are deflated once as 1 MiB blocks, each ending in a full flush (no reference to earlier data), so
+    the same compressed block can repeat: the file is built in milliseconds instead of compressing 900 MB.
+    """
+    header = io.BytesIO()
+    shape = (1, 1, 1024, inflated // 4 // 1024)
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    head = c.compress(header.getvalue()) + c.flush(zlib.Z_FULL_FLUSH)
+    block = c.compress(bytes(2**20)) + c.flush(zlib.Z_FULL_FLUSH)
+    n = inflated // 2**20
+    stream = head + block * n + c.flush(zlib.Z_FINISH)
+    crc = zlib.crc32(header.getvalue())
+    for _ in range(n):
+        crc = zlib.crc32(bytes(2**20), crc)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:  # the record, written the ordinary way
+        zf.writestr("provenance.json.npy", _npy(np.array(json.dumps(record))))
+    entries = buf.getvalue()[: buf.getvalue().index(b"PK\x01\x02")]  # its local entry; directory rebuilt below
+    size = len(header.getvalue()) + n * 2**20
+    return _zip_with(entries, zipfile.ZipFile(buf).infolist()[0], b"weights.npy", stream, crc, size)
+
+
+def _npy(a: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.lib.format.write_array(out, a, allow_pickle=False)
+    return out.getvalue()
+
+
+def _zip_with(first: bytes, first_info: zipfile.ZipInfo, name: bytes, stream: bytes, crc: int, size: int) -> bytes:
+    """`first` (one local entry as zipfile wrote it) plus a deflated member written by hand, with their directory."""
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0, crc, len(stream), size, len(name), 0)
+    i = first_info
+    directory = b"".join(
+        struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 8, 0, 0, c, cs, us, len(n), 0, 0, 0, 0, 0, off) + n
+        for n, c, cs, us, off in [
+            (i.filename.encode(), i.CRC, i.compress_size, i.file_size, 0),
+            (name, crc, len(stream), size, len(first)),
+        ]
+    )
+    body = first + local + name + stream
+    return body + directory + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 2, 2, len(directory), len(body), 0)

@@ -97,3 +97,12 @@ def test_view_html_is_self_contained_with_the_data_and_the_provenance():
     z = array(json.loads(spec.group(1))[0]["z"])
     np.testing.assert_allclose(z, tr.layer(0).weights[0], atol=1e-7)
     assert '"paper_bgcolor":"#ffffff"' in page.replace(" ", "")
+
+
+def test_a_quote_token_is_labelled_with_a_quote_in_the_html_export():
+    tr = make_trace(['"', "b"], n_layer=1, n_head=1)
+    page = export.view_html([heatmaps.head_detail(tr, 0, 0)], "q", export.provenance_record(tr))
+    spec = re.search(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{', page, re.S)
+    layout = json.loads(spec.group(2))
+    assert layout["xaxis"]["ticktext"] == ['00 "', "01 b"]
+    assert "&quot;" not in spec.group(0)

@@ -13,6 +13,8 @@ share: of all the attention the real (not padding) queries give, the fraction th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..errors import InputError
@@ -53,12 +55,14 @@ SEPARATOR_RULE = "sentence B starts after the first separator token(s) that foll
 COUNT_RULE = "sentence B starts after as many tokens as sentence A alone gives (this tokenizer adds no separator)"
 
 
-def pair_boundary(trace: AttentionTrace, n_first: int | None = None) -> tuple[int | None, str]:
+def pair_boundary(trace: AttentionTrace, n_first: int | Callable[[], int] | None = None) -> tuple[int | None, str]:
     """(first position of sentence B, the rule that found it) for a trace made with a second sentence.
 
     (None, reason) when the trace has no pair or is not self-attention over the pair (cross-attention). Separators
     decide when the tokenizer puts them between the sentences; otherwise `n_first`, sentence A's own token count
-    (tokenize it alone), does, and InputError says when that count leaves no sentence B.
+    (tokenize it alone), does, and InputError says when that count leaves no sentence B. `n_first` may be a
+    function giving that count: it is called only when the separators do not decide, so most tokenizers never
+    tokenize sentence A a second time.
     """
     if pair_text(trace) is None:
         return None, "no second sentence"
@@ -69,7 +73,7 @@ def pair_boundary(trace: AttentionTrace, n_first: int | None = None) -> tuple[in
         return found, SEPARATOR_RULE
     if n_first is None:
         return None, "the tokenizer adds no separator and sentence A's length is unknown"
-    return boundary_from_count(n_first, trace.n_tokens), COUNT_RULE
+    return boundary_from_count(n_first() if callable(n_first) else n_first, trace.n_tokens), COUNT_RULE
 
 
 def real_length(mask: np.ndarray | None, n_tokens: int) -> int:

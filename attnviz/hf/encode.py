@@ -9,6 +9,10 @@ import torch
 
 from ..errors import InputError
 
+#: Characters tokenized per token of the limit. A text is cut to `limit` x this before the tokenizer sees it, so a
+#: megabyte pasted or linked costs milliseconds; real text runs 3-6 characters a token, so nothing that fits is lost.
+CHARS_PER_TOKEN = 40
+
 
 @dataclass(frozen=True)
 class Encoded:
@@ -18,20 +22,42 @@ class Encoded:
     n_dropped: int  # tokens cut off at the limit
     pad_keys: torch.Tensor | None  # [T] bool, True at padding positions
     notes: list[str]
+    text: str = ""  # the text and second sentence as tokenized (cut to char_limit)
+    pair: str | None = None
+
+
+def char_limit(limit: int) -> int:
+    """The most characters of a text (and, separately, of its second sentence) tokenized for a `limit`-token trace."""
+    return CHARS_PER_TOKEN * max(int(limit), 1)
+
+
+def cut_text(text: str, limit: int, what: str = "The text") -> tuple[str, list[str]]:
+    """(`text` cut to char_limit(limit), a note when it was cut): bounds the tokenizer's work before it starts."""
+    most = char_limit(limit)
+    if len(text) <= most:
+        return text, []
+    return text[:most], [f"{what} was {len(text):,} characters; only the first {most:,} were tokenized."]
 
 
 def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = None) -> Encoded:
     """Tokenize `text` (and an optional second sentence) for a model, truncated to `limit` tokens.
+
+    Each of the two is first cut to `char_limit(limit)` characters (a note says so), so no input makes the
+    tokenizer work on more than that.
 
     Typed special tokens ("[SEP]", "<|endoftext|>") are split as text, never read as control tokens.
     `pad_to` appends padding tokens (with an attention_mask of 0) as in a batch.
     """
     if not isinstance(text, str) or not text.strip():
         raise InputError("The text is empty: type a sentence to see its attention.")
+    text, notes = cut_text(text, limit)
     pair = pair if pair is not None and str(pair).strip() else None
+    if pair is not None:
+        pair, cut = cut_text(str(pair), limit, "The second sentence")
+        notes += cut
     kw = dict(split_special_tokens=True, add_special_tokens=True, verbose=False)
     full = tokenizer(text, pair, **kw)
-    enc, notes, n_dropped = full, [], 0
+    enc, n_dropped = full, 0
     if len(full["input_ids"]) > limit:
         enc = tokenizer(text, pair, truncation=True, max_length=limit, **kw)
         n_dropped = len(full["input_ids"]) - len(enc["input_ids"])
@@ -47,10 +73,10 @@ def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = No
         if target < int(pad_to):
             notes.append(f"Padding capped at the model's limit of {limit} tokens.")
         n_pad = target - len(ids)
-    return _assemble(tokenizer, ids, types, n_pad, n_dropped, notes)
+    return _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, text, pair)
 
 
-def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes) -> Encoded:
+def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, text, pair) -> Encoded:
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     real = len(ids)
     ids = ids + [pad_id] * n_pad
@@ -60,7 +86,7 @@ def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes) -> Encoded:
     if types is not None:
         inputs["token_type_ids"] = torch.tensor([types + [0] * n_pad])
     pad_keys = torch.arange(len(ids)) >= real if n_pad else None
-    return Encoded(inputs, tokens, ids, n_dropped, pad_keys, notes)
+    return Encoded(inputs, tokens, ids, n_dropped, pad_keys, notes, text, pair)
 
 
 def forward_inputs(model) -> frozenset | None:

@@ -16,7 +16,7 @@ import torch
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
 from . import capture
-from .encode import encode
+from .encode import cut_text, encode
 from .load import LoadedModel, decoder_start, model_inputs
 from .tracing import experiment
 
@@ -76,6 +76,9 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     enc = encode(loaded.tokenizer, source, None, limit)
     inputs = model_inputs(loaded, enc.inputs)
     inputs.pop("token_type_ids", None)
+    if target is not None:  # cut before the tokenizer sees it, as encode cuts the source
+        target, cut = cut_text(str(target), limit, "The target")
+        enc.notes.extend(cut)
     ids = decoder_ids(loaded, inputs, target, limit)
     inputs["decoder_input_ids"] = torch.tensor([ids], device=loaded.device)
     exp = _experiment(loaded, part, len(ids if part == "decoder" else enc.tokens), options)

@@ -48,7 +48,7 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
     limit = loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
     enc = encode(loaded.tokenizer, text, pair, limit, pad_to)
     exp = experiment(loaded, len(enc.tokens), **options)
-    asked = dict(pair=pair, pad_to=pad_to, **{k: getattr(exp, k) for k in options})
+    asked = dict(pair=enc.pair, pad_to=pad_to, **{k: getattr(exp, k) for k in options})  # the pair as traced
     provenance = Provenance(
         model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
         attn_implementation=IMPLEMENTATION[_route(loaded)], options=tuple(sorted(asked.items())),

@@ -34,8 +34,10 @@ def on_paper(fig, **layout):
 
 
 def escape(token: str) -> str:
-    """Make a token safe for Plotly labels, which parse <br>, <b>, <a href> and entities."""
-    return html.escape(str(token), quote=True)
+    """Make a token safe for Plotly labels, which parse <br>, <b>, <a href> and entities.
+
+    Quotes are left alone: outside a tag they are plain text, and Plotly shows `&quot;` literally."""
+    return html.escape(str(token), quote=False)
 
 
 def tick_labels(tokens) -> list[str]:

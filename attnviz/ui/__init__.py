@@ -8,9 +8,9 @@ and survives page switches and reloads. Streamlit ignores and removes a query va
 take (layer=99, a head of -1, garbage), so bad links fall back to defaults instead of failing.
 """
 
-from .data import get_model, get_trace, loading_notice, setup, trace_of_text
+from .data import get_model, get_trace, loading_notice, saved_trace, setup, trace_of_text
 from .extras import scale_note, sinks_and_softcap
-from .panels import boundary_caption, pair_boundary, provenance
+from .panels import boundary_caption, first_sentence_length, pair_boundary, provenance
 from .sidebar import current, module_preview, module_settings, score_sources, sidebar
 from .state import (
     DEFAULT_TEXT,
@@ -20,6 +20,7 @@ from .state import (
     PARTS,
     SOURCES,
     STAGE_HELP,
+    TEXT_LIMITS,
     URL,
     WEIGHT_LABELS,
     Selection,
@@ -34,10 +35,10 @@ from .state import (
 from .widgets import chart_config, colour_range, head_picker, scroll_to, section, stage_picker, token_window
 
 __all__ = [
-    "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
-    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker", "keep_history",
+    "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "TEXT_LIMITS", "URL", "WEIGHT_LABELS",
+    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "first_sentence_length", "get_model", "get_trace", "head_picker", "keep_history",
     "loading_notice", "max_tokens",
     "module_preview", "module_settings", "pair_boundary", "boundary_caption", "provenance", "scale_note", "score_sources",
-    "scroll_to", "section", "selected_tile", "setup", "sidebar", "sinks_and_softcap", "stage_picker",
+    "saved_trace", "scroll_to", "section", "selected_tile", "setup", "sidebar", "sinks_and_softcap", "stage_picker",
     "text_inputs", "token_window", "trace_of_text", "url_choice",
 ]  # fmt: skip

@@ -10,14 +10,14 @@ import streamlit as st
 import torch
 from streamlit import config
 
-from .. import settings
+from .. import settings, trace_file
 from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
-from .state import MAX_TEXT_CHARS, Selection, max_tokens, text_inputs
+from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs
 
 
 def setup() -> None:
@@ -82,12 +82,9 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     if not text or not text.strip():
         st.info("Type a sentence in the sidebar to see its attention.")
         return None
-    if len(text) > MAX_TEXT_CHARS:
-        text = text[:MAX_TEXT_CHARS]
-        st.info(f"The text is longer than {MAX_TEXT_CHARS:,} characters: only the first {MAX_TEXT_CHARS:,} are used.")
     options = {"pair": pair, "max_tokens": max_tokens(), **options}
     if src.part is not None:  # an encoder-decoder: its decoder reads the target (empty: generated greedily)
-        options["target"] = (st.session_state.get("target") or "").strip() or None
+        options["target"] = str(st.session_state.get("target") or "")[: TEXT_LIMITS["target"]].strip() or None
     if src.is_module:
         dropped = sorted(k for k in options if k not in MODULE_OPTIONS and options[k] not in (None, True, ()))
         if dropped:
@@ -119,3 +116,28 @@ def trace_of_text(src: Selection, text: str, **options) -> AttentionTrace | None
     except AttnvizError as e:
         st.warning(str(e))
         return None
+
+
+def saved_trace(upload) -> tuple[AttentionTrace, dict] | None:
+    """The trace in an uploaded .npz and its record; None (after saying why) for a file that cannot be opened.
+
+    Read once per file: the result (or the reason) stays in session state while the file sits in the uploader,
+    so reruns redo nothing. The file is checked against this dashboard's token limit and upload budget before
+    anything in it is unpacked (trace_file).
+    """
+    if upload is None:
+        st.session_state.pop("_saved_trace", None)
+        return None
+    held = st.session_state.get("_saved_trace")
+    if held is None or held[0] != upload.file_id:
+        conf = settings.current()
+        try:
+            result = trace_file.open_npz(upload.getvalue(), conf.max_tokens, conf.max_upload_bytes)
+        except AttnvizError as e:
+            result = str(e)
+        held = (upload.file_id, result)
+        st.session_state["_saved_trace"] = held
+    if isinstance(held[1], str):
+        st.error(held[1])
+        return None
+    return held[1]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from .. import export
 from ..analysis import pairs
 from ..errors import AttnvizError
+from ..hf.encode import cut_text
 from ..trace import AttentionTrace
-from .state import Selection, text_inputs
+from .state import Selection, max_tokens, text_inputs
 
 
 def pair_boundary(src: Selection, trace: AttentionTrace) -> int | None:
@@ -21,10 +24,16 @@ def pair_boundary(src: Selection, trace: AttentionTrace) -> int | None:
     if pair is None or pairs.pair_text(trace) is None:
         return None
     try:
-        n_first = len(src.model.tokenizer(text)["input_ids"])
-        return pairs.pair_boundary(trace, n_first)[0]
+        return pairs.pair_boundary(trace, first_sentence_length(src, text))[0]
     except (AttnvizError, TypeError, KeyError):
         return None
+
+
+def first_sentence_length(src: Selection, text: str) -> Callable[[], int]:
+    """Sentence A's own token count, for `pairs.pair_boundary` to call only when separators do not decide; the
+    text is cut as the trace's was before it is tokenized, so a long sentence costs what the trace cost."""
+    limit = min(max_tokens(), src.model.max_tokens)
+    return lambda: len(src.model.tokenizer(cut_text(text, limit)[0])["input_ids"])
 
 
 def boundary_caption(boundary: int | None) -> None:

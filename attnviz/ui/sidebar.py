@@ -11,21 +11,26 @@ from ..hf import BUNDLED, LoadedModel
 from ..plots.scores import LABELS as SCORE_LABELS
 from ..scratch import INPUTS, WEIGHTS, ModuleSource
 from .data import get_model
-from .state import DEFAULT_TEXT, INPUT_LABELS, PARTS, SOURCES, URL, WEIGHT_LABELS, Selection, url_choice
+from .state import (
+    DEFAULT_TEXT,
+    INPUT_LABELS,
+    PARTS,
+    SOURCES,
+    TEXT_LIMITS,
+    URL,
+    WEIGHT_LABELS,
+    Selection,
+    bound_text_fields,
+    cut_notes,
+    url_choice,
+)
 
 
 def sidebar() -> Selection:
     """The frame every page shares: sentence, optional pair, source, model or module settings, layer."""
+    bound_text_fields()  # before any widget reads them
     with st.sidebar:
-        st.text_area(
-            "Sentence",
-            value=DEFAULT_TEXT,
-            key="text",
-            bind=URL,
-            height=90,  # no max_chars: its counter sits on the text; get_trace cuts at MAX_TEXT_CHARS and says so
-            help="Any text. Longer than the model's limit is truncated (the page says so).",
-        )
-        st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, help="For sentence pairs.")
+        sentence_fields()
         kind = url_choice(st.radio, "Source", SOURCES, key="source")
         conf = settings.current()
         name = BUNDLED
@@ -36,6 +41,7 @@ def sidebar() -> Selection:
                     value="",
                     key="model",
                     bind=URL,
+                    max_chars=TEXT_LIMITS["model"],
                     placeholder="bert-base-uncased, gpt2, ./my-model",
                     help=(
                         f"This hosted dashboard loads only: {', '.join(conf.allowed_models) or 'the bundled model'}."
@@ -59,16 +65,34 @@ def sidebar() -> Selection:
         st.caption(f"Running on **{loaded.device}** in **{loaded.dtype}**; stages are computed in float32.")
         st.radio("Save charts as", ["png", "svg"], key="img_fmt", bind=URL, horizontal=True,
                              help="What the camera button above each chart saves (white background, dark text).")  # fmt: skip
+    for note in cut_notes():  # in the main area, above the page: what the page shows was cut
+        st.info(note)
     src = Selection(loaded, module, layer, part)
     st.session_state["_source"] = src
     st.session_state["_notes_shown"] = set()  # notes are shown once per run
     return src
 
 
+def sentence_fields() -> None:
+    """The sentence and the optional second sentence; their max_chars cut typed and linked values on the server."""
+    st.text_area(
+        "Sentence",
+        value=DEFAULT_TEXT,
+        key="text",
+        bind=URL,
+        height=90,
+        max_chars=TEXT_LIMITS["text"],
+        help="Any text. Longer than the model's limit is truncated (the page says so).",
+    )
+    st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, max_chars=TEXT_LIMITS["pair"],
+                  help="For sentence pairs.")  # fmt: skip
+
+
 def seq2seq_settings() -> str:
     """For an encoder-decoder model: the decoder's text and which of the three attentions to show."""
     st.text_input(
         "Target text (decoder)", value="", key="target", bind=URL, placeholder="empty: the model writes one",
+        max_chars=TEXT_LIMITS["target"],
         help="What the decoder reads, fed as in training (shifted right by one). Empty: generated greedily.",
     )  # fmt: skip
     return url_choice(st.radio, "Attention", PARTS, key="part")

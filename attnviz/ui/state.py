@@ -29,6 +29,19 @@ URL = "query-params"  # bind widgets to the address bar: a link reproduces the v
 
 MAX_TEXT_CHARS = 20_000  # longer texts are cut (and the page says so); far beyond any model's token limit
 
+#: The longest value of every text field (characters): the widgets' max_chars, which Streamlit enforces on the
+#: server for typed and linked values; `bound_text_fields` cuts values that arrive through session state too.
+TEXT_LIMITS = {
+    "text": MAX_TEXT_CHARS,
+    "pair": MAX_TEXT_CHARS,
+    "target": MAX_TEXT_CHARS,
+    "model": 500,  # hub ids are under 100 characters; a local folder's path may be longer
+    "cmp_text": 2_000,
+    "cmp_model": 500,
+}
+FIELD_NAMES = {"text": "sentence", "pair": "second sentence", "target": "target text", "model": "model id",
+               "cmp_text": "sentence b", "cmp_model": "model b"}  # fmt: skip
+
 # Streamlit writes a bound widget's new value into the address bar with history.replaceState, so changing
 # the layer twice and pressing Back leaves the app. This makes those writes push a history entry instead;
 # Back then restores the previous view (Streamlit reruns on popstate with the older address). Only writes
@@ -175,9 +188,39 @@ def selected_tile(event) -> tuple[int, int] | None:
     return None
 
 
+def bound_text_fields() -> None:
+    """Cut every text field to TEXT_LIMITS before a widget or a page reads it, and remember what was cut.
+
+    Run before the sidebar's widgets. A link's value is cut by the widget itself (max_chars) as it is read; a
+    value put into session state (by code, or kept from a widget) is cut here. Either way the field is noted, and
+    `cut_notes` says so for as long as the field holds the cut value.
+    """
+    cut = st.session_state.setdefault("_cut_fields", {})
+    for key, most in TEXT_LIMITS.items():
+        linked = [v for v in st.query_params.get_all(key) if len(v) > most]
+        value = st.session_state.get(key)
+        if isinstance(value, str) and len(value) > most:
+            st.session_state[key] = value = value[:most]
+            cut[key] = value
+        elif linked:
+            cut[key] = linked[-1][:most]
+
+
+def cut_notes() -> list[str]:
+    """One line per text field that holds a value cut to its limit (nothing once the user changes it)."""
+    cut = st.session_state.get("_cut_fields", {})
+    for key in [k for k, v in cut.items() if st.session_state.get(k) != v]:
+        del cut[key]
+    return [
+        f"The {FIELD_NAMES[k]} is longer than {TEXT_LIMITS[k]:,} characters: only the first {TEXT_LIMITS[k]:,} are used."
+        for k in cut
+    ]
+
+
 def text_inputs() -> tuple[str, str | None]:
-    text = st.session_state.get("text", DEFAULT_TEXT)
-    pair = (st.session_state.get("pair") or "").strip() or None
+    """The sentence and the second sentence (None when empty), each at most MAX_TEXT_CHARS characters."""
+    text = str(st.session_state.get("text", DEFAULT_TEXT))[:MAX_TEXT_CHARS]
+    pair = str(st.session_state.get("pair") or "")[:MAX_TEXT_CHARS].strip() or None
     return text, pair
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from helpers import make_trace
 
 import attnviz
 from attnviz.analysis import pairs as P
 from attnviz.errors import InputError
 from attnviz.plots.pairs import boundary_shapes
+from attnviz.trace import Provenance
 
 
 def test_boundary_after_the_first_separator_run():
@@ -19,6 +23,22 @@ def test_boundary_after_the_first_separator_run():
     assert P.boundary_from_count(2, 3) == 2
     with pytest.raises(InputError):
         P.boundary_from_count(3, 3)
+
+
+def test_sentence_a_is_counted_only_when_no_separator_decides():
+    calls = []
+
+    def count_a():  # stands for tokenizing sentence A alone: it must not run when separators decide
+        calls.append(1)
+        return 2
+
+    def paired(tokens):
+        tr = make_trace(tokens, n_layer=1, n_head=1)
+        return dataclasses.replace(tr, provenance=Provenance("synthetic", options=(("pair", "b c"),)))
+
+    assert P.pair_boundary(paired(["[CLS]", "a", "[SEP]", "b", "c", "[SEP]"]), count_a) == (3, P.SEPARATOR_RULE)
+    assert calls == []
+    assert P.pair_boundary(paired(["a", "b", "c"]), count_a) == (2, P.COUNT_RULE) and calls == [1]
 
 
 def _loop_shares(w, boundary, end):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from helpers import figures, run_page, z_arrays
+from helpers import deflate_bomb, figures, npz_members, npz_of, run_page, z_arrays
 
 import attnviz
 from attnviz import export
@@ -54,3 +54,34 @@ def test_a_wrong_file_gives_a_message_not_a_traceback():
     at.file_uploader(key="ex_upload").upload("t.npz", b"garbage").run()
     assert not at.exception
     assert any("not an attnviz trace" in e.value for e in at.error)
+
+
+def test_malformed_and_oversized_uploads_give_a_message_and_the_page_stays_usable(bundled):
+    # every malformed kind is refused in tests/test_trace_file.py; here a few reach the page in one session
+    good = export.trace_npz(attnviz.trace(bundled, "A dog ran away."), text="A dog ran away.")
+    members = npz_members(good)
+    bad = {
+        "record as a list": {**members, "provenance.json": [1, 2]},
+        "string mask": {**members, "mask": members["mask"].astype(str)},
+        "a scale of 1e30": {**members, "provenance.json": {**members["provenance.json"], "scale": [1e30] * 6}},
+    }
+    files = {name: npz_of(m) for name, m in bad.items()}
+    files |= {"garbage": b"garbage", "a bomb": deflate_bomb(members["provenance.json"])}
+    at = page()
+    for name, data in files.items():
+        at.file_uploader(key="ex_upload").upload(f"{name}.npz", data).run()
+        assert not at.exception, (name, [e.value for e in at.exception])
+        errors = [e.value for e in at.error]
+        assert len(errors) == 1 and ("not an attnviz trace" in errors[0] or "scale must be" in errors[0]
+                                     or "once unpacked" in errors[0]), (name, errors)  # fmt: skip
+        assert "pickle" not in errors[0] and "saved_grid" not in figures(at)
+    at.file_uploader(key="ex_upload").upload("good.npz", good).run()  # the same session opens a good file
+    assert not at.exception and not at.error and "saved_grid" in figures(at)
+
+
+def test_an_upload_is_read_once_while_it_sits_in_the_uploader(bundled):
+    at = page()
+    at.file_uploader(key="ex_upload").upload("t.npz", export.trace_npz(attnviz.trace(bundled, TEXT))).run()
+    first = at.session_state["_saved_trace"][1][0]
+    at.slider(key="ex_layer").set_value(2).run()  # a rerun with the file still there
+    assert not at.exception and at.session_state["_saved_trace"][1][0] is first  # not read again

@@ -9,6 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import attnviz
+from attnviz import ui
+from attnviz.hf.encode import char_limit, encode
 
 APP = str(Path(__file__).parents[2] / "app.py")
 PAGES = ["app_pages/heads.py", "app_pages/scaling.py", "app_pages/masks.py", "app_pages/module.py"]
@@ -38,6 +40,33 @@ def test_ten_thousand_characters_are_truncated_and_say_so(bundled):
     assert any("kept the first 512" in n for n in tr.notes)
 
 
+class TokenizerSpy:
+    """The real tokenizer, noting how many characters each call hands it."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.seen = tokenizer, []
+
+    def __call__(self, text, pair=None, **kw):
+        self.seen.append((len(text), len(pair or "")))
+        return self.tokenizer(text, pair, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def test_five_megabytes_of_sentence_or_pair_are_cut_before_the_tokenizer_sees_them(bundled):
+    spy, big = TokenizerSpy(bundled.tokenizer), "word " * 1_000_000
+    enc = encode(spy, big, big, limit=512)
+    assert len(enc.ids) == 512 and max(max(seen) for seen in spy.seen) == char_limit(512) == 20_480
+    assert enc.notes[:2] == [
+        "The text was 5,000,000 characters; only the first 20,480 were tokenized.",
+        "The second sentence was 5,000,000 characters; only the first 20,480 were tokenized.",
+    ]
+    tr = attnviz.trace(bundled, "The cat sat.", pair=big)
+    assert tr.n_tokens == 512 and dict(tr.provenance.options)["pair"] == big[:20_480]  # the pair as traced
+    assert any("second sentence was 5,000,000 characters" in n for n in tr.notes)
+
+
 def test_endoftext_typed_by_a_user_is_text(bundled):
     tr = attnviz.trace(bundled, "<|endoftext|>")
     assert tr.tokens[1:4] == ("<", "|", "end")
@@ -55,3 +84,33 @@ def test_every_page_handles_strange_text(page, name):
     assert at.get("plotly_chart") or at.info or at.warning, "neither a chart nor a message"
     if name in ("empty", "whitespace"):
         assert "Type a sentence" in " ".join(i.value for i in at.info)
+
+
+def _page(page: str, query: dict | None = None, **state) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_five_megabytes_of_sentence_or_pair_on_a_page_are_cut_with_a_note():
+    big = "word " * 1_000_000  # what a crafted message could carry into session state
+    at = _page("app_pages/pairs.py", text=big, pair=big)
+    notes = [i.value for i in at.info]
+    assert "The sentence is longer than 20,000 characters: only the first 20,000 are used." in notes
+    assert "The second sentence is longer than 20,000 characters: only the first 20,000 are used." in notes
+    assert len(at.session_state["text"]) == len(at.session_state["pair"]) == 20_000
+    assert at.get("plotly_chart"), "the page still draws"
+
+
+def test_a_long_sentence_in_the_link_is_cut_with_a_note_and_an_over_long_link_is_ignored():
+    at = _page("app_pages/heads.py", {"text": "word " * 100_000})  # 500,000 characters in the address bar
+    assert len(at.session_state["text"]) == 20_000 and at.get("plotly_chart")
+    assert any(i.value.startswith("The sentence is longer than 20,000 characters") for i in at.info)
+    at = _page("app_pages/heads.py", {"text": "word " * 1_000_000})  # Streamlit drops a query over 524,288 chars
+    assert at.session_state["text"] == ui.DEFAULT_TEXT and at.get("plotly_chart")

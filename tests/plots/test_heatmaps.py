@@ -117,6 +117,14 @@ def test_escaped_tokens_reach_labels_and_hover(trace):
     assert custom[1, 0, 0] == ticks[1] and custom[1, 0, 1] == ticks[0]  # [query, key] of row 1, column 0
 
 
+def test_a_quote_token_is_labelled_with_a_quote_not_an_entity():
+    # Plotly decodes &lt; &gt; &amp; but shows &quot; literally: a typed " must reach the label as "
+    fig = hm.head_detail(make_trace(['"', "it's", "<q>"], n_layer=1, n_head=1), 0, 0)
+    spec = json.loads(fig.to_json())
+    assert spec["layout"]["xaxis"]["ticktext"] == ['00 "', "01 it's", "02 &lt;q&gt;"]
+    assert "&quot;" not in fig.to_json() and "&#x27;" not in fig.to_json()
+
+
 def test_masked_cells_are_nan_in_the_masked_stage(trace):
     allowed = trace.mask[0]
     for fig in (hm.head_grid(trace, 0, "masked"), hm.head_detail(trace, 0, 2, "masked")):
