@@ -72,10 +72,10 @@ if upload is not None:
         saved = export.load_npz(upload.getvalue())
         saved_record, _ = export.read_npz(upload.getvalue())
     except AttnvizError as e:
-        st.error(str(e))
+        ui.show_error(e, "error")
         st.stop()
     for note in saved.notes:
-        st.caption(note)
+        st.caption(ui.literal(note))  # the uploaded file's own notes
     saved_layer = 0
     if saved.n_layer > 1:
         saved_layer = st.slider("Layer of the saved trace", 0, saved.n_layer - 1, 0, key="ex_layer")
@@ -92,4 +92,4 @@ if upload is not None:
     )
     with st.expander("Its provenance"):
         rows = export.record_rows(saved_record, full=True)
-        st.table({"field": list(rows), "value": list(rows.values())})
+        ui.record_table(rows)

@@ -16,6 +16,7 @@ from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
+from .literal import literal, show_error
 from .state import MAX_TEXT_CHARS, Selection, max_tokens, text_inputs
 
 
@@ -93,10 +94,10 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     try:
         tr = _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
     except InputError as e:
-        st.warning(str(e))
+        show_error(e, "warning")
         return None
     except AttnvizError as e:
-        st.error(str(e))
+        show_error(e, "error")
         return None
     if isinstance(tr, Seq2SeqTrace):
         tr = tr.part(src.part)
@@ -104,7 +105,7 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     for note in tr.notes:  # a page may fetch several traces of one text: say each thing once
         if note not in shown:
             shown.add(note)
-            st.warning(note)
+            st.warning(literal(note))  # notes name the model (a user's id)
     return tr
 
 
@@ -114,5 +115,5 @@ def trace_of_text(src: Selection, text: str, **options) -> AttentionTrace | None
     try:
         return _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
     except AttnvizError as e:
-        st.warning(str(e))
+        show_error(e, "warning")
         return None
