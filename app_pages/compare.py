@@ -38,7 +38,10 @@ try:
         what, label_a, label_b, layer_b = "two sentences", "your sentence", "sentence b", layer
         swapped = C.changed_tokens(tr, b) if tr.n_tokens == b.n_tokens else []
         if swapped:
-            st.caption("Tokens that differ: " + ", ".join(f"{i} ({tr.tokens[i]} → {b.tokens[i]})" for i in swapped))
+            st.caption(
+                "Tokens that differ: "
+                + ", ".join(f"{i} ({ui.literal(tr.tokens[i])} → {ui.literal(b.tokens[i])})" for i in swapped)
+            )
     elif mode == "models":
         name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model",
                              max_chars=ui.TEXT_LIMITS["cmp_model"]).strip()  # fmt: skip
@@ -58,10 +61,14 @@ try:
         b, what, label_a, label_b = tr, "two layers", f"layer {layer}", f"layer {layer_b}"
     result = C.compare_traces(tr, b, layer, layer_b, what)
 except AttnvizError as e:
-    st.warning(str(e))
+    ui.show_error(e)
     st.stop()
 
-st.caption(f"a = {label_a}, layer {layer}; b = {label_b}" + ("" if mode == "layers" else f", layer {layer_b}") + ".")
+st.caption(
+    f"a = {ui.literal(label_a)}, layer {layer}; b = {ui.literal(label_b)}"
+    + ("" if mode == "layers" else f", layer {layer_b}")
+    + "."
+)
 measure = st.selectbox("Rank heads by", list(C.MEASURES), format_func=C.MEASURES.get, key="cmp_measure")
 order = result.ranked(measure)
 start, stop = hm.window(tr.n_tokens)

@@ -70,7 +70,7 @@ opened = ui.saved_trace(upload)  # read once per file, within this dashboard's l
 if opened is not None:
     saved, saved_record = opened
     for note in saved.notes:
-        st.caption(note)
+        st.caption(ui.literal(note))  # the uploaded file's own notes
     saved_layer = 0
     if saved.n_layer > 1:
         saved_layer = st.slider("Layer of the saved trace", 0, saved.n_layer - 1, 0, key="ex_layer")
@@ -87,4 +87,4 @@ if opened is not None:
     )
     with st.expander("Its provenance"):
         rows = export.record_rows(saved_record, full=True)
-        st.table({"field": list(rows), "value": list(rows.values())})
+        ui.record_table(rows)

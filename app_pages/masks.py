@@ -131,7 +131,7 @@ dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key ma
 show(
     mp.fill_demo_figure(rep.fills, with_mask.key_tokens, ui.FILL_IDS[fill]),
     "4 · A row with every key masked",
-    f"The scaled row of query {rep.demo_query} ({with_mask.tokens[rep.demo_query]}), softmaxed with each fill value. "
+    f"The scaled row of query {rep.demo_query} ({ui.literal(with_mask.tokens[rep.demo_query])}), softmaxed with each fill value. "
     "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "
     f"−inf gives zeros (it attends to nothing). With some keys visible, every fill gives the same weights.{dead} "
     + mp.fill_demo_note(with_mask.n_keys),

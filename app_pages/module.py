@@ -20,7 +20,7 @@ def _use_module():
 
 
 if src.is_module:
-    st.caption(f"Settings in the sidebar · now: {src.label}")
+    st.caption(f"Settings in the sidebar · now: {ui.literal(src.label)}")
 else:
     src = ui.module_preview(src)
     what = f"copying layer {src.layer}" if src.module_source().mirrors_layer else "with random weights"

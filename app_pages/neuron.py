@@ -27,11 +27,11 @@ query = right.selectbox("Query token", range(tr.n_tokens), format_func=labels.__
 try:
     view = N.neuron_view(tr, layer, head, query)
 except AttnvizError as e:
-    st.info(str(e))
+    ui.show_error(e, "info")
     st.stop()
 
 where = "our module" if src.is_module else f"layer {layer}"
-st.subheader(f"{labels[query]} in {where}, head {head}", divider="gray")
+st.subheader(f"{ui.literal(labels[query])} in {where}, head {head}", divider="gray")
 st.plotly_chart(nv.vectors(view, tr.tokens, tr.key_tokens), config=ui.chart_config("neuron", layer, head, query))
 
 rows = {

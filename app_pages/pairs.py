@@ -25,7 +25,7 @@ if tr is None:
 try:  # separators mark the boundary; without them, sentence A's own token count does
     boundary, rule = P.pair_boundary(tr, ui.first_sentence_length(src, text))
 except AttnvizError as e:
-    st.warning(str(e))
+    ui.show_error(e)
     st.stop()
 if boundary is None:
     st.info(f"No boundary between the sentences here: {rule}.")

@@ -74,7 +74,7 @@ else:
         with st.spinner("Solving one maximum-flow problem per input token…"):
             flow = R.flow(tr, query, start, end)
     except AttnvizError as e:
-        st.info(str(e))
+        ui.show_error(e, "info")
     else:
         st.plotly_chart(
             rp.flow_bars(tr.tokens, roll[query], flow, query), config=ui.chart_config("flow", f"query{query}")

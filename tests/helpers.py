@@ -9,13 +9,16 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import struct
 import zipfile
 import zlib
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import torch
+from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from attnviz.attention import stages_from_scores
@@ -68,9 +71,49 @@ def run_page(page: str, **state) -> AppTest:
     return at
 
 
+def shown(markdown: str) -> str:
+    """What a reader sees of Markdown whose user text attnviz.ui.literal escaped: the backslash escapes resolved and
+    the invisible word joiners dropped (the app's own Markdown, **bold** and all, is left as it is)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u2060", "")
+
+
 def texts(at, kind: str) -> list[str]:
-    """The values of every element of one kind (markdown, caption, info, ...) in the main area."""
-    return [str(e.value) for e in at.get(kind)]
+    """What a reader sees of every element of one kind (markdown, caption, info, ...) in the main area."""
+    return [shown(str(e.value)) for e in at.get(kind)]
+
+
+# --- Markdown as a reader's browser would render it (markdown-it-py: CommonMark, GitHub's tables and strikethrough) --
+
+# GitHub's extended autolinks (GFM spec, "Autolinks (extension)"): www., http:// or https://, and emails.
+GFM_AUTOLINKS = [
+    re.compile(r"www\.", re.IGNORECASE),
+    re.compile(r"https?://", re.IGNORECASE),
+    re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+"),
+]
+
+
+class _Html(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def rendered(markdown: str) -> tuple[list[str], str]:
+    """(tags, text) of `markdown` rendered by a real CommonMark parser with GitHub's tables and strikethrough."""
+    parser = _Html()
+    parser.feed(MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown))
+    return parser.tags, "".join(parser.text)
+
+
+def table_rows(table) -> dict[str, str]:
+    """A field -> value table (ui.record_table) as a reader sees it."""
+    return {shown(k): shown(v) for k, v in zip(table.value["field"], table.value["value"])}
 
 
 def make_trace(tokens, n_layer=2, n_head=3, causal=False, weights_only=False, seed=0) -> AttentionTrace:

@@ -17,6 +17,7 @@ from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
+from .literal import literal, show_error
 from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs
 
 
@@ -93,10 +94,10 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     try:
         tr = _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
     except InputError as e:
-        st.warning(str(e))
+        show_error(e, "warning")
         return None
     except AttnvizError as e:
-        st.error(str(e))
+        show_error(e, "error")
         return None
     if isinstance(tr, Seq2SeqTrace):
         tr = tr.part(src.part)
@@ -104,7 +105,7 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     for note in tr.notes:  # a page may fetch several traces of one text: say each thing once
         if note not in shown:
             shown.add(note)
-            st.warning(note)
+            st.warning(literal(note))  # notes name the model (a user's id)
     return tr
 
 
@@ -114,7 +115,7 @@ def trace_of_text(src: Selection, text: str, **options) -> AttentionTrace | None
     try:
         return _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
     except AttnvizError as e:
-        st.warning(str(e))
+        show_error(e, "warning")
         return None
 
 
@@ -138,6 +139,6 @@ def saved_trace(upload) -> tuple[AttentionTrace, dict] | None:
         held = (upload.file_id, result)
         st.session_state["_saved_trace"] = held
     if isinstance(held[1], str):
-        st.error(held[1])
+        st.error(literal(held[1]))
         return None
     return held[1]

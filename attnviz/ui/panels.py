@@ -11,6 +11,7 @@ from ..analysis import pairs
 from ..errors import AttnvizError
 from ..hf.encode import cut_text
 from ..trace import AttentionTrace
+from .literal import record_table
 from .state import Selection, max_tokens, text_inputs
 
 
@@ -51,10 +52,9 @@ def provenance(trace: AttentionTrace, full: bool = False) -> None:
     page): the whole record (text, tokens, ids too) as a table on the page itself."""
     text, pair = text_inputs()
     rows = export.record_rows(export.provenance_record(trace, text=text, pair=pair), full=full)
-    table = {"field": list(rows), "value": list(rows.values())}  # text cells: tokens are shown, never interpreted
     if full:
-        st.table(table)
+        record_table(rows)
         return
     with st.expander("Provenance: what produced this view", icon=":material/info:"):
         st.caption("The Export page saves this record with the trace (and adds the text, tokens and ids).")
-        st.table(table)
+        record_table(rows)

@@ -11,6 +11,7 @@ from ..hf import BUNDLED, LoadedModel
 from ..plots.scores import LABELS as SCORE_LABELS
 from ..scratch import INPUTS, WEIGHTS, ModuleSource
 from .data import get_model
+from .literal import literal
 from .state import (
     DEFAULT_TEXT,
     INPUT_LABELS,
@@ -44,7 +45,7 @@ def sidebar() -> Selection:
                     max_chars=TEXT_LIMITS["model"],
                     placeholder="bert-base-uncased, gpt2, ./my-model",
                     help=(
-                        f"This hosted dashboard loads only: {', '.join(conf.allowed_models) or 'the bundled model'}."
+                        f"This hosted dashboard loads only: {literal(', '.join(conf.allowed_models)) or 'the bundled model'}."
                         if conf.hosted
                         else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
                         "Remote code is never run."
@@ -114,7 +115,7 @@ def _load_or_fallback(name: str) -> LoadedModel:
         fallback = st.session_state.get("_last_good_model", BUNDLED)
         fallback = BUNDLED if fallback == name else fallback
         shown = "the bundled model" if fallback == BUNDLED else fallback
-        st.error(f"{e}\n\nShowing {shown} instead.")
+        st.error(f"{literal(e)}\n\nShowing {literal(shown)} instead.")  # e quotes the id a link carried
         return get_model(fallback)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from helpers import deflate_bomb, figures, npz_members, npz_of, run_page, z_arrays
+from helpers import deflate_bomb, figures, npz_members, npz_of, run_page, table_rows, z_arrays
 
 import attnviz
 from attnviz import export
@@ -21,8 +21,7 @@ def page(**state):
 def test_provenance_panel_and_downloads(bundled):
     at = page()
     assert [t.value for t in at.title] == ["Export"]
-    table = at.table[0].value
-    rec = dict(zip(table["field"], table["value"]))
+    rec = table_rows(at.table[0])
     tr = attnviz.trace(bundled, TEXT)
     want = export.provenance_record(tr, text=TEXT)
     assert rec["text"] == TEXT and rec["model"] == tr.model_name
@@ -45,7 +44,7 @@ def test_an_uploaded_trace_reopens_its_heads_from_the_file(bundled):
     assert len(shown) == 12
     for h, z in enumerate(shown):
         np.testing.assert_allclose(z, other.layer(3).weights[h], atol=1e-6)
-    tables = [dict(zip(t.value["field"], t.value["value"])) for t in at.table]
+    tables = [table_rows(t) for t in at.table]
     assert tables[-1]["text"] == "A dog ran away."
 
 

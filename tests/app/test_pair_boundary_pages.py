@@ -4,7 +4,7 @@ the tokenizer's own segment ids give; and every trace page carries the provenanc
 from __future__ import annotations
 
 import pytest
-from helpers import figures, run_page
+from helpers import figures, run_page, table_rows
 
 from attnviz import export
 from attnviz.plots.pairs import BOUNDARY_COLOUR
@@ -52,7 +52,7 @@ def test_a_page_with_a_pair_marks_the_boundary_and_shows_provenance(name, bounda
         assert {x for _, x in found} == {boundary - 0.5}, (name, figure, found)
     panel = [e for e in at.expander if e.label.startswith("Provenance")]
     assert len(panel) == 1, [e.label for e in at.expander]
-    rows = dict(zip(panel[0].table[0].value["field"], panel[0].table[0].value["value"]))
+    rows = table_rows(panel[0].table[0])
     assert {"model", "revision", "attn_implementation", "dtype", "device", "scale", "options"} <= set(rows)
     assert rows["version of torch"] == export.versions()["torch"]
     assert PAIR in rows["options"]  # the pair is part of the experiment the trace records
