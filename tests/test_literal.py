@@ -94,6 +94,7 @@ OWN_COPY = {
     ("extras.py", "text"),  # analysis.extras.scale_site: a fixed sentence with the scale
     ("scaling.py", "text"),  # analysis.scaling.scale_label: the scale as a number or 1/√d
     ("scaling.py", "note"),  # plots.distributions.row_saturation_note: a fixed sentence
+    ("sidebar.py", "note"),  # state.cut_notes: which field was cut and its limit, no user text
 }
 
 
