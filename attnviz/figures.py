@@ -87,7 +87,7 @@ def masks(trace: AttentionTrace, layer: int = 0, head: int = 0, unmasked: Attent
             mp.stage_pair(stages, trace.layer_mask(layer)[cut], trace.tokens, who, start=a))]  # fmt: skip
     if unmasked is not None:
         C.check_comparable(trace, unmasked, "a trace and its unmasked twin")
-        own = M.own_causal(trace, layer)
+        own = M.own_causal(unmasked, layer)  # the model's own mask, not the experiment's
         rep = M.mask_report(trace, unmasked, layer, head, n_real, opts.get("causal", False), opts.get("hide", ()))
         without, with_mask = unmasked.head(layer, head).weights[cut], trace.head(layer, head).weights[cut]
         out.append(("2 · Where the weight went",
