@@ -5,11 +5,31 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
-from helpers import figures, run_page
+from helpers import array, figures, run_page
 
 import attnviz
 from attnviz.ui import DEFAULT_TEXT
+
+
+def assert_same(a, b, where=""):
+    """Equal figure data: every field exactly, numbers to float32 rounding (the Scaling page's slider holds
+    the model's scale rounded to 8 decimals)."""
+    if isinstance(a, dict) and "bdata" in a:
+        np.testing.assert_allclose(array(a), array(b), rtol=1e-6, atol=1e-7, err_msg=where)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float):
+        assert b == pytest.approx(a, rel=1e-6, abs=1e-9), where
+    else:
+        assert a == b, where
 
 
 def _by_name(shown) -> dict:
@@ -40,4 +60,4 @@ def test_show_gives_the_pages_own_figures(bundled, page, file, view, names):
     shown = _by_name(attnviz.show(attnviz.trace(bundled, DEFAULT_TEXT), page, **view))
     assert names <= set(shown) and names <= set(on_page), (set(shown), set(on_page))
     for name in names:
-        assert shown[name]["data"] == on_page[name]["data"], name
+        assert_same(shown[name]["data"], on_page[name]["data"], name)
