@@ -7,6 +7,10 @@ from attnviz import ui
 st.set_page_config(page_title="attnviz: see transformer attention", page_icon="🔍", layout="wide")
 ui.setup()
 
+EMBED_STYLE = (
+    "<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], [data-testid='stExpandSidebarButton']"
+    " {display: none !important}</style>"
+)
 PAGES = [
     st.Page("app_pages/heads.py", title="Heads", icon=":material/grid_view:", default=True),
     st.Page("app_pages/scaling.py", title="Scaling", icon=":material/functions:"),
@@ -21,10 +25,17 @@ PAGES = [
     st.Page("app_pages/compare.py", title="Compare", icon=":material/difference:"),
     st.Page("app_pages/export.py", title="Export", icon=":material/download:"),
 ]
-page = st.navigation(PAGES)
+# ?embed=true (Streamlit's own switch; read with st.context): a page in an iframe of a course page or a blog shows
+# its figures without the frame. The sidebar's widgets still run, since they read and check the view in the URL,
+# but the sidebar is hidden, and so are the navigation, the share link and the history entries.
+embedded = st.context.is_embedded
+if embedded:
+    st.html(EMBED_STYLE)  # first, so the sidebar never shows, not even while a cold start loads the model
+page = st.navigation(PAGES, position="hidden" if embedded else "sidebar")
 notice = ui.loading_notice()  # a cold start loads the model in the sidebar: say so in the main area meanwhile
 ui.sidebar()
 notice.empty()
-ui.copy_link()
-ui.keep_history()  # Back and Forward move between views
+if not embedded:
+    ui.copy_link()
+    ui.keep_history()  # Back and Forward move between views
 page.run()

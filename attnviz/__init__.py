@@ -25,6 +25,7 @@ from .attention import (
 from .errors import AttnvizError, InputError, ModelLoadError
 from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, module_from_layer, trace_pretrained
 from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
+from .notebook import Figures, show
 from .scratch import ModuleSource, trace_module
 from .trace import STAGES, AttentionTrace, LayerRecord, Provenance
 
@@ -55,6 +56,7 @@ __all__ = [
     "AttnvizError",
     "BUNDLED",
     "DEFAULT_FILL",
+    "Figures",
     "InputError",
     "LawRow",
     "LayerRecord",
@@ -75,6 +77,7 @@ __all__ = [
     "module_from_layer",
     "seeded_module",
     "seeded_vectors",
+    "show",
     "softmax",
     "sqrt_d_law",
     "stages_from_scores",

@@ -11,6 +11,7 @@ reached give only their final weights: a weights-only trace stores those.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ import torch
 
 from .attention import DEFAULT_FILL, Stages, check_scale, stages_from_scores
 from .errors import AttnvizError, check_index
+from .given import weights_array
 
 STAGES = ("scores", "scaled", "masked", "weights")
 _LAYER_CACHE = 2  # computed layers (or windows) kept per trace: a page switching stages or heads does not recompute
@@ -203,10 +205,11 @@ class AttentionTrace:
         return cls(tokens, records=tuple(records), **kw)
 
     @classmethod
-    def from_attentions(cls, attentions, tokens, key_tokens=None, model: str = "") -> AttentionTrace:
-        """A weights-only trace from what a transformers model returns with output_attentions=True
-        (a tuple of [batch, head, query, key] tensors, one per layer; batch item 0 is taken)."""
-        weights = np.stack([np.asarray(torch.as_tensor(a)[0].float().cpu()) for a in attentions])
+    def from_attentions(cls, attentions, tokens, key_tokens=None, model: str = "", item: int = 0) -> AttentionTrace:
+        """A weights-only trace from what a transformers model returns with output_attentions=True: one
+        [batch, head, query, key] tensor per layer (any dtype or device, gradients or not); batch item `item`.
+        SDPA's empty tuple or None raise an InputError saying what to do (see attnviz.given)."""
+        weights = weights_array(attentions, item)
         return cls(tokens, stored_weights=weights, key_tokens=key_tokens, provenance=Provenance(model, "attentions"))
 
     # --- sizes and kind ---
@@ -273,6 +276,11 @@ class AttentionTrace:
             while len(self._cache) > _LAYER_CACHE:
                 self._cache.pop(next(iter(self._cache)))
         return out
+
+    def _repr_html_(self) -> str:
+        """A notebook draws a trace as the Heads page does: every head of layer 0, head 0, every layer x head."""
+        # the views import this module, so they are reached when a notebook asks, never at import time
+        return importlib.import_module(".notebook", __package__).trace_html(self)
 
     def memo(self, key, compute):
         """A small result derived from this trace (a pooled overview, per-head statistics), computed once.

@@ -11,6 +11,7 @@ Fixtures other test files can use:
                      transformers' eager (or "sdpa") attention, cached per folder
     eager_reference  eager_reference(eager_model, loaded, text, pad_to=None) -> (attentions, last_hidden_state)
     tiny_text        a sentence made only of words the tiny tokenizers know
+    fresh_venv       a fresh venv with attnviz installed by `pip install .` (python, build folder, notebook runner)
 
 Test modules should take these as fixtures rather than `from conftest import ...`: tests/browser has its
 own conftest.py, and which one `import conftest` finds depends on collection order.
@@ -243,3 +244,11 @@ def eager_reference():
 @pytest.fixture(scope="session")
 def tiny_text() -> str:
     return TINY_TEXT
+
+
+@pytest.fixture(scope="session")
+def fresh_venv(tmp_path_factory):
+    """A fresh venv with attnviz installed by `pip install .` (tests/fresh_install.py), built once per session."""
+    import fresh_install
+
+    return fresh_install.build(tmp_path_factory.mktemp("fresh-venv"))

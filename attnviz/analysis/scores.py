@@ -99,10 +99,11 @@ def softmax_inputs(traces: dict, head: int, layer: int = 0) -> dict:
 
 def sharpness(results: dict) -> list[dict]:
     """One row per score function: the spread of the softmax inputs, the mean of each row's largest weight and the
-    mean row entropy in nats (log n for uniform rows, 0 for one-hot rows). `results` as from `softmax_inputs`."""
+    mean row entropy in nats (log n for uniform rows, 0 for one-hot rows). `results` as from `softmax_inputs` or
+    `ScoreModule.all` (numpy arrays or torch tensors)."""
     rows = []
     for name, (scaled, weights) in results.items():
-        w = np.asarray(weights, np.float64)
+        scaled, w = np.asarray(scaled, np.float64), np.asarray(weights, np.float64)
         entropy = -(np.where(w > 0, w * np.log(np.where(w > 0, w, 1.0)), 0.0)).sum(-1)
         rows.append({"score function": name, "std of softmax input": float(np.std(scaled)),
                      "mean largest weight": float(w.max(-1).mean()), "mean entropy": float(entropy.mean())})  # fmt: skip

@@ -1,0 +1,208 @@
+"""The figures each dashboard page draws, for a trace you hold: what `attnviz.show` puts in a notebook.
+
+Every figure comes from the same builders the pages call (attnviz/plots) on the numbers of attnviz/analysis,
+so a notebook and the dashboard draw the same picture for the same view. No streamlit here: a page's controls
+become keyword arguments (layer, head, stage, ...). Each function returns [(title, figure), ...].
+"""
+
+from __future__ import annotations
+
+from .analysis import compare as C
+from .analysis import heads as H
+from .analysis import masks as M
+from .analysis import neuron as N
+from .analysis import pairs as P
+from .analysis import rollout as R
+from .analysis import scaling as S
+from .analysis import words as W
+from .errors import InputError, check_index
+from .plots import compare as cp
+from .plots import distributions as dp
+from .plots import headstats as hp
+from .plots import heatmaps as hm
+from .plots import masks as mp
+from .plots import neuron as nv
+from .plots import pairs as pp
+from .trace import AttentionTrace
+
+#: Token-looking names of special tokens, for traces given without their tokenizer.
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "<s>", "</s>", "<pad>", "<unk>", "<|endoftext|>")
+
+
+def heads(trace: AttentionTrace, layer: int = 0, head: int = 0, stage: str = "weights", colours: str = "linear"):
+    """Every head of a layer on one scale, one head up close (every stage in its hover), every layer x head."""
+    if stage not in trace.stages:
+        raise InputError(f"stage {stage!r} is not available here; choose one of {', '.join(trace.stages)}.")
+    where = "our module" if trace.provenance.kind == "module" else f"layer {layer}"
+    out = [
+        (f"Every head of {where} · {stage}", hm.head_grid(trace, layer, stage, colours=colours)),
+        (f"Head {head} of {where} up close", hm.head_detail(trace, layer, head, stage, colours=colours)),
+    ]
+    if trace.n_layer > 1:
+        out.append(("All layers × heads", hm.overview(trace, stage, selected=(layer, head), colours=colours)))
+    return out
+
+
+def scaling(trace: AttentionTrace, layer: int = 0, head: int = 0, scale: float | None = None, all_heads=False):
+    """Why 1/sqrt(d_k): the spread of the scores, the softmax with and without the scale, each row's peak, the law."""
+    law = ("The law behind it: random vectors", dp.law_figure(list(S.law_rows()), trace.d_head or None))
+    if trace.weights_only:
+        return [law]  # no raw scores to rescale; the law still holds
+    own = S.model_scale(trace, layer)
+    scale = own if scale is None else float(scale)
+    cmp = S.compare_scale(trace, layer, scale, None if all_heads else head)
+    who = f"mean of {trace.n_head} heads" if all_heads else f"head {head}"
+    text = S.scale_label(scale, trace.d_head)
+    return [
+        ("1 · The spread of the scores", dp.score_histograms(cmp, trace.d_head, text)),
+        ("2 · What the softmax makes of them", dp.softmax_pair(cmp, trace.tokens, who, text)),
+        ("3 · How peaked each row is", dp.row_saturation(cmp, trace.tokens, text)),
+        law,
+    ]
+
+
+def _n_real(trace: AttentionTrace, options: dict) -> int:
+    """Tokens before the padding an experiment appended (pad_to): the trailing run of the last token."""
+    if not options.get("pad_to"):
+        return trace.n_tokens
+    n = trace.n_tokens
+    while n > 1 and trace.tokens[n - 1] == trace.tokens[-1]:
+        n -= 1
+    return n
+
+
+def masks(trace: AttentionTrace, layer: int = 0, head: int = 0, unmasked: AttentionTrace | None = None):
+    """What a mask experiment removed: `trace` made with causal=, hide= or pad_to= (attnviz.trace's options),
+    `unmasked` the same text traced without them (for where the weight went and what leaks without the mask)."""
+    if trace.weights_only:
+        raise InputError("This trace holds only final weights, so masks cannot be applied inside it.")
+    opts = dict(trace.options)
+    n_real, who = _n_real(trace, opts), f"head {head}"
+    (a, b), _ = hm.windows(trace)
+    q, visible = M.demo_row(trace.layer_mask(layer), n_real)
+    fills = M.fill_demo(trace.head(layer, head, queries=(q, q + 1)).scaled[0], visible)
+    cut = (slice(a, b), slice(a, b) if trace.n_keys == trace.n_tokens else slice(None))
+    stages = trace.head(layer, head).scaled[cut]
+    out = [("1 · The stages before and after the mask",
+            mp.stage_pair(stages, trace.layer_mask(layer)[cut], trace.tokens, who, start=a))]  # fmt: skip
+    if unmasked is not None:
+        C.check_comparable(trace, unmasked, "a trace and its unmasked twin")
+        own = M.own_causal(unmasked, layer)  # the model's own mask, not the experiment's
+        rep = M.mask_report(trace, unmasked, layer, head, n_real, opts.get("causal", False), opts.get("hide", ()))
+        without, with_mask = unmasked.head(layer, head).weights[cut], trace.head(layer, head).weights[cut]
+        out.append(("2 · Where the weight went",
+                    mp.weights_comparison(without, with_mask, trace.tokens, who, own_causal=own, start=a)))  # fmt: skip
+        applied = opts.get("layers")
+        out.append(("3 · Leaks, layer by layer", mp.leak_bars(rep, None if applied is None else tuple(applied), own)))
+    out.append(("4 · A row with every key masked", mp.fill_demo_figure(fills, trace.key_tokens)))
+    return out
+
+
+def headstats(trace: AttentionTrace, layer: int = 0, head: int = 0, statistic: str = "entropy", special=None):
+    """One statistic per layer x head (Clark et al. 2019) and one head's weights. `special`: the tokenizer's
+    special tokens (default: the usual [CLS], <s>, ... names)."""
+    if statistic not in H.STATISTICS:
+        raise InputError(f"unknown statistic {statistic!r}; choose one of {', '.join(H.STATISTICS)}.")
+    keys = H.special_keys(trace, special_tokens=SPECIAL_TOKENS if special is None else special)
+    stats = H.head_stats(trace, keys)
+    label, _, value_range = H.STATISTICS[statistic]
+    w = trace.head(layer, head).weights
+    (a, b), _ = hm.windows(trace)
+    title = f"layer {layer}, head {head}: weights"
+    return [
+        (f"Head statistics: {label}", hp.stat_grid(stats[statistic], label, value_range, selected=(layer, head))),
+        (title.capitalize(), hp.weights_matrix(w, trace.tokens, title, "head_weights", trace.key_tokens, None, (a, b))),
+    ]
+
+
+def rollout(trace: AttentionTrace, layer: int = 0, head: int = 0, start: int = 0, end: int | None = None):
+    """Attention rollout (Abnar & Zuidema 2020) over layers start..end beside layer end's own weights."""
+    if trace.n_tokens != trace.n_keys:
+        raise InputError("Rollout needs self-attention: this trace has different query and key tokens.")
+    end = trace.n_layer - 1 if end is None else check_index("end layer", end, trace.n_layer)
+    span = hm.window(trace.n_tokens)
+    roll, raw = R.rollout(trace, start, end), trace.layer(end).weights.mean(axis=0)
+    return [
+        (f"Rollout, layers {start}–{end}",
+         hp.weights_matrix(roll, trace.tokens, f"rollout, layers {start}–{end}", "rollout", token_range=span)),
+        (f"Raw weights of layer {end}, heads averaged",
+         hp.weights_matrix(raw, trace.tokens, f"raw weights of layer {end}, heads averaged", "raw_last",
+                           token_range=span)),
+    ]  # fmt: skip
+
+
+def neuron(trace: AttentionTrace, layer: int = 0, head: int = 0, query: int = 0):
+    """One query token in one head: q, every k, their product, scores, scaled, mask, masked, weights."""
+    view = N.neuron_view(trace, layer, head, query)
+    title = f"{query:02d} {trace.tokens[query]} in layer {layer}, head {head}"
+    return [(title, nv.vectors(view, trace.tokens, trace.key_tokens))]
+
+
+def words(trace: AttentionTrace, layer: int = 0, head: int = 0, scheme: str | None = None):
+    """One head between words (sub-word pieces merged back) beside the same head between tokens."""
+    scheme = W.detect_scheme(trace.tokens) if scheme is None else scheme
+    special = H.special_keys(trace, special_tokens=SPECIAL_TOKENS)
+    groups = W.word_groups(trace.tokens, scheme, special[: trace.n_tokens])
+    key_groups = groups if trace.n_keys == trace.n_tokens else W.word_groups(trace.key_tokens, scheme, special)
+    labels, key_labels = (
+        W.word_labels(trace.tokens, groups, scheme),
+        W.word_labels(trace.key_tokens, key_groups, scheme),
+    )
+    w = trace.layer(layer).weights
+    merged = W.merge_words(w, groups, key_groups)
+    where = f"layer {layer}, head {head}"
+    return [
+        (f"{where}: words", hp.weights_matrix(merged[head], labels, f"{where}: words", "words_head", key_labels)),
+        (f"{where}: tokens",
+         hp.weights_matrix(w[head], trace.tokens, f"{where}: tokens", "tokens_head", trace.key_tokens)),
+    ]  # fmt: skip
+
+
+def pairs(trace: AttentionTrace, layer: int = 0, head: int = 0):
+    """A sentence pair (attnviz.trace(..., pair=...)): the four blocks per head, the crossing share, one head."""
+    boundary, rule = P.pair_boundary(trace)
+    if boundary is None:
+        raise InputError(f"No boundary between two sentences in this trace ({rule}): trace a text with pair=.")
+    end = P.real_length(trace.layer_mask(layer), trace.n_tokens)
+    w = trace.layer(layer).weights
+    shares = P.block_shares(w, boundary, end)
+    title = f"layer {layer}, head {head}: weights"
+    return [
+        (f"The four blocks, every head of layer {layer}", pp.block_bars(shares)),
+        ("Attention crossing between the sentences", pp.crossing_bars(shares["crossing"])),
+        ("One head with the boundary",
+         hp.weights_matrix(w[head], trace.tokens, title, "pair_head", trace.key_tokens, boundary)),
+    ]  # fmt: skip
+
+
+def compare(trace: AttentionTrace, layer: int = 0, head: int = 0, other: AttentionTrace | None = None,
+            other_layer: int | None = None, measure: str = "mean_abs"):  # fmt: skip
+    """b − a per head (b: `other`, a minimal pair or a second model, or `other_layer` of this trace), most
+    changed head first."""
+    b = trace if other is None else other
+    other_layer = (layer + 1) % trace.n_layer if other is None and other_layer is None else other_layer
+    what = "two layers" if other is None else "two traces"
+    result = C.compare_traces(trace, b, layer, other_layer, what)
+    order = result.ranked(measure)
+    start, stop = hm.window(trace.n_tokens)
+    titles = [f"#{r + 1}: head {h} ({result.change[measure][h]:.3f})" for r, h in enumerate(order)]
+    title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
+    diff = result.diff[:, start:stop, start:stop]
+    return [(title, cp.diff_grid(diff, trace.tokens[start:stop], title, order, labels=titles, start=start))]
+
+
+PAGES = {
+    "heads": heads, "scaling": scaling, "masks": masks, "headstats": headstats, "rollout": rollout,
+    "neuron": neuron, "words": words, "pairs": pairs, "compare": compare,
+}  # fmt: skip
+
+
+def page_figures(trace: AttentionTrace, page: str = "heads", layer: int = 0, head: int = 0, **options) -> list:
+    """[(title, figure)] of one dashboard page for `trace`; `options` are the page's own controls."""
+    if not isinstance(trace, AttentionTrace):
+        raise InputError(f"show needs an AttentionTrace (from attnviz.trace), got {type(trace).__name__}.")
+    if page not in PAGES:
+        raise InputError(f"unknown page {page!r}; choose one of {', '.join(PAGES)}.")
+    layer = check_index("layer", layer, trace.n_layer)
+    head = check_index("head", head, trace.n_head)
+    return PAGES[page](trace, layer, head, **options)

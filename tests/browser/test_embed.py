@@ -1,0 +1,39 @@
+"""`?embed=true` on any page's URL: the page and its figures, for an iframe, with no sidebar and no navigation, and
+the view (text, pair, layer) still read from the URL."""
+
+from __future__ import annotations
+
+import pytest
+
+PAGES = ["", "scaling", "masks", "module", "headstats", "rollout", "neuron", "scores", "words", "pairs", "compare",
+         "export"]  # fmt: skip
+VIEW = "text=The+cat+sat+on+the+mat+because+it+was+tired.&pair=It+slept.&layer=2"
+NO_FIGURE_YET = {"export"}  # draws only once a saved trace is uploaded
+
+FRAME = """() => ({
+  sidebar: Array.from(document.querySelectorAll("[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl']"))
+    .some(e => e.getBoundingClientRect().width > 0),
+  nav: Array.from(document.querySelectorAll("[data-testid='stSidebarNav'], [data-testid='stTopNavLinkContainer']"))
+    .some(e => e.getBoundingClientRect().width > 0),
+  layer: document.querySelector("[data-testid='stSidebar'] [data-testid='stSlider'] input[type='range']")?.value,
+  charts: document.querySelectorAll('.js-plotly-plot .main-svg').length,
+})"""
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_an_embed_url_shows_the_pages_figures_without_sidebar_or_navigation(tab, page):
+    charts = 0 if page in NO_FIGURE_YET else 1
+    tab.open(f"{page}?embed=true&{VIEW}", charts=charts)
+    tab.wait_until(lambda: tab.page.evaluate(FRAME)["layer"] is not None)  # the whole frame has been drawn
+    frame = tab.page.evaluate(FRAME)
+    assert not frame["sidebar"] and not frame["nav"], frame
+    assert frame["layer"] == "2", frame  # the hidden sidebar's widgets still took the view from the URL
+    assert frame["charts"] >= charts
+    assert tab.errors_on_page() == [] and tab.real_console_errors() == []
+    assert "embed=true" in tab.page.url  # the frame stays embedded across reruns
+
+
+def test_without_embed_the_sidebar_and_navigation_are_there(tab):
+    tab.open(f"scaling?{VIEW}", charts=1)
+    frame = tab.page.evaluate(FRAME)
+    assert frame["sidebar"] and frame["nav"], frame
