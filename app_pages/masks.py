@@ -19,7 +19,10 @@ def show(fig, title: str, why: str, key: str) -> None:
 def dead_note(rows, fill_name: str, n_keys: int) -> str:
     """What the model computes for queries with no visible key: the truth, not a 0% leak."""
     names = ", ".join(str(d.query) for d in rows[:8]) + (", …" if len(rows) > 8 else "")
-    note = f"**Query {names} {'has' if len(rows) == 1 else 'have'} no visible key** in layer {src.layer}."
+    note = (
+        f"**{'Query' if len(rows) == 1 else 'Queries'} {names} {'has' if len(rows) == 1 else 'have'} no visible key**"
+    )
+    note += f" in layer {src.layer}."
     first = rows[0]
     if first.total == 0:
         return note + " With the fill −inf such a row is all zeros: the query attends to nothing."
