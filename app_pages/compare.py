@@ -10,7 +10,6 @@ from attnviz.plots import compare as cp
 from attnviz.plots import heatmaps as hm
 
 MODES = {"sentences": "Two sentences (a minimal pair)", "models": "Two models", "layers": "Two layers"}
-MINIMAL_PAIR = "The dog sat on the mat because it was tired."
 
 src = ui.current()
 st.title("Compare")
@@ -31,7 +30,20 @@ if src.is_module and mode != "sentences":
     st.stop()
 try:
     if mode == "sentences":
-        other = st.text_input("Sentence b", value=MINIMAL_PAIR, key="cmp_text", max_chars=ui.TEXT_LIMITS["cmp_text"])
+        tok = src.model.tokenizer
+        swap = C.minimal_pair(text, lambda t: len(tok(t, split_special_tokens=True)["input_ids"]))
+        typed = st.text_input("Sentence b", value="", key="cmp_text", max_chars=ui.TEXT_LIMITS["cmp_text"],
+                              placeholder=swap[0] if swap else "Type a sentence with as many tokens as yours",
+                              help="Left empty: your sentence with one word swapped, checked with this model's "
+                              "tokenizer so that both have the same number of tokens.").strip()  # fmt: skip
+        if not typed and swap is None:
+            st.info("No one-word swap keeps your sentence's token count with this tokenizer: type sentence b.")
+            st.stop()
+        if not typed:
+            st.caption(
+                f"Sentence b is yours with **{ui.literal(swap[1])}** swapped for **{ui.literal(swap[2])}** (type your own above)."
+            )
+        other = typed or swap[0]
         b = ui.trace_of_text(src, other, pair=pair)
         if b is None:
             st.stop()
@@ -72,7 +84,7 @@ st.caption(
 measure = st.selectbox("Rank heads by", list(C.MEASURES), format_func=C.MEASURES.get, key="cmp_measure")
 order = result.ranked(measure)
 start, stop = hm.window(tr.n_tokens)
-titles = [f"#{r + 1}: head {h} ({result.change[measure][h]:.3f})" for r, h in enumerate(order)]
+titles = [f"#{r + 1}: head {h} ({C.short_number(result.change[measure][h])})" for r, h in enumerate(order)]
 title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
 if stop < tr.n_tokens:
     title += f"; tokens {start}–{stop - 1} of {tr.n_tokens}"

@@ -20,7 +20,9 @@ tr = ui.get_trace(src)
 if tr is None:
     st.stop()
 tok = src.model.tokenizer
-special = H.special_keys(tr, tok.all_special_ids, tok.all_special_tokens)
+special = H.special_keys(tr, *H.special_tokens_of(tok))
+with st.expander("How these numbers differ from Clark et al.'s code"):
+    st.markdown(H.CLARK_DIFFERENCES)
 
 hide = st.toggle(
     "Hide special tokens",

@@ -16,6 +16,29 @@ def show(fig, title: str, why: str, key: str) -> None:
     ui.section(fig, title, why, key, "masks", src.model.name, f"layer{src.layer}")
 
 
+def dead_note(rows, fill_name: str, n_keys: int) -> str:
+    """What the model computes for queries with no visible key: the truth, not a 0% leak."""
+    names = ", ".join(str(d.query) for d in rows[:8]) + (", …" if len(rows) > 8 else "")
+    note = (
+        f"**{'Query' if len(rows) == 1 else 'Queries'} {names} {'has' if len(rows) == 1 else 'have'} no visible key**"
+    )
+    note += f" in layer {src.layer}."
+    first = rows[0]
+    if first.total == 0:
+        return note + " With the fill −inf such a row is all zeros: the query attends to nothing."
+    where = (
+        f"{first.future:.0%} of its weight on future positions that a causal model should never see, the rest on "
+        "the other masked keys"
+        if first.future > 0
+        else "all of its weight on keys it should not see"
+    )
+    return note + (
+        f" The softmax still runs: with the fill {fill_name} every masked cell holds the same value, so the row is "
+        f"uniform over all {n_keys} keys. In head {head}, query {first.query} puts {where}. Charts 2 and 3 show and "
+        "count that weight; the fill −inf would give a row of zeros instead."
+    )
+
+
 src = ui.current()
 st.title("Masks: which keys may a query see?")
 st.caption(
@@ -35,7 +58,7 @@ pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), s
 pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=src.is_module or pad_to <= n_real,
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 own = analysis.own_causal(base, layer)  # GPT-2 and kin: the model's own mask already hides the future
-causal = c2.toggle("Causal mask (no looking ahead)", True, key="causal", bind=ui.URL, disabled=own,
+causal = c2.toggle("Causal mask (no looking ahead)", src.part != "cross", key="causal", bind=ui.URL, disabled=own,
                    help="This model is causal: its own mask always hides future keys." if own else CROSS_CAUSAL
                    if src.part == "cross" else None) and not own
 hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
@@ -44,13 +67,17 @@ apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=src.is_
 head = ui.head_picker(src, c4)
 # fmt: on
 fill = ui.url_choice(st.radio, "Fill value for masked cells", ui.FILL_LABELS, key="fill", horizontal=True)
+if analysis.hides_everything(hide, base.n_keys):
+    st.warning(analysis.ALL_HIDDEN)
+    st.stop()
 
 layers = None if apply == "all" else (layer,)
 opts = analysis.mask_options(is_module=src.is_module, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
                              layers=layers, fill=ui.fill_value(fill), part=src.part)  # fmt: skip
 with_mask = ui.get_trace(src, **opts)
 without = ui.get_trace(src, **analysis.unmasked_options(opts))
-if with_mask is None or without is None:
+model_own = ui.get_trace(src, **analysis.model_options(opts))  # the model as it is: what "largest change" measures from
+if with_mask is None or without is None or model_own is None:
     st.stop()
 if with_mask.weights_only:
     st.info("This model gives only its final weights, so masks cannot be applied inside it. Try the bundled model.")
@@ -58,19 +85,22 @@ if with_mask.weights_only:
 if not src.is_module and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
 boundary = ui.pair_boundary(src, with_mask)
-rep = analysis.mask_report(with_mask, without, layer, head, n_real, causal, hide, base.n_keys)
+rep = analysis.mask_report(with_mask, without, model_own, layer, head, n_real, causal, hide, base.n_keys)
+kept = analysis.own_mask_words(model_own, layer)
 if own:
     st.info("**This model is causal**: its own mask hides every future key, in every layer, whatever the toggle says "
             "(the grey triangle in chart 1). attnviz keeps a model's own mask, so *without your masks* below still has "
             "that triangle: a causal model never computes attention to the future, so there is nothing true to show "
             "there. Hide a token or pad the text to add a mask of your own.")  # fmt: skip
-if not rep.change.any() and not own:  # a causal model's note above already says what to try
+if not rep.masks_anything and not own:  # a causal model's note above already says what to try
     st.info("Nothing is masked with these settings, so both sides below are the same. Turn on the causal mask, hide "
             "a token, or pad with the padding mask on. Padding with the mask off shows its leak in chart 3.")  # fmt: skip
 st.markdown(
-    analysis.reach_note(layers, src.layer, base.n_layer, src.is_module, src.part)
+    analysis.reach_note(layers, src.layer, base.n_layer, src.is_module, src.part, kept, bool(rep.change.any()))
     + f" Shown: layer {src.layer}, head {head}."
 )
+if rep.dead_rows:
+    st.warning(dead_note(rep.dead_rows, ui.FILL_IDS[fill], with_mask.n_keys))
 who = f"head {head}"
 first = st.container()  # chart 1 goes here, above the window slider, so it starts on the first screen
 a, b = hm.window(with_mask.n_tokens, ui.token_window(with_mask, hm.MAX_SHOWN))
@@ -123,11 +153,24 @@ show(
     mp.leak_bars(rep, layers, own_causal=own),
     "3 · Leaks, layer by layer",
     "Left: the share of a real query's attention that lands on keys it should not see (padding, future or hidden "
-    "tokens). The mask brings it to exactly 0 in the layers it is applied to. Right: the largest change in each "
-    "layer's weights; layers after a masked one change too, because their input changed.",
+    "tokens, and whatever the model's own mask hides). A mask brings it to exactly 0 where it holds, unless a query "
+    "has no visible key at all: a finite fill then spreads its whole weight over every key. "
+    + (
+        f"Layers without a star ran with the model's own mask ({kept}) in both series, not yours: a 0% there is the "
+        "model's mask holding. "
+        if layers is not None and base.n_layer > 1
+        else ""
+    )
+    + "Right: the largest change in each layer's weights against the model's own trace (no experiment); layers after "
+    "a changed one change too, because their input changed."
+    + ("" if rep.change.any() else " All 0: with these settings the experiment is what the model does anyway."),
     "leak",
 )
-dead = f" In this experiment, query rows {list(rep.dead_rows)} have every key masked." if rep.dead_rows else ""
+dead = (
+    f" In this experiment, query rows {[d.query for d in rep.dead_rows]} have every key masked."
+    if rep.dead_rows
+    else ""
+)
 show(
     mp.fill_demo_figure(rep.fills, with_mask.key_tokens, ui.FILL_IDS[fill]),
     "4 · A row with every key masked",

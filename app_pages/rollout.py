@@ -58,7 +58,8 @@ ui.boundary_caption(boundary)
 st.subheader("Attention flow", divider="gray")
 st.markdown(
     "**Attention flow** treats the same residual-adjusted matrices as a network of pipes (capacity = weight) and "
-    "asks how much can flow from one output token down to each input token: a maximum-flow problem per pair. "
+    "asks how much can flow from one output token down to each input token: a maximum-flow problem per pair, "
+    "normalised so that one output token's values sum to 1. "
     f"It is expensive, so it is computed for one output token at a time and for texts of up to {R.MAX_FLOW_TOKENS} "
     "tokens."
 )
@@ -80,7 +81,8 @@ else:
             rp.flow_bars(tr.tokens, roll[query], flow, query), config=ui.chart_config("flow", f"query{query}")
         )
         st.caption(
-            "Flow values are not shares of 1: a token's total outflow is bounded by its pipes, and each input gets "
-            "the most that could reach it alone. Compare the ranking with rollout's, not the absolute heights."
+            "Each input's value is the most that could reach it alone (its maximum flow), divided by the sum over "
+            "all inputs, as Abnar & Zuidema's code does: the orange bars sum to 1 like rollout's row. The maximum "
+            "flows overlap (they share pipes), so a share says how an input ranks, not a part of one flow."
         )
 ui.provenance(tr)

@@ -6,11 +6,14 @@ changed: the mean and the largest |b - a| over cells, and the Jensen-Shannon div
 Heads are ranked by the measure the caller picks.
 
 Two sentences compare cell by cell only when they have the same number of tokens (a minimal pair, one word
-swapped for another single-token word, usually does); otherwise `check_comparable` says why not.
+swapped for another single-token word, usually does); otherwise `check_comparable` says why not. `minimal_pair`
+makes sentence b from sentence a by swapping one word, checked with the model's own tokenizer, so the default pair
+works for any vocabulary (WordPiece, byte-level BPE, SentencePiece).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,6 +87,36 @@ def compare_traces(a: AttentionTrace, b: AttentionTrace, layer_a: int, layer_b: 
     """Compare layer_a of trace a with layer_b (default the same) of trace b, after `check_comparable`."""
     check_comparable(a, b, what)
     return compare_layers(a.layer(layer_a).weights, b.layer(layer_a if layer_b is None else layer_b).weights)
+
+
+#: Swaps for a minimal pair (either way round): common words, one token each in the usual vocabularies; the
+#: tokenizer still has the last word (`minimal_pair` keeps a swap only if the token count stays the same).
+SWAP_PAIRS = (("cat", "dog"), ("he", "she"), ("his", "her"), ("man", "woman"), ("boy", "girl"), ("big", "small"),
+              ("good", "bad"), ("is", "was"), ("this", "that"))  # fmt: skip
+FALLBACK_WORDS = ("dog", "cat", "man", "it")  # tried in place of each word when no swap above applies
+MAX_TRIES = 32  # tokenizer calls at most: a long sentence is not searched word by word forever
+
+
+def minimal_pair(text: str, count) -> tuple[str, str, str] | None:
+    """(sentence b, the word swapped out, the word swapped in): `text` with one word replaced so that
+    `count(b) == count(text)`, where count gives the model's token count of a text; None when no swap within
+    MAX_TRIES keeps it. Words of SWAP_PAIRS go first (cat -> dog), then FALLBACK_WORDS in each word's place."""
+    swaps = {a: b for pair in SWAP_PAIRS for a, b in (pair, pair[::-1])}
+    words = list(re.finditer(r"[A-Za-z]+", text))
+    tries = [(m, swaps[m.group().lower()]) for m in words if m.group().lower() in swaps]
+    tries += [(m, w) for m in words for w in FALLBACK_WORDS if w != m.group().lower()]
+    want = count(text)
+    for m, new in tries[:MAX_TRIES]:
+        new = new.capitalize() if m.group()[0].isupper() else new
+        b = text[: m.start()] + new + text[m.end() :]
+        if count(b) == want:
+            return b, m.group(), new
+    return None
+
+
+def short_number(value: float) -> str:
+    """Three significant digits, so a small change reads 0.000412 (or 4.12e-05), never 0.000."""
+    return f"{float(value):.3g}"
 
 
 def changed_tokens(a: AttentionTrace, b: AttentionTrace) -> list[int]:

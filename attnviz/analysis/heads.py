@@ -4,14 +4,23 @@ Two families of numbers, both computed from a head's weights [query, key]:
 
 - Clark et al. 2019, "What Does BERT Look At?": how spread out a head is (entropy), how far it looks
   (mean distance), and how much of its attention goes to special tokens, punctuation, the previous
-  token, the next token and the token itself. Each is averaged over the query rows that may attend.
+  token, the next token and the token itself. Each is averaged over the query rows that may attend;
+  padding is left out entirely (no padded query row in a mean, no pad as anyone's neighbour), as their
+  code does by cutting each map to the sentence's own tokens. Where attnviz differs from their notebook
+  (github clarkkev/attention-analysis, General_Analysis.ipynb), on purpose (CLARK_DIFFERENCES):
+  "special" is [CLS] + [SEP] + the model's own BOS/EOS/PAD in one number (never [UNK] or [MASK], which stand
+  for words); punctuation is any token made of Unicode punctuation (theirs: "." and "," only); previous
+  and next are averaged over the queries that have such a neighbour (n - 1 of n; theirs divide by n);
+  entropy is exact with 0 log 0 = 0 (theirs smooths each row to 0.9999 A + 0.0001 / n first).
 - TransformerLens's head detectors (transformer_lens/head_detector.py, "mul" measure): a 0/1 detection
   pattern P over (query, key) says where a previous-token, duplicate-token or induction head would look;
   the score is the share of the head's whole attention that falls on P, sum(A * P) / sum(A).
   previous-token: P[i, i-1] = 1. duplicate-token: P[i, j] = 1 where j < i holds the same token id as i.
   induction: P[i, j] = 1 where j <= i and token j-1 equals token i (the token after an earlier copy of
   the current one), i.e. the duplicate pattern moved one key to the right with its first column cleared.
-  TransformerLens scores induction on a random token sequence repeated twice: `repeated_random_ids`.
+  TransformerLens scores induction on a random token sequence repeated twice: `repeated_random_text`.
+  TransformerLens knows no padding; here padded query rows are left out of both sums and pad keys hold no
+  pattern cell, so a padded trace scores what the sentence alone scores.
 """
 
 from __future__ import annotations
@@ -27,10 +36,10 @@ from ..trace import AttentionTrace
 STATISTICS = {
     "entropy": ("entropy (nats)", "how spread out each row is: 0 = one key, log(n) = uniform", None),
     "distance": ("mean distance (tokens)", "how far from the query the attention lands, on average", None),
-    "special": ("to special tokens", "share of attention on [CLS], [SEP], BOS/EOS and the like", (0.0, 1.0)),
+    "special": ("to special tokens", "share of attention on [CLS], [SEP], BOS/EOS/PAD (not [UNK])", (0.0, 1.0)),
     "punctuation": ("to punctuation", "share of attention on punctuation tokens", (0.0, 1.0)),
-    "previous": ("to previous token", "share of attention on the token just before the query", (0.0, 1.0)),
-    "next": ("to next token", "share of attention on the token just after the query", (0.0, 1.0)),
+    "previous": ("to previous token", "share on the token just before the query (queries that have one)", (0.0, 1.0)),
+    "next": ("to next token", "share on the token just after the query (queries that have one)", (0.0, 1.0)),
     "self": ("to itself", "share of attention the query keeps on its own token", (0.0, 1.0)),
     "previous_score": ("previous-token score", "TransformerLens: sum(A * P_prev) / sum(A)", (0.0, 1.0)),
     "duplicate_score": ("duplicate-token score", "TransformerLens: share on earlier copies of the token", (0.0, 1.0)),
@@ -38,6 +47,18 @@ STATISTICS = {
 INDUCTION = ("induction score", "TransformerLens: share on the token after an earlier copy (repeated text)", (0.0, 1.0))
 CLARK = ("entropy", "distance", "special", "punctuation", "previous", "next", "self")
 WORD_MARKS = ("##", "Ġ", "▁", "Ċ")  # sub-word markers stripped before deciding whether a token is punctuation
+#: The tokens "special" counts, by the tokenizer's role names: Clark et al.'s [CLS] and [SEP], and the model's own
+#: begin / end / padding tokens. Not unk or mask: they stand in for words of the text.
+SPECIAL_ROLES = ("cls", "sep", "bos", "eos", "pad")
+#: Where these numbers deliberately differ from Clark et al.'s notebook: the page prints this.
+CLARK_DIFFERENCES = (
+    "**special** counts [CLS], [SEP] and the model's own BOS / EOS / padding token together (Clark et al. show "
+    "[CLS] and [SEP] apart; [UNK] and [MASK] stand for words and count as ordinary tokens); **punctuation** is any "
+    "token made only of punctuation characters (theirs: `.` and `,` only); **previous / next** are averaged over "
+    "the queries that have such a neighbour, n − 1 of n (theirs divide by n, so theirs are (n − 1) / n of ours); "
+    "**entropy** is exact with 0·log 0 = 0 (theirs first smooths each row to 0.9999·A + 0.0001 / n). Padding never "
+    "counts: padded queries are left out of every mean and a pad is nobody's neighbour."
+)
 
 
 @dataclass(frozen=True)
@@ -73,11 +94,21 @@ def is_punctuation(token: str) -> bool:
     return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
 
 
+def special_tokens_of(tokenizer) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """(ids, strings) of the tokens the "special" statistic counts (SPECIAL_ROLES), for `special_keys`.
+
+    Not the tokenizer's `all_special_ids`: that list holds [UNK] too, and an emoji or a rare word becomes [UNK].
+    """
+    ids = {getattr(tokenizer, f"{role}_token_id", None) for role in SPECIAL_ROLES}
+    names = {getattr(tokenizer, f"{role}_token", None) for role in SPECIAL_ROLES}
+    return tuple(sorted(int(i) for i in ids if isinstance(i, int))), tuple(sorted(str(n) for n in names if n))
+
+
 def special_keys(trace: AttentionTrace, special_ids=(), special_tokens=()) -> np.ndarray:
     """bool [key]: positions holding a special token, by id (trace.provenance.input_ids) or else by token text.
 
-    Pass the tokenizer's `all_special_ids` and `all_special_tokens`; a trace without input ids (our module
-    on random vectors still has the tokens) falls back to matching the token strings.
+    Pass `special_tokens_of(tokenizer)`; a trace without input ids (our module on random vectors still has the
+    tokens) falls back to matching the token strings.
     """
     ids = trace.provenance.input_ids
     if len(ids) == trace.n_keys and len(special_ids):
@@ -101,11 +132,15 @@ def hide_keys(weights: np.ndarray, hidden: np.ndarray) -> np.ndarray:
     return np.divide(w, total, out=np.zeros_like(w), where=total > 0)
 
 
-def offset_share(w: np.ndarray, rows: np.ndarray, offset: int) -> np.ndarray:
-    """[head] mean of w[:, i, i + offset] over the chosen rows i that have such a key (0 if none has)."""
+def offset_share(w: np.ndarray, rows: np.ndarray, offset: int, keys: np.ndarray | None = None) -> np.ndarray:
+    """[head] mean of w[:, i, i + offset] over the chosen rows i that have such a key (0 if none has).
+
+    keys: bool [key], the keys that count (not padding); a row whose neighbour is not one of them is left out."""
     i = np.flatnonzero(rows)
     j = i + offset
     ok = (j >= 0) & (j < w.shape[-1])
+    if keys is not None:
+        ok[ok] &= np.asarray(keys, bool)[j[ok]]
     if not ok.any():
         return np.zeros(w.shape[0])
     return w[:, i[ok], j[ok]].mean(axis=-1)
@@ -144,8 +179,9 @@ def induction_pattern(ids) -> np.ndarray:
     return np.tril(p)
 
 
-def layer_stats(weights: np.ndarray, rows: np.ndarray, special: np.ndarray, punct: np.ndarray) -> dict:
-    """Clark-style statistics of one layer: weights [head, query, key]; rows bool [query] to average over."""
+def layer_stats(weights: np.ndarray, rows: np.ndarray, special: np.ndarray, punct: np.ndarray, keys=None) -> dict:
+    """Clark-style statistics of one layer: weights [head, query, key]; rows bool [query] to average over;
+    keys bool [key]: the keys that may be a neighbour (default all)."""
     w = np.asarray(weights, np.float64)
     if not rows.any():
         return {k: np.zeros(w.shape[0]) for k in CLARK}
@@ -157,9 +193,9 @@ def layer_stats(weights: np.ndarray, rows: np.ndarray, special: np.ndarray, punc
         "distance": (sel * dist).sum(axis=-1).mean(axis=-1),
         "special": sel[..., special].sum(axis=-1).mean(axis=-1),
         "punctuation": sel[..., punct].sum(axis=-1).mean(axis=-1),
-        "previous": offset_share(w, rows, -1),
-        "next": offset_share(w, rows, 1),
-        "self": offset_share(w, rows, 0),
+        "previous": offset_share(w, rows, -1, keys),
+        "next": offset_share(w, rows, 1, keys),
+        "self": offset_share(w, rows, 0, keys),
     }
 
 
@@ -172,12 +208,18 @@ def query_rows(mask: np.ndarray | None, square: bool) -> np.ndarray | None:
     return rows & mask.any(axis=0) if square else rows
 
 
+def live_keys(mask: np.ndarray | None, n_keys: int) -> np.ndarray:
+    """bool [key]: the keys some query may attend, i.e. not padding (every key when the trace has no mask)."""
+    return np.ones(n_keys, bool) if mask is None else np.asarray(mask, bool).any(axis=0)
+
+
 def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = False) -> HeadStats:
     """Every statistic of STATISTICS for every layer x head of `trace`.
 
     special: bool [key] (see `special_keys`). hide_special: drop the special keys, renormalise every row to
     sum 1 again, and leave the special queries out of the averages (their share of specials is then 0).
-    Padding queries and rows that may attend nothing are left out; so are their weights in the pattern scores.
+    Padding queries and rows that may attend nothing are left out of every mean and of the pattern scores'
+    sums; a pad key is nobody's previous or next token.
     One head at a time, so a long text holds one [query, key] map, not a layer of them.
     """
     special = np.asarray(special, bool)
@@ -189,15 +231,16 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
         patterns["duplicate_score"] = duplicate_pattern(ids)
     out = {k: np.zeros((trace.n_layer, trace.n_head)) for k in STATISTICS}
     for layer in range(trace.n_layer):
-        rows = query_rows(trace.layer_mask(layer), square)
+        mask = trace.layer_mask(layer)
+        rows, keys = query_rows(mask, square), live_keys(mask, trace.n_keys)
         rows = np.ones(trace.n_tokens, bool) if rows is None else rows
         if hide_special and square:
             rows = rows & ~special[: trace.n_tokens]
         for head in range(trace.n_head):
             w = np.asarray(trace.head(layer, head).weights, np.float64)[None]  # [1, query, key]
             w = hide_keys(w, special) if hide_special else w
-            values = layer_stats(w, rows, special, punct)
-            kept = np.where(rows[:, None], w, 0.0)
+            values = layer_stats(w, rows, special, punct, keys)
+            kept = np.where(rows[:, None] & keys[None, :], w, 0.0)
             values |= {name: pattern_score(kept, p) for name, p in patterns.items()}
             for name, v in values.items():
                 out[name][layer, head] = v[0]
@@ -205,12 +248,21 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
 
 
 def induction_scores(trace: AttentionTrace) -> np.ndarray:
-    """[layer, head] TransformerLens induction score of a trace of a repeated sequence (`repeated_random_text`)."""
+    """[layer, head] TransformerLens induction score of a trace of a repeated sequence (`repeated_random_text`).
+
+    Padded query rows and pad keys are left out of both sums (TransformerLens traces one unpadded sequence)."""
     ids = trace.provenance.input_ids
     if len(ids) != trace.n_tokens:
         raise ValueError("an induction score needs the trace's input ids")
     pattern = induction_pattern(ids)
-    return np.stack([pattern_score(trace.layer(i).weights, pattern) for i in range(trace.n_layer)])
+    out = []
+    for layer in range(trace.n_layer):
+        mask = trace.layer_mask(layer)
+        rows = query_rows(mask, True)
+        rows = np.ones(trace.n_tokens, bool) if rows is None else rows
+        keep = rows[:, None] & live_keys(mask, trace.n_keys)[None, :]
+        out.append(pattern_score(np.where(keep, trace.layer(layer).weights, 0.0), pattern))
+    return np.stack(out)
 
 
 def repeated_random_text(tokenizer, n: int = 20, seed: int = 0) -> str:

@@ -48,16 +48,59 @@ def unmasked_options(opts: dict) -> dict:
     return out
 
 
+def model_options(opts: dict) -> dict:
+    """The model's own trace of the same tokens: no experiment at all, so every layer has the model's own mask
+    (its causal and padding masks, its fill). "Largest change" measures an experiment against this."""
+    out = dict(opts, causal=False, hide=(), fill=None)
+    if "pad_mask" in out:
+        out.update(pad_mask=True, layers=None)
+    return out
+
+
+ALL_HIDDEN = (
+    "Hiding every token leaves no query a key to attend: every row would be fully masked, and the page would show "
+    "only the fill value at work. Keep at least one token visible (chart 4 below shows a fully masked row for "
+    "any choice)."
+)
+
+
+def hides_everything(hide, n_keys: int) -> bool:
+    """True when `hide` names every key position (the multiselect's "Select all"): the page refuses it."""
+    return n_keys > 0 and len({int(i) for i in hide if 0 <= int(i) < n_keys}) >= n_keys
+
+
+def own_mask_words(own: AttentionTrace, layer: int) -> str:
+    """What the model's own mask hides at `layer`, in words: what a layer outside the experiment keeps."""
+    mask = own.layer_mask(layer)
+    if mask is None or np.asarray(mask).all():
+        return "none, every key visible"
+    parts = ["its causal mask"] if own_causal(own, layer) else []
+    if not np.asarray(mask).any(axis=0).all():
+        parts.append("its padding mask")
+    return " and ".join(parts) or "its own mask"
+
+
 def reach_note(
-    layers: tuple[int, ...] | None, layer: int, n_layer: int, is_module: bool = False, part: str | None = None
+    layers: tuple[int, ...] | None,
+    layer: int,
+    n_layer: int,
+    is_module: bool = False,
+    part: str | None = None,
+    kept: str | None = None,
+    changed: bool = True,
 ) -> str:
     """Say which layers a forward-pass mask experiment changed, so nobody mistakes it for a one-layer what-if.
 
-    part: an encoder-decoder's attention under the experiment (its layers are counted within it)."""
+    part: an encoder-decoder's attention under the experiment (its layers are counted within it). kept: the
+    model's own mask in words (`own_mask_words`), what every layer outside `layers` keeps. changed: False when the
+    experiment's weights equal the model's own in every layer (nothing to reach)."""
+    if not changed and not is_module:
+        own = f" (the model's own mask: {kept})" if kept else ""
+        return f"**No experiment in force.** With these settings every layer computes what the model computes{own}."
     if is_module:
         return "**Forward-pass experiment.** Our single-layer module ran again with the mask."
     if part is not None:
-        return reach_note(layers, layer, n_layer).replace("layer", f"{PART_NAMES[part]} layer", 1) + (
+        return reach_note(layers, layer, n_layer, kept=kept).replace("layer", f"{PART_NAMES[part]} layer", 1) + (
             " " + PART_REACH[part]
         )
     if layers is None:
@@ -68,7 +111,8 @@ def reach_note(
         if layer < n_layer - 1
         else ""
     )
-    return f"**Forward-pass experiment.** The model ran again with the mask inside layer {layer} only{later}."
+    own = f" Every other layer keeps the model's own mask ({kept})." if kept and n_layer > 1 else ""
+    return f"**Forward-pass experiment.** The model ran again with the mask inside layer {layer} only{later}.{own}"
 
 
 def own_causal(trace: AttentionTrace, layer: int) -> bool:
@@ -150,48 +194,81 @@ def demo_row(mask: np.ndarray, n_real: int) -> tuple[int, np.ndarray]:
 
 
 @dataclass(frozen=True)
+class DeadRow:
+    """A real query with no visible key in the shown layer, and where the model's softmax still sends its weight."""
+
+    query: int
+    total: float  # the row's weight: 1 with a finite fill (a uniform row), 0 with -inf (it attends to nothing)
+    future: float  # of it, the weight on future keys, which a causal mask (the model's or yours) should hide
+
+
+@dataclass(frozen=True)
 class MaskReport:
-    """Everything the Masks page shows for one layer and head: with the mask (E) vs without it (W)."""
+    """Everything the Masks page shows for one layer and head: the experiment (E), every key visible (W) and the
+    model's own trace (M)."""
 
     layer: int
     head: int
     n_real: int
-    forbidden: np.ndarray  # [query, key]
-    leak_with: np.ndarray  # [layer]
-    leak_without: np.ndarray  # [layer]
-    change: np.ndarray  # [layer] max |weights with - weights without|
-    dead_rows: tuple[int, ...]  # real queries with every key masked in this layer
+    forbidden: np.ndarray  # [query, key] in the shown layer: the experiment's cells and the model's own
+    leak_with: np.ndarray  # [layer] E's weight on cells that should be invisible
+    leak_without: np.ndarray  # [layer] W's weight there
+    change: np.ndarray  # [layer] max |E - M|: what the experiment changed against the model as it is
+    dead_rows: tuple[DeadRow, ...]  # real queries with every key masked in this layer (the shown head)
     fills: list[FillRow]
     demo_query: int
 
+    @property
+    def masks_anything(self) -> bool:
+        """Whether any real query has a cell it should not see (the experiment's or the model's own)."""
+        return bool(self.forbidden[: self.n_real].any())
+
+
+def with_own_mask(forbidden: np.ndarray, own_mask) -> np.ndarray:
+    """The forbidden cells plus those the model's own mask hides (its causal mask, a sliding window, padding)."""
+    return forbidden if own_mask is None else forbidden | ~np.asarray(own_mask, bool)
+
+
+def dead_rows(weights: np.ndarray, mask: np.ndarray, n_real: int, future: np.ndarray) -> tuple[DeadRow, ...]:
+    """DeadRow for every real query whose row of `mask` [query, key] is all False; weights [query, key] of one
+    head; future bool [query, key]: the cells a causal mask hides (all False without one)."""
+    w = np.asarray(weights, np.float64)
+    rows = [r for r in range(n_real) if not mask[r].any()]
+    return tuple(DeadRow(r, float(w[r].sum()), float(w[r, future[r]].sum())) for r in rows)
+
 
 def mask_report(
-    with_mask: AttentionTrace, without: AttentionTrace, layer: int, head: int, n_real: int, causal: bool, hide,
-    n_real_keys: int | None = None,
+    with_mask: AttentionTrace, without: AttentionTrace, own: AttentionTrace, layer: int, head: int, n_real: int,
+    causal: bool, hide, n_real_keys: int | None = None,
 ) -> MaskReport:  # fmt: skip
-    """Compare the experiment's trace with the same tokens traced with no mask under study, one layer at a time.
+    """Compare the experiment's trace with the same tokens traced with no mask under study (`without`, for the
+    leaks) and with the model as it is (`own`, for the change), one layer at a time.
 
-    n_real_keys: keys that are not padding, when they are not the queries (cross-attention); default n_real."""
-    forbidden = forbidden_cells(with_mask.n_tokens, n_real, causal, hide, with_mask.n_keys, n_real_keys)
+    Cells that should be invisible are the experiment's (`forbidden_cells`) and those the model's own mask hides in
+    that layer: hiding a causal model's only visible key sends a finite fill's weight to the future, and the leak
+    counts it. n_real_keys: keys that are not padding, when they are not the queries (cross-attention)."""
+    base = forbidden_cells(with_mask.n_tokens, n_real, causal, hide, with_mask.n_keys, n_real_keys)
     leak_with, leak_without, change = [], [], []
     for i in range(with_mask.n_layer):  # one head at a time: a long text holds one [query, key] map, not a layer
-        heads = [
-            (with_mask.head(i, h).weights[None], without.head(i, h).weights[None]) for h in range(with_mask.n_head)
-        ]
-        leak_with.append(float(np.mean([leaked(w, forbidden, n_real) for w, _ in heads])))
-        leak_without.append(float(np.mean([leaked(wo, forbidden, n_real) for _, wo in heads])))
-        change.append(max(layer_change(w, wo) for w, wo in heads))
+        forbidden = with_own_mask(base, own.layer_mask(i))
+        heads = [(with_mask.head(i, h).weights[None], without.head(i, h).weights[None], own.head(i, h).weights[None])
+                 for h in range(with_mask.n_head)]  # fmt: skip
+        leak_with.append(float(np.mean([leaked(w, forbidden, n_real) for w, _, _ in heads])))
+        leak_without.append(float(np.mean([leaked(wo, forbidden, n_real) for _, wo, _ in heads])))
+        change.append(max(layer_change(w, m) for w, _, m in heads))
     mask = with_mask.layer_mask(layer)
+    n, k = with_mask.n_tokens, with_mask.n_keys
+    future = forbidden_cells(n, n, True, (), k, k) & (causal or own_causal(own, layer))  # the cells causal hides
     q, visible = demo_row(mask, n_real)
     return MaskReport(
         layer=layer,
         head=head,
         n_real=n_real,
-        forbidden=forbidden,
+        forbidden=with_own_mask(base, own.layer_mask(layer)),
         leak_with=np.array(leak_with),
         leak_without=np.array(leak_without),
         change=np.array(change),
-        dead_rows=tuple(int(r) for r in range(n_real) if not mask[r].any()),
+        dead_rows=dead_rows(with_mask.head(layer, head).weights, mask, n_real, future),
         fills=fill_demo(with_mask.head(layer, head, queries=(q, q + 1)).scaled[0], visible),
         demo_query=q,
     )

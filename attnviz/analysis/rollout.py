@@ -8,9 +8,12 @@ attention), rows renormalised, heads averaged.
 - rollout: multiply the layers' matrices, R = A'_end @ ... @ A'_start (row i: how much output token i
   draws on each input token, rows sum to 1).
 - flow: treat A' of every layer as edge capacities of a layered graph and take the maximum flow from an
-  output token at the top to each input token at the bottom. One max-flow per (output, input) pair on a
-  graph of layers x tokens^2 edges, so it is computed for short inputs only (MAX_FLOW_TOKENS) and one output
-  token at a time.
+  output token at the top to each input token at the bottom, then divide by their sum so that one output
+  token's flows share out 1 over the inputs, as their `compute_flows` does (github samiraabnar/attention_flow,
+  attention_graph_util.py). One max-flow per (output, input) pair on a graph of layers x tokens^2 edges, so it
+  is computed for short inputs only (MAX_FLOW_TOKENS) and one output token at a time.
+
+Both are checked against the authors' `compute_joint_attention` and `compute_flows` (tests/analysis).
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ def flow_graph(mats: list[np.ndarray]):
 def flow(trace: AttentionTrace, query: int, start: int = 0, end: int | None = None) -> np.ndarray:
     """[key] attention flow from output token `query` (after layer `end`) to every input token (before `start`).
 
-    Max-flow values, as in Abnar & Zuidema; raises InputError past MAX_FLOW_TOKENS tokens or without networkx.
+    Each input's max-flow value divided by the sum over inputs (their normalisation: the values sum to 1), so
+    flow and rollout read on the same scale; raises InputError past MAX_FLOW_TOKENS tokens or without networkx.
     """
     if trace.n_tokens > MAX_FLOW_TOKENS:
         raise InputError(
@@ -80,4 +84,5 @@ def flow(trace: AttentionTrace, query: int, start: int = 0, end: int | None = No
     mats = [residual_matrix(trace.layer(i).weights) for i in layer_range(trace, start, end)]
     g = flow_graph(mats)
     top = (len(mats), int(query))
-    return np.array([nx.maximum_flow_value(g, top, (0, j)) for j in range(trace.n_tokens)])
+    values = np.array([nx.maximum_flow_value(g, top, (0, j)) for j in range(trace.n_tokens)])
+    return values / values.sum()  # never 0: the residual half keeps a path from every output to its own input

@@ -98,16 +98,20 @@ def weights_comparison(
 
 def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: bool = False) -> go.Figure:
     """Per layer: attention that reached positions that should be invisible (every key visible vs your masks),
-    and the largest change in weights: a forward-pass experiment reaches every layer after the first masked one."""
+    and the largest change in weights against the model's own trace: a forward-pass experiment reaches every layer
+    after the first masked one. Each layer's label says whose mask it ran with: yours (`applied`, None = every
+    layer) or the model's own, which a layer outside the experiment keeps: a star marks yours, the axis title says so
+    (labels this short stay horizontal)."""
     layers = np.arange(report.leak_with.size)
-    names = [f"layer {i}" + (" (mask)" if applied is None or i in applied else "") for i in layers]
+    names = [f"layer {i}" + ("*" if applied is not None and i in applied else "") for i in layers]
+    whose = "every layer with your masks" if applied is None else "* your masks; the others keep the model's own"
     fig = make_subplots(
         rows=1,
         cols=2,
         horizontal_spacing=0.1,
         subplot_titles=(
             "attention on positions that should be invisible",
-            "largest change in weights (yours vs none)",  # longer titles are clipped at 1,280 px
+            "largest change vs the model's own weights",  # longer titles are clipped at 1,280 px
         ),
     )
     for vals, name, colour in (
@@ -136,10 +140,10 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
             marker_color=colours,
             name="max |Δ weight|",
             showlegend=False,
-            texttemplate="%{y:.2f}",
+            texttemplate="%{y:.2~r}",  # two significant digits: a change of 0.004 is not "0.00"
             textposition="outside",
             textfont=dict(size=11),
-            hovertemplate="%{x}: max change %{y:.3f}<extra></extra>",
+            hovertemplate="%{x}: max change %{y:.3f} against the model's own weights<extra></extra>",
         ),
         row=1,
         col=2,
@@ -148,6 +152,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
     # ".0%" rounds the ticks of a 0..1% axis to "0%, 0%, 1%, 1%": "~%" keeps the digits a tick needs
     fig.update_yaxes(tickformat=".2~%", range=[0, top * 1.25], row=1, col=1)
     fig.update_yaxes(range=[0, max(float(report.change.max(initial=0)), 0.01) * 1.25], row=1, col=2)
+    fig.update_xaxes(title_text=whose, title_font_size=12)
     return finish(fig, "mask_leak", 340, barmode="group", bargap=0.25 if layers.size > 2 else 0.7)
 
 

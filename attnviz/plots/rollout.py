@@ -11,10 +11,10 @@ ROLLOUT_COLOUR, FLOW_COLOUR = "#4c78a8", "#f58518"
 
 
 def flow_bars(tokens, rollout_row: np.ndarray, flow: np.ndarray, query: int) -> go.Figure:
-    """For one output token: what rollout gives each input token, beside the maximum flow that can reach it.
+    """For one output token: what rollout gives each input token, beside its share of the maximum flows.
 
-    Two bar series on one axis; the bars sit at token positions with '%02d token' labels (escaped), so repeated
-    tokens stay apart. Flow is not a share of 1 (see analysis.rollout.flow): the title says so.
+    Two bar series on one axis, both summing to 1 (flow normalised as in analysis.rollout.flow); the bars sit at
+    token positions with '%02d token' labels (escaped), so repeated tokens stay apart.
     """
     labels = tick_labels(tokens)
     x = list(range(len(tokens)))
@@ -27,7 +27,7 @@ def flow_bars(tokens, rollout_row: np.ndarray, flow: np.ndarray, query: int) -> 
     fig.update_layout(
         barmode="group",
         title=dict(text=f"Output token {labels[query]}: where it draws from", x=0, xanchor="left"),
-        yaxis=dict(title="rollout share / flow", rangemode="tozero"),
+        yaxis=dict(title="share (each series sums to 1)", rangemode="tozero"),
         xaxis=dict(title="input token", tickmode="array", tickvals=x, ticktext=labels, tickangle=-60),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
         height=400,

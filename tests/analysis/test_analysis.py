@@ -124,10 +124,13 @@ def test_mask_options_and_their_unmasked_twin():
     assert opts == dict(causal=True, hide=(1, 3), fill=-math.inf, pad_to=20, pad_mask=True, layers=(2,))
     off = masks.unmasked_options(opts)
     assert off == dict(causal=False, hide=(), fill=None, pad_to=20, pad_mask=False, layers=(2,))
+    own = masks.model_options(dict(opts, pad_mask=False))  # the model as it is: its padding mask, no experiment
+    assert own == dict(causal=False, hide=(), fill=None, pad_to=20, pad_mask=True, layers=None)
     module = masks.mask_options(
         is_module=True, pad_to=20, pad_mask=False, causal=False, hide=(), layers=(0,), fill=-10000.0
     )
     assert module == dict(causal=False, hide=(), fill=-10000.0)
+    assert masks.model_options(module) == dict(causal=False, hide=(), fill=None)
     assert (
         masks.mask_options(is_module=False, pad_to=0, pad_mask=True, causal=False, hide=(), layers=None, fill=-1e9)[
             "pad_to"
@@ -176,7 +179,8 @@ def test_leak_counts_only_real_queries():
 def test_a_forward_pass_mask_reaches_later_layers_only(bundled):
     without = attnviz.trace(bundled, TEXT, layers=(2,))
     with_mask = attnviz.trace(bundled, TEXT, causal=True, layers=(2,))
-    rep = masks.mask_report(with_mask, without, layer=2, head=0, n_real=with_mask.n_tokens, causal=True, hide=())
+    own = attnviz.trace(bundled, TEXT)
+    rep = masks.mask_report(with_mask, without, own, 2, 0, n_real=with_mask.n_tokens, causal=True, hide=())
     assert rep.change[:2].tolist() == [0.0, 0.0]  # layers before the mask are untouched
     assert (rep.change[2:] > 0).all()  # the masked layer and every later one changed
     assert rep.leak_with[2] == 0 and rep.leak_without[2] > 0  # no look-ahead where the mask holds
@@ -207,9 +211,23 @@ def test_demo_row_picks_the_widest_partial_row():
 def test_dead_rows_are_reported(bundled):
     tr = attnviz.trace(bundled, TEXT, causal=True, hide=(0,), fill=-math.inf, layers=(0,))
     base = attnviz.trace(bundled, TEXT, layers=(0,))
-    rep = masks.mask_report(tr, base, 0, 0, tr.n_tokens, causal=True, hide=(0,))
-    assert rep.dead_rows == (0,)
+    rep = masks.mask_report(tr, base, base, 0, 0, tr.n_tokens, causal=True, hide=(0,))
+    assert rep.dead_rows == (masks.DeadRow(0, 0.0, 0.0),)
     assert (tr.weights[0, :, 0] == 0).all()  # -inf: the fully masked query attends to nothing
+    finite = attnviz.trace(bundled, TEXT, causal=True, hide=(0,), fill=-1e4, layers=(0,))
+    (dead,) = masks.mask_report(finite, base, base, 0, 3, tr.n_tokens, causal=True, hide=(0,)).dead_rows
+    n = tr.n_tokens  # a finite fill: a uniform row, all but key 0 (the hidden one) in query 0's future
+    assert dead.total == pytest.approx(1.0) and dead.future == pytest.approx((n - 1) / n)
+
+
+def test_select_all_is_refused_and_the_model_mask_is_named(bundled, tiny_gpt2):
+    assert masks.hides_everything(range(5), 5) and not masks.hides_everything([0, 1, 2, 3], 5)
+    assert not masks.hides_everything([], 0) and not masks.hides_everything([7], 1)  # out of range counts as nothing
+    n = attnviz.trace(bundled, TEXT).n_tokens
+    assert masks.own_mask_words(attnviz.trace(bundled, TEXT), 0) == "none, every key visible"
+    assert masks.own_mask_words(attnviz.trace(bundled, TEXT, pad_to=n + 2), 0) == "its padding mask"
+    gpt2 = attnviz.trace(tiny_gpt2, "the cat sat", pad_to=6)
+    assert masks.own_mask_words(gpt2, 1) == "its causal mask and its padding mask"
 
 
 # --- figures are built from these numbers ---------------------------------------------------------------------
@@ -253,6 +271,10 @@ def test_reach_note_says_which_layers_changed():
     assert "changed too" not in masks.reach_note((5,), 5, 6)
     assert "every layer" in masks.reach_note(None, 0, 6)
     assert "module" in masks.reach_note(None, 0, 1, is_module=True)
+    assert "Every other layer keeps the model's own mask (its padding mask)." in masks.reach_note(
+        (2,), 2, 6, kept="its padding mask"
+    )
+    assert "No experiment" in masks.reach_note((2,), 2, 6, kept="its causal mask", changed=False)
 
 
 # --- pooling for the overview ---------------------------------------------------------------------------------

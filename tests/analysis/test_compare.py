@@ -45,3 +45,57 @@ def test_traces_of_different_lengths_or_heads_are_refused_with_the_reason():
     res = C.compare_traces(a, a, 0, 1, "two layers")
     np.testing.assert_array_equal(res.diff, a.layer(1).weights.astype(np.float64) - a.layer(0).weights)
     assert C.changed_tokens(a, make_trace(["a", "x", "c"])) == [1]
+
+
+# --- the default sentence b: one word swapped, checked with the model's own tokenizer --------------------------
+
+CORPUS = ["the cat sat on the mat because it was tired", "a cat and a cat and the cat", "the man ran home"] * 20
+
+
+def _bpe():
+    """A byte-level BPE (GPT-2's scheme) trained here: 'cat' is one token, 'dog' is never seen."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        CORPUS, trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    )
+    return lambda t: len(tok.encode(t).ids)
+
+
+def _sentencepiece():
+    """A SentencePiece-style unigram model with the '▁' word marker (Llama's scheme), trained here."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.train_from_iterator(CORPUS, trainers.UnigramTrainer(vocab_size=60, unk_token="<unk>", special_tokens=["<unk>"]))
+    return lambda t: len(tok.encode(t).ids)
+
+
+def _wordpiece(bundled):
+    return lambda t: len(bundled.tokenizer(t, split_special_tokens=True)["input_ids"])
+
+
+@pytest.mark.parametrize("scheme", ["wordpiece", "bpe", "sentencepiece"])
+def test_minimal_pair_keeps_the_token_count_in_every_scheme(scheme, bundled):
+    count = {"wordpiece": lambda: _wordpiece(bundled), "bpe": _bpe, "sentencepiece": _sentencepiece}[scheme]()
+    for text in ("The cat sat on the mat because it was tired.", "the man ran home because he was tired"):
+        b, old, new = C.minimal_pair(text, count)
+        assert count(b) == count(text) and b != text
+        assert b.replace(new, old, 1) == text  # exactly one word swapped
+    if scheme == "bpe":  # 'dog' splits into pieces here, so the cat -> dog swap is refused and another word goes
+        assert count("The dog sat") != count("The cat sat")
+        assert C.minimal_pair("The cat sat", count)[2] != "dog"
+
+
+def test_minimal_pair_says_when_no_swap_keeps_the_count():
+    assert C.minimal_pair("The cat sat.", lambda t: t) is None  # every other text counts differently
+    assert C.minimal_pair("?!", len) is None  # no word to swap
+
+
+def test_short_number_keeps_small_changes_readable():
+    assert C.short_number(0.000412) == "0.000412" and C.short_number(4.123e-05) == "4.12e-05"
+    assert C.short_number(0.5) == "0.5"

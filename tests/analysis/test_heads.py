@@ -139,7 +139,7 @@ def test_padding_queries_are_left_out(tiny_bert, tiny_text):
     import attnviz
 
     tr = attnviz.trace(tiny_bert, tiny_text, pad_to=16)
-    special = H.special_keys(tr, tiny_bert.tokenizer.all_special_ids)
+    special = H.special_keys(tr, *H.special_tokens_of(tiny_bert.tokenizer))
     assert special[-1] and special[0]  # [PAD] and [CLS] are special
     stats = H.head_stats(tr, special)
     rows = tr.layer_mask(1).any(0)  # padding: the keys no query may attend
@@ -148,6 +148,34 @@ def test_padding_queries_are_left_out(tiny_bert, tiny_text):
     want = loop_stats(w[2], special, H.punctuation_keys(tr), rows)
     assert stats["entropy"][1, 2] == pytest.approx(want["entropy"], abs=1e-5)
     assert stats["special"][1, 2] == pytest.approx(want["special"], abs=1e-5)
+
+
+def tl_mul_score(attention_pattern, detection_pattern) -> float:
+    """head_detector.compute_head_attention_similarity_score, error_measure="mul", no exclusions."""
+    score = attention_pattern * detection_pattern
+    return (score.sum() / attention_pattern.sum()).item()
+
+
+def test_pattern_scores_of_the_bundled_trace_plain_and_padded_equal_transformer_lens(bundled):
+    import attnviz
+
+    text = H.repeated_random_text(bundled.tokenizer, n=10, seed=1)
+    plain = attnviz.trace(bundled, text)
+    n = plain.n_tokens
+    ids = torch.tensor(plain.provenance.input_ids)
+    patterns = {
+        "induction": tl_induction(ids),
+        "previous_score": tl_previous(ids),
+        "duplicate_score": tl_duplicate(ids),
+    }
+    for tr in (plain, attnviz.trace(bundled, text, pad_to=n + 4)):
+        got = {"induction": H.induction_scores(tr)} | dict(H.head_stats(tr, np.zeros(tr.n_keys, bool)).values)
+        w = torch.tensor(tr.weights[..., :n, :n].astype(np.float64))  # TransformerLens traces the sentence alone
+        for layer in range(tr.n_layer):
+            for head in range(tr.n_head):
+                for name, pattern in patterns.items():
+                    want = tl_mul_score(w[layer, head], pattern)
+                    assert got[name][layer, head] == pytest.approx(want, abs=1e-6), (name, layer, head, tr.n_tokens)
 
 
 def test_repeated_random_text_repeats_its_ids_exactly(bundled):

@@ -52,10 +52,10 @@ def test_rows_are_renormalised_when_the_weights_do_not_sum_to_one():
 def test_flow_equals_the_min_cut_worked_out_by_hand():
     a0, a1 = R.residual_matrix(L0), R.residual_matrix(L1)
     # two layers: the only cuts separate each middle node m from the source or the sink, so
-    # max flow (output i -> input j) = sum_m min(a1[i, m], a0[m, j])
+    # max flow (output i -> input j) = sum_m min(a1[i, m], a0[m, j]); flow shares these out over the inputs
     for i in range(3):
-        want = [sum(min(a1[i, m], a0[m, j]) for m in range(3)) for j in range(3)]
-        np.testing.assert_allclose(R.flow(tiny(), i), want, atol=1e-9)
+        want = np.array([sum(min(a1[i, m], a0[m, j]) for m in range(3)) for j in range(3)])
+        np.testing.assert_allclose(R.flow(tiny(), i), want / want.sum(), atol=1e-9)
     np.testing.assert_allclose(R.flow(tiny(), 2, start=1, end=1), a1[2], atol=1e-9)  # one layer: the edge itself
 
 

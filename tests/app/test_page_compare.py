@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from helpers import figures, run_page, texts, z_arrays
 
 import attnviz
@@ -41,6 +42,21 @@ def test_minimal_pair_by_default(bundled):
     b = attnviz.trace(bundled, OTHER).layer(3).weights.astype(np.float64)
     _check(at, a, b)
     assert any("cat → dog" in c for c in texts(at, "caption"))
+    assert any("**cat** swapped for **dog**" in c for c in texts(at, "caption"))  # b made from a, not a fixed text
+    change = np.abs(b - a).reshape(12, -1).mean(1)
+    titles = [t["text"] for t in figures(at)["diff_grid"]["layout"]["annotations"]]
+    for title, h in zip(titles, np.argsort(-change, kind="stable")):
+        value = float(title.rsplit("(", 1)[1].rstrip(")"))
+        assert value == pytest.approx(change[h], rel=5e-3) and value > 0  # three significant digits, never "0.000"
+
+
+def test_sentence_b_follows_a_new_sentence_a(bundled):
+    text = "My friend gave his book to the teacher."
+    at = run_page(PAGE, text=text, layer=1)
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    b = attnviz.trace(bundled, "My friend gave her book to the teacher.")  # the only word with a swap: his -> her
+    a = attnviz.trace(bundled, text)
+    _check(at, a.layer(1).weights.astype(np.float64), b.layer(1).weights.astype(np.float64))
 
 
 def test_sentences_of_different_lengths_say_why_not():

@@ -23,7 +23,7 @@ def page(**state):
 def expected(bundled):
     tr = attnviz.trace(bundled, TEXT)
     tok = bundled.tokenizer
-    special = H.special_keys(tr, tok.all_special_ids, tok.all_special_tokens)
+    special = H.special_keys(tr, *H.special_tokens_of(tok))
     return tr, special
 
 
@@ -74,3 +74,13 @@ def test_open_button_sets_layer_and_head_and_switches_to_heads():
     assert not at.exception
     assert at.session_state["layer"] == 2 and at.session_state["head"] == 5
     assert [t.value for t in at.title] == ["Heads"]
+
+
+def test_unk_counts_as_a_word_and_the_page_says_where_it_differs_from_clark(bundled):
+    text = "I love 🍕 pizza!"
+    at = run_page(PAGE, text=text, hs_stat="special")
+    assert not at.exception, [e.value for e in at.exception]
+    w = attnviz.trace(bundled, text).weights.astype(np.float64)  # tokens: [CLS] i love [UNK] pizza ! [SEP]
+    want = (w[..., 0] + w[..., -1]).mean(-1)  # [CLS] and [SEP] columns only, averaged over every query
+    np.testing.assert_allclose(array(figures(at)["stat_grid"]["data"][0]["z"]), want, atol=1e-5)
+    assert any("[UNK]" in m and "theirs divide by n" in m for m in texts(at, "markdown"))

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from helpers import array, figures, run_page
 
+import attnviz
+from attnviz.ui import DEFAULT_TEXT
+
 
 def z(at, figure: str, name: str | None = None) -> np.ndarray:
     fig = figures(at)[figure]
@@ -122,3 +125,45 @@ def test_our_module_has_no_padding_but_masks_still_work(page):
     assert page.number_input(key="pad_to").disabled and page.radio(key="apply").disabled
     masked = z(page, "mask_stages", "masked")
     assert np.isnan(masked[np.triu(np.ones_like(masked, bool), k=1)]).all()
+
+
+def test_padding_mask_off_in_one_layer_is_measured_against_the_models_own_trace(page, bundled):
+    run(page, causal=False, pad_to=20)
+    run(page, pad_mask=False)  # this layer only: layer 0
+    exp = attnviz.trace(bundled, DEFAULT_TEXT, pad_to=20, pad_mask=False, layers=(0,))
+    own = attnviz.trace(bundled, DEFAULT_TEXT, pad_to=20)  # the model as it is: its padding mask in every layer
+    want = [np.abs(exp.layer(i).weights - own.layer(i).weights).max() for i in range(own.n_layer)]
+    np.testing.assert_allclose(bar(page, "max |Δ weight|"), want, atol=1e-6)
+    assert (np.asarray(want) > 0).all()  # layer 0 lost its mask; later layers read its changed output
+    fig = figures(page)["mask_leak"]
+    x = next(t for t in fig["data"] if t.get("name") == "with your masks")["x"]
+    assert x == ["layer 0*"] + [f"layer {i}" for i in range(1, 6)]  # the star: the layer with your masks
+    assert fig["layout"]["xaxis"]["title"]["text"] == "* your masks; the others keep the model's own"
+    note = "Every other layer keeps the model's own mask (its padding mask)."
+    assert any(note in m.value for m in page.markdown)
+    assert any("ran with the model's own mask (its padding mask) in both series" in m.value for m in page.markdown)
+
+
+def test_a_causal_model_query_with_no_visible_key_shows_where_its_weight_goes(tiny_gpt2_dir, tiny_text):
+    at = run_page("app_pages/masks.py", source="hub", model=str(tiny_gpt2_dir), text=tiny_text)
+    assert not at.exception, [e.value for e in at.exception]
+    run(at, hide=[0], fill="-10000")  # query 0's only visible key is hidden
+    w = z(at, "mask_weights", "with")
+    n = w.shape[1]
+    np.testing.assert_allclose(w[0], 1 / n, rtol=1e-5)  # what the model computes: uniform over every key
+    leak = bar(at, "with your masks")  # row 0 puts all its weight where it should not; every other row none
+    assert leak[0] == pytest.approx(1 / n, rel=1e-4)
+    share = f"{w[0, 1:].sum():.0%}"
+    assert share == f"{(n - 1) / n:.0%}"
+    assert any(f"{share} of its weight on future positions" in m.value for m in at.warning)
+    run(at, fill="-inf")
+    assert any("all zeros" in m.value for m in at.warning) and bar(at, "with your masks")[0] == 0
+
+
+def test_select_all_in_hide_tokens_is_refused_and_the_page_recovers(page):
+    n = len(page.multiselect(key="hide").options)
+    run(page, hide=list(range(n)))
+    assert any("Keep at least one token visible" in w.value for w in page.warning)
+    assert not figures(page)
+    run(page, hide=[0])
+    assert set(figures(page)) == {"mask_stages", "mask_weights", "mask_leak", "fill_demo"}

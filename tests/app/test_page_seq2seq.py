@@ -76,3 +76,11 @@ def test_masks_page_hides_a_target_token_from_the_decoder(family_dir):
     w = _heatmap(at, "mask_weights", "with")
     np.testing.assert_allclose(w, expected.layer(1).weights[0], atol=1e-6)
     assert (w[:, 1] == 0).all() and not at.warning
+
+
+def test_cross_attention_opens_with_the_causal_mask_off(family_dir):
+    at = _masks_page("bart", family_dir, "cross")  # no widget set: the page's defaults
+    assert at.toggle(key="causal").value is False and not at.toggle(key="causal").disabled
+    loaded = attnviz.load_model(str(family_dir("bart")))
+    plain = attnviz.trace(loaded, SOURCE, target=TARGET).cross
+    np.testing.assert_allclose(_heatmap(at, "mask_weights", "with"), plain.layer(1).weights[0], atol=1e-6)
