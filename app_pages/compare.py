@@ -26,15 +26,15 @@ text, pair = ui.text_inputs()
 layer = src.trace_layer
 mode = st.segmented_control("Compare", list(MODES), format_func=MODES.get, default="sentences", required=True,
                             key="cmp_mode") or "sentences"  # fmt: skip
-if src.is_module and mode != "sentences":
+if not src.pretrained and mode != "sentences":
     st.info("Our module is one layer of its own: compare two sentences with it, or pick a pretrained model.")
-    st.stop()
+    ui.stop(tr)
 try:
     if mode == "sentences":
         other = st.text_input("Sentence b", value=MINIMAL_PAIR, key="cmp_text", max_chars=2000)
         b = ui.trace_of_text(src, other, pair=pair)
         if b is None:
-            st.stop()
+            ui.stop(tr)
         what, label_a, label_b, layer_b = "two sentences", "your sentence", "sentence b", layer
         swapped = C.changed_tokens(tr, b) if tr.n_tokens == b.n_tokens else []
         if swapped:
@@ -43,14 +43,15 @@ try:
         name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model").strip()
         if not name:
             st.info("Name a second model with the same tokenizer and head count (e.g. a fine-tuned copy).")
-            st.stop()
-        other_src = ui.Selection(ui.get_model(name), None, 0)
+            ui.stop(tr)
+        model_b = ui.get_model(name)
+        other_src = ui.Selection(model_b, None, 0, src.part if model_b.is_seq2seq else None)
         b = ui.trace_of_text(other_src, text, pair=pair)
         if b is None:
-            st.stop()
+            ui.stop(tr)
         if layer >= b.n_layer:
             st.warning(f"Model b has {b.n_layer} layers: layer {layer} does not exist there.")
-            st.stop()
+            ui.stop(tr)
         what, label_a, label_b, layer_b = "two models", src.label, other_src.label, layer
     else:
         layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer")
@@ -58,19 +59,20 @@ try:
     result = C.compare_traces(tr, b, layer, layer_b, what)
 except AttnvizError as e:
     st.warning(str(e))
-    st.stop()
+    ui.stop(tr)
 
 st.caption(f"a = {label_a}, layer {layer}; b = {label_b}" + ("" if mode == "layers" else f", layer {layer_b}") + ".")
 measure = st.selectbox("Rank heads by", list(C.MEASURES), format_func=C.MEASURES.get, key="cmp_measure")
 order = result.ranked(measure)
-start, stop = hm.window(tr.n_tokens)
+(start, stop), (kstart, kstop) = hm.windows(tr)  # cross-attention: target queries, source keys
 titles = [f"#{r + 1}: head {h} ({result.change[measure][h]:.3f})" for r, h in enumerate(order)]
 title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
 if stop < tr.n_tokens:
     title += f"; tokens {start}–{stop - 1} of {tr.n_tokens}"
-diff = result.diff[:, start:stop, start:stop]
+diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
-st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles, boundary=boundary, start=start),
+st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles, boundary=boundary, start=start,
+                             key_tokens=tr.key_tokens[kstart:kstop]),
                 config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
 st.caption("One colour range for every panel, centred at 0 (white = no change); weights lie in 0..1, so |b − a| ≤ 1.")
 ui.boundary_caption(boundary)

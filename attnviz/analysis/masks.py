@@ -26,14 +26,14 @@ COMMON_FILLS = {"float32 min": DEFAULT_FILL, "-10000": -10000.0, "-1e9": -1e9, "
 
 
 def mask_options(
-    *, is_module: bool, pad_to: int, pad_mask: bool, causal: bool, hide, layers, fill: float, part: str | None = None
+    *, single_layer: bool, pad_to: int, pad_mask: bool, causal: bool, hide, layers, fill: float, part: str | None = None
 ) -> dict:
     """The trace options for a mask experiment; our single-layer module has no padding and no layer choice.
 
     part: an encoder-decoder's attention the experiment changes (its hidden positions are that part's keys); the
     model reads one source text there, so there is no padding."""
     opts = dict(causal=bool(causal), hide=tuple(sorted(int(i) for i in hide)), fill=float(fill))
-    if not is_module:
+    if not single_layer:
         opts.update(pad_to=int(pad_to) if pad_to else None, pad_mask=bool(pad_mask), layers=layers)
     if part is not None:
         opts.update(part=part, pad_to=None, pad_mask=True)
@@ -49,12 +49,12 @@ def unmasked_options(opts: dict) -> dict:
 
 
 def reach_note(
-    layers: tuple[int, ...] | None, layer: int, n_layer: int, is_module: bool = False, part: str | None = None
+    layers: tuple[int, ...] | None, layer: int, n_layer: int, single_layer: bool = False, part: str | None = None
 ) -> str:
     """Say which layers a forward-pass mask experiment changed, so nobody mistakes it for a one-layer what-if.
 
     part: an encoder-decoder's attention under the experiment (its layers are counted within it)."""
-    if is_module:
+    if single_layer:
         return "**Forward-pass experiment.** Our single-layer module ran again with the mask."
     if part is not None:
         return reach_note(layers, layer, n_layer).replace("layer", f"{PART_NAMES[part]} layer", 1) + (
@@ -176,7 +176,7 @@ def mask_report(
     leak_with, leak_without, change = [], [], []
     for i in range(with_mask.n_layer):  # one head at a time: a long text holds one [query, key] map, not a layer
         heads = [
-            (with_mask.head(i, h).weights[None], without.head(i, h).weights[None]) for h in range(with_mask.n_head)
+            (with_mask.stages(i, heads=h).weights, without.stages(i, heads=h).weights) for h in range(with_mask.n_head)
         ]
         leak_with.append(float(np.mean([leaked(w, forbidden, n_real) for w, _ in heads])))
         leak_without.append(float(np.mean([leaked(wo, forbidden, n_real) for _, wo in heads])))
@@ -192,6 +192,6 @@ def mask_report(
         leak_without=np.array(leak_without),
         change=np.array(change),
         dead_rows=tuple(int(r) for r in range(n_real) if not mask[r].any()),
-        fills=fill_demo(with_mask.head(layer, head, queries=(q, q + 1)).scaled[0], visible),
+        fills=fill_demo(with_mask.stages(layer, heads=head, queries=(q, q + 1)).scaled[0, 0], visible),
         demo_query=q,
     )

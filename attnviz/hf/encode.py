@@ -17,6 +17,17 @@ class Encoded:
     n_dropped: int  # tokens cut off at the limit
     pad_keys: torch.Tensor | None  # [T] bool, True at padding positions
     notes: list[str]
+    word_ids: tuple | None = None  # the tokenizer's word of each token (None: special tokens, padding)
+    sequence_ids: tuple | None = None  # 0: the text, 1: the second sentence, None: special tokens, padding
+
+
+def token_facts(enc) -> tuple[tuple | None, tuple | None]:
+    """(word ids, sequence ids) the tokenizer gave this encoding; (None, None) for a tokenizer without them (a slow
+    tokenizer keeps no alignment: pages then fall back to the tokens' markers)."""
+    try:
+        return tuple(enc.word_ids()), tuple(enc.sequence_ids())
+    except (ValueError, AttributeError, TypeError):
+        return None, None
 
 
 def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = None) -> Encoded:
@@ -46,10 +57,10 @@ def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = No
         if target < int(pad_to):
             notes.append(f"Padding capped at the model's limit of {limit} tokens.")
         n_pad = target - len(ids)
-    return _assemble(tokenizer, ids, types, n_pad, n_dropped, notes)
+    return _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, token_facts(enc))
 
 
-def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes) -> Encoded:
+def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, facts) -> Encoded:
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     real = len(ids)
     ids = ids + [pad_id] * n_pad
@@ -59,4 +70,5 @@ def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes) -> Encoded:
     if types is not None:
         inputs["token_type_ids"] = torch.tensor([types + [0] * n_pad])
     pad_keys = torch.arange(len(ids)) >= real if n_pad else None
-    return Encoded(inputs, tokens, ids, n_dropped, pad_keys, notes)
+    word_ids, sequence_ids = (None if f is None else f + (None,) * n_pad for f in facts)
+    return Encoded(inputs, tokens, ids, n_dropped, pad_keys, notes, word_ids, sequence_ids)

@@ -10,7 +10,7 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 
 from .data import get_model, get_trace, loading_notice, setup, trace_of_text
 from .extras import scale_note, sinks_and_softcap
-from .panels import boundary_caption, pair_boundary, provenance
+from .panels import boundary_caption, find_pair_boundary, pair_boundary, provenance, stop
 from .sidebar import current, module_preview, module_settings, score_sources, sidebar
 from .state import (
     DEFAULT_TEXT,
@@ -31,13 +31,22 @@ from .state import (
     text_inputs,
     url_choice,
 )
-from .widgets import chart_config, colour_range, head_picker, scroll_to, section, stage_picker, token_window
+from .widgets import (
+    chart_config,
+    colour_range,
+    head_picker,
+    open_head,
+    scroll_to,
+    section,
+    stage_picker,
+    token_window,
+)
 
 __all__ = [
     "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
-    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker", "keep_history",
-    "loading_notice", "max_tokens",
-    "module_preview", "module_settings", "pair_boundary", "boundary_caption", "provenance", "scale_note", "score_sources",
-    "scroll_to", "section", "selected_tile", "setup", "sidebar", "sinks_and_softcap", "stage_picker",
-    "text_inputs", "token_window", "trace_of_text", "url_choice",
+    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "find_pair_boundary", "get_model",
+    "get_trace", "head_picker", "keep_history", "loading_notice", "max_tokens",
+    "module_preview", "module_settings", "open_head", "pair_boundary", "boundary_caption", "provenance", "scale_note",
+    "score_sources", "scroll_to", "section", "selected_tile", "setup", "sidebar", "sinks_and_softcap", "stage_picker",
+    "stop", "text_inputs", "token_window", "trace_of_text", "url_choice",
 ]  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import streamlit as st
 
 from .. import export
@@ -17,14 +19,20 @@ def pair_boundary(src: Selection, trace: AttentionTrace) -> int | None:
     None without a second sentence, for cross-attention, or when it cannot be found (the Sentence pairs page
     says why); the count of sentence A's tokens comes from the model's own tokenizer.
     """
-    text, pair = text_inputs()
-    if pair is None or pairs.pair_text(trace) is None:
-        return None
     try:
-        n_first = len(src.model.tokenizer(text)["input_ids"])
-        return pairs.pair_boundary(trace, n_first)[0]
+        return find_pair_boundary(src, trace)[0]
     except (AttnvizError, TypeError, KeyError):
         return None
+
+
+def find_pair_boundary(src: Selection, trace: AttentionTrace) -> tuple[int | None, str]:
+    """(where sentence B starts, the rule that found it), or (None, why not); see attnviz.analysis.pairs. Sentence
+    A is tokenized alone only for a trace without the tokenizer's sequence ids."""
+    text, pair = text_inputs()
+    if pair is None or pairs.pair_text(trace) is None:
+        return None, "no second sentence"
+    n_first = None if pairs.sequence_start(trace) is not None else len(src.model.tokenizer(text)["input_ids"])
+    return pairs.pair_boundary(trace, n_first)
 
 
 def boundary_caption(boundary: int | None) -> None:
@@ -34,6 +42,13 @@ def boundary_caption(boundary: int | None) -> None:
             f"Dashed red lines: sentence A ends after token {boundary - 1}, sentence B starts at token {boundary} "
             "(the sidebar's **Second sentence**)."
         )
+
+
+def stop(trace: AttentionTrace | None = None) -> NoReturn:
+    """End the page here (after the page said why), still with the provenance panel of the trace it read."""
+    if trace is not None:
+        provenance(trace)
+    st.stop()
 
 
 def provenance(trace: AttentionTrace, full: bool = False) -> None:

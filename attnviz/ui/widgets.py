@@ -20,6 +20,14 @@ def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
     return (container or st).slider("Head", 0, src.n_head - 1, key="head", bind=URL, disabled=disabled)
 
 
+def open_head(src: Selection, layer: int, head: int) -> None:
+    """Point the sidebar at one head (for a click's callback): the head slider, and the layer slider when the layers
+    are the model's (our module's single layer is not the model's layer 0)."""
+    if src.pretrained:
+        st.session_state["layer"] = layer
+    st.session_state["head"] = head
+
+
 def scroll_to(anchor: str) -> None:
     """Bring the heading with this anchor into view (after a click that opened something further up the page)."""
 
@@ -31,14 +39,12 @@ def scroll_to(anchor: str) -> None:
 
 def stage_picker(trace: AttentionTrace) -> str:
     """The stage selector shared by the Heads and Our module pages (one URL key, "stage")."""
-    if trace.weights_only:
-        st.caption(
-            "Stage: **weights**, the only stage this model exposes (its scores are computed inside its own code)."
-        )
+    if not trace.has("scores"):
+        st.caption(f"Stage: **weights**, the only stage here. {trace.why_not('scores')}")
         return "weights"
     stage = st.segmented_control(
         "Stage",
-        trace.stages,
+        trace.available_stages,
         default="weights",
         required=True,
         key="stage",
