@@ -25,9 +25,9 @@ text, pair = ui.text_inputs()
 layer = src.trace_layer
 mode = st.segmented_control("Compare", list(MODES), format_func=MODES.get, default="sentences", required=True,
                             key="cmp_mode") or "sentences"  # fmt: skip
-if src.is_module and mode != "sentences":
+if not src.pretrained and mode != "sentences":
     st.info("Our module is one layer of its own: compare two sentences with it, or pick a pretrained model.")
-    st.stop()
+    ui.stop(tr)
 try:
     if mode == "sentences":
         tok = src.model.tokenizer
@@ -46,7 +46,7 @@ try:
         other = typed or swap[0]
         b = ui.trace_of_text(src, other, pair=pair)
         if b is None:
-            st.stop()
+            ui.stop(tr)
         what, label_a, label_b, layer_b = "two sentences", "your sentence", "sentence b", layer
         swapped = C.changed_tokens(tr, b) if tr.n_tokens == b.n_tokens else []
         if swapped:
@@ -59,14 +59,15 @@ try:
                              max_chars=ui.TEXT_LIMITS["cmp_model"]).strip()  # fmt: skip
         if not name:
             st.info("Name a second model with the same tokenizer and head count (e.g. a fine-tuned copy).")
-            st.stop()
-        other_src = ui.Selection(ui.get_model(name), None, 0)
+            ui.stop(tr)
+        model_b = ui.get_model(name)
+        other_src = ui.Selection(model_b, None, 0, src.part if model_b.is_seq2seq else None)
         b = ui.trace_of_text(other_src, text, pair=pair)
         if b is None:
-            st.stop()
+            ui.stop(tr)
         if layer >= b.n_layer:
             st.warning(f"Model b has {b.n_layer} layers: layer {layer} does not exist there.")
-            st.stop()
+            ui.stop(tr)
         what, label_a, label_b, layer_b = "two models", src.label, other_src.label, layer
     else:
         layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer")
@@ -74,7 +75,7 @@ try:
     result = C.compare_traces(tr, b, layer, layer_b, what)
 except AttnvizError as e:
     ui.show_error(e)
-    st.stop()
+    ui.stop(tr)
 
 st.caption(
     f"a = {ui.literal(label_a)}, layer {layer}; b = {ui.literal(label_b)}"
@@ -83,14 +84,15 @@ st.caption(
 )
 measure = st.selectbox("Rank heads by", list(C.MEASURES), format_func=C.MEASURES.get, key="cmp_measure")
 order = result.ranked(measure)
-start, stop = hm.window(tr.n_tokens)
+(start, stop), (kstart, kstop) = hm.windows(tr)  # cross-attention: target queries, source keys
 titles = [f"#{r + 1}: head {h} ({C.short_number(result.change[measure][h])})" for r, h in enumerate(order)]
 title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
 if stop < tr.n_tokens:
     title += f"; tokens {start}–{stop - 1} of {tr.n_tokens}"
-diff = result.diff[:, start:stop, start:stop]
+diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
-st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles, boundary=boundary, start=start),
+st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles, boundary=boundary, start=start,
+                             key_tokens=tr.key_tokens[kstart:kstop]),
                 config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
 st.caption("One colour range for every panel, centred at 0 (white = no change); weights lie in 0..1, so |b − a| ≤ 1.")
 ui.boundary_caption(boundary)

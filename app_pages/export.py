@@ -25,7 +25,7 @@ st.caption("What produced this trace; the .npz and the HTML file carry the same 
 ui.provenance(tr, full=True)
 
 st.subheader("The whole trace (.npz)", divider="gray")
-size_mb = len(tr.stages) * tr.n_layer * tr.n_head * tr.n_tokens * tr.n_keys * 4 / 1e6
+size_mb = len(tr.available_stages) * tr.n_layer * tr.n_head * tr.n_tokens * tr.n_keys * 4 / 1e6
 st.markdown(
     f"Arrays `scores`, `scaled`, `masked`, `weights` of shape [layer, head, query, key] = "
     f"[{tr.n_layer}, {tr.n_head}, {tr.n_tokens}, {tr.n_keys}] (float32, about {size_mb:,.1f} MB before compression), "
@@ -75,7 +75,7 @@ if opened is not None:
     if saved.n_layer > 1:
         saved_layer = st.slider("Layer of the saved trace", 0, saved.n_layer - 1, 0, key="ex_layer")
     saved_stage = st.segmented_control(
-        "Stage of the saved trace", saved.stages, default="weights", required=True, key="ex_stage"
+        "Stage of the saved trace", saved.available_stages, default="weights", required=True, key="ex_stage"
     )
     saved_stage = saved_stage or "weights"
     grid = hm.head_grid(saved, saved_layer, saved_stage, token_range=hm.window(saved.n_tokens))

@@ -15,9 +15,7 @@ tr = ui.get_trace(src)
 if tr is None:
     st.stop()
 layer = src.trace_layer
-where = "our module (a single layer)" if src.is_module else f"layer {layer}"
-if src.part:  # an encoder-decoder model: say which of its three attentions
-    where = f"the {src.part} attention, {where}"
+where = src.where + ("" if src.pretrained else " (a single layer)")  # "layer 3", "the cross attention, layer 3"
 left, right = st.columns([2, 3], vertical_alignment="bottom")
 with left:
     stage = ui.stage_picker(tr)
@@ -28,7 +26,7 @@ span = ui.token_window(tr, hm.MAX_SHOWN)
 boundary = ui.pair_boundary(src, tr)
 
 st.subheader(f"Every head of {where}")
-pick = "Its settings are in the sidebar" if src.is_module else "Pick the layer in the sidebar"
+pick = "Pick the layer in the sidebar" if src.pretrained else "Its settings are in the sidebar"
 st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its tokens and value.")
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
@@ -67,9 +65,7 @@ def _open_tile():
     """Overview click: jump the sidebar layer and the head slider to the clicked tile."""
     tile = ui.selected_tile(st.session_state.get("overview"))
     if tile is not None:
-        if not src.is_module:
-            st.session_state["layer"] = tile[0]
-        st.session_state["head"] = tile[1]
+        ui.open_head(src, *tile)
         st.session_state["tile_opened"] = True
 
 
@@ -92,10 +88,8 @@ with st.expander("What the stages mean"):
     for name in ui.STAGE_HELP:
         st.markdown(f"- {ui.STAGE_HELP[name]}")
     ui.scale_note(tr, layer)
-    if tr.weights_only:
-        st.markdown(
-            "attnviz cannot read this model's other stages (the note above says why), so only **weights** can be shown."
-        )
+    if not tr.has("scores"):
+        st.markdown(f"Only **weights** can be shown. {ui.literal(tr.why_not('scores'))}")
 
 st.subheader("Export")
 st.caption(

@@ -37,10 +37,12 @@ if hide:
     )
 stats = H.head_stats(tr, special, hide_special=hide)
 info = dict(H.STATISTICS)
-repeat = ui.trace_of_text(src, H.repeated_random_text(tok, n=20, seed=0))
-if repeat is not None and len(repeat.provenance.input_ids) == repeat.n_tokens:
-    stats = stats.with_values(induction_score=H.induction_scores(repeat))
-    info["induction_score"] = H.INDUCTION
+if tr.n_tokens == tr.n_keys:  # induction is self-attention's pattern: cross-attention reads another text
+    rep = H.repeated_random_text(tok, n=20, seed=0)  # an encoder-decoder's decoder reads it as its target
+    repeat = ui.trace_of_text(src, rep, **({"target": rep} if src.part else {}))
+    if repeat is not None and len(repeat.provenance.input_ids) == repeat.n_tokens:
+        stats = stats.with_values(induction_score=H.induction_scores(repeat))
+        info["induction_score"] = H.INDUCTION
 
 name = st.selectbox("Statistic", list(info), format_func=lambda k: info[k][0], key="hs_stat")
 label, meaning, value_range = info[name]
@@ -69,16 +71,10 @@ choice = st.selectbox(
 )
 
 
-def _open():
-    if not src.is_module:
-        st.session_state["layer"] = choice[0]
-    st.session_state["head"] = choice[1]
-
-
-if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=_open):
+if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=ui.open_head, args=(src, *choice)):
     # query_params={}: without it switch_page clears the URL and fails on URL-bound widgets (they rewrite it)
     st.switch_page("app_pages/heads.py", query_params={})
-w = tr.head(*choice).weights
+w = tr.stages(choice[0], heads=choice[1]).weights[0]
 w = H.hide_keys(w, special) if hide else w
 title = f"layer {choice[0]}, head {choice[1]}: weights" + (
     " (special tokens hidden, rows renormalised)" if hide else ""

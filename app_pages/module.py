@@ -19,7 +19,7 @@ def _use_module():
     st.session_state["source"] = "module"
 
 
-if src.is_module:
+if not src.pretrained:
     st.caption(f"Settings in the sidebar · now: {ui.literal(src.label)}")
 else:
     src = ui.module_preview(src)
@@ -54,7 +54,7 @@ if ms.mirrors_layer:
                 )
             else:
                 st.badge("Differs from the pretrained layer", icon=":material/warning:", color="orange")
-elif src.is_module:
+elif not src.pretrained:
     st.caption(
         "To check it against the pretrained model, set **Weights** to *copied from the layer* and "
         "**Input vectors** to *hidden states entering the layer* in the sidebar."

@@ -28,10 +28,9 @@ try:
     view = N.neuron_view(tr, layer, head, query)
 except AttnvizError as e:
     ui.show_error(e, "info")
-    st.stop()
+    ui.stop(tr)
 
-where = "our module" if src.is_module else f"layer {layer}"
-st.subheader(f"{ui.literal(labels[query])} in {where}, head {head}", divider="gray")
+st.subheader(f"{ui.literal(labels[query])} in {src.where}, head {head}", divider="gray")
 st.plotly_chart(nv.vectors(view, tr.tokens, tr.key_tokens), config=ui.chart_config("neuron", layer, head, query))
 
 rows = {
@@ -42,10 +41,9 @@ rows = {
     "masked": view.masked,
     "weight": view.weights,
 }
-values = None
-if src.is_module:
+values, msrc = None, src.module_source()  # our module's values can be recomputed; a pretrained model's are not kept
+if msrc is not None:
     text, pair = ui.text_inputs()
-    msrc = src.module_source()
     x, _, _ = input_vectors(msrc, text, pair, ui.max_tokens())
     values = N.module_values(msrc.build(), x)[head]  # [key, d_head]
     weighted, output = view.with_values(values)

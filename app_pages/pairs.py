@@ -15,30 +15,28 @@ st.markdown(
     "heads stay inside one sentence, and which ones connect the two? Every head's attention is split into four "
     "blocks: **A->A** (sentence A reading itself), **A->B**, **B->A** and **B->B**."
 )
-text, pair = ui.text_inputs()
-if pair is None:
-    st.info("Type a **Second sentence** in the sidebar to see how attention moves between two sentences.")
-    st.stop()
 tr = ui.get_trace(src)
 if tr is None:
     st.stop()
-try:  # separators mark the boundary; without them, sentence A's own token count does
-    boundary, rule = P.pair_boundary(tr, ui.first_sentence_length(src, text))
+if ui.text_inputs()[1] is None:
+    st.info("Type a **Second sentence** in the sidebar to see how attention moves between two sentences.")
+    ui.stop(tr)
+try:  # the tokenizer's sequence ids mark the boundary; without them separators, or sentence A's own token count
+    boundary, rule = ui.find_pair_boundary(src, tr)
 except AttnvizError as e:
     ui.show_error(e)
-    st.stop()
+    ui.stop(tr)
 if boundary is None:
     st.info(f"No boundary between the sentences here: {rule}.")
-    st.stop()
+    ui.stop(tr)
 end = P.real_length(tr.layer_mask(src.trace_layer), tr.n_tokens)
 st.caption(
     f"Sentence A: tokens 0–{boundary - 1}, sentence B: tokens {boundary}–{end - 1} ({rule}). "
     "The dashed line marks the boundary on the heatmap." + (" Padding is left out." if end < tr.n_tokens else "")
 )
 
-layer = src.trace_layer
-where = "our module" if src.is_module else f"layer {layer}"
-w = tr.layer(layer).weights
+layer, where = src.trace_layer, src.where
+w = tr.stages(layer).weights
 shares = P.block_shares(w, boundary, end)
 
 st.subheader(f"The four blocks, every head of {where}", divider="gray")

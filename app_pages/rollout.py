@@ -22,12 +22,12 @@ if tr is None:
     st.stop()
 if tr.n_tokens != tr.n_keys:
     st.info("Rollout needs self-attention: this trace has different query and key tokens.")
-    st.stop()
+    ui.stop(tr)
 start, end = 0, tr.n_layer - 1
 if tr.n_layer > 1:
     start, end = st.slider("Layers (start, end)", 0, tr.n_layer - 1, (0, tr.n_layer - 1), key="ro_layers")
 roll = R.rollout(tr, start, end)
-raw = tr.layer(end).weights.mean(axis=0)
+raw = tr.stages(end).weights.mean(axis=0)
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 

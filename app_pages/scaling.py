@@ -19,10 +19,8 @@ st.caption(
     "layer of the model."
 )
 tr = ui.get_trace(src)
-if tr is not None and tr.weights_only:
-    st.info(
-        "This model gives only the final weights, so there are no raw scores to rescale. The law below still holds."
-    )
+if tr is not None and not tr.has("scores"):
+    st.info(f"There are no raw scores to rescale here. {tr.why_not('scores')} The law below still holds.")
 elif tr is not None:
     layer, d = src.trace_layer, tr.d_head
     own = scaling.model_scale(tr, layer)
@@ -85,3 +83,5 @@ show(
     "entropy falls to 0, i.e. the softmax saturates and its gradients vanish. 1000 random queries × 64 keys per d, seed 0.",
     "law",
 )
+if tr is not None:
+    ui.provenance(tr)

@@ -28,9 +28,9 @@ d_head = one.d_head
 st.caption(
     f"Our module, `{sources['scaled_dot'].module_source().describe()}`, run four times with `score=` set to each "
     "function: the same projections every time; general and additive add their own seeded parameters. "
-    + ("Change it in the sidebar." if src.is_module else "Choose **Our module** as the source to change it.")
+    + ("Choose **Our module** as the source to change it." if src.pretrained else "Change it in the sidebar.")
 )
-head = ui.head_picker(src if src.is_module else sources["scaled_dot"])
+head = ui.head_picker(sources["scaled_dot"])
 results = S.softmax_inputs(traces, head)
 st.plotly_chart(
     sp.score_histograms(results, what="softmax input", figure="module_softmax_inputs"),

@@ -18,17 +18,17 @@ if tr is None:
     st.stop()
 tok = src.model.tokenizer
 special = H.special_keys(tr, tok.all_special_ids, tok.all_special_tokens)
-detected = W.detect_scheme(tr.tokens)
-options = ["auto", *W.SCHEMES]
+detected = W.detect_scheme(tr.key_tokens)
+auto = "the tokenizer's own words" if tr.key_word_ids is not None else f"detected: {W.SCHEMES[detected]}"
 scheme = st.selectbox(
     "Sub-word convention",
-    options,
-    format_func=lambda s: f"detected: {W.SCHEMES[detected]}" if s == "auto" else W.SCHEMES[s],
+    ["auto", *W.SCHEMES],
+    format_func=lambda s: auto if s == "auto" else W.SCHEMES[s],
     key="w_scheme",
+    help="auto: the words the tokenizer itself cut the text into, where it says so; else the pieces' markers.",
 )
-scheme = detected if scheme == "auto" else scheme
-groups = W.word_groups(tr.tokens, scheme, special[: tr.n_tokens])
-key_groups = groups if tr.n_keys == tr.n_tokens else W.word_groups(tr.key_tokens, scheme, special)
+scheme = None if scheme == "auto" else scheme
+groups, key_groups = W.trace_groups(tr, scheme, special)  # cross-attention: target words over source words
 labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.key_tokens, key_groups, scheme)
 st.caption(
     f"{tr.n_tokens} tokens → {len(groups)} words. Special tokens ([CLS], [SEP], <s>, padding) stay words of their own."
@@ -40,10 +40,9 @@ if len(groups) == tr.n_tokens and len(key_groups) == tr.n_keys:
         icon=":material/info:",
     )
 
-layer = src.trace_layer
-where = "our module" if src.is_module else f"layer {layer}"
+layer, where = src.trace_layer, src.where
 head = ui.head_picker(src)
-w = tr.layer(layer).weights
+w = tr.stages(layer).weights
 merged = W.merge_words(w, groups, key_groups)
 boundary = ui.pair_boundary(src, tr)
 word_boundary = W.word_position(groups, boundary)

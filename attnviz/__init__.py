@@ -3,7 +3,7 @@
 import attnviz
 model = attnviz.load_model()                    # bundled all-MiniLM-L6-v2, offline
 trace = attnviz.trace(model, "The cat sat on the mat.")
-trace.layer(0).weights.shape                    # [head, query, key]
+trace.stages(0).weights.shape                   # [head, query, key]
 """
 
 from __future__ import annotations

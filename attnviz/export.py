@@ -34,7 +34,7 @@ CSV_MAX_CELLS = 500_000  # about 30 MB of CSV and a few seconds; beyond that off
 
 def csv_ok(trace: AttentionTrace) -> bool:
     """Whether one layer as CSV stays a reasonable download (heads x tokens^2 rows)."""
-    return trace.n_head * trace.n_tokens**2 <= CSV_MAX_CELLS
+    return trace.n_head * trace.n_tokens * trace.n_keys <= CSV_MAX_CELLS
 
 
 def _cell(token: str) -> str:
@@ -61,21 +61,23 @@ def layer_csv(trace: AttentionTrace, layer: int) -> bytes:
     import pandas as pd
 
     layer = check_index("layer", layer, trace.n_layer)
-    n_head, n = trace.n_head, trace.n_tokens
-    h, q, k = (a.ravel() for a in np.meshgrid(np.arange(n_head), np.arange(n), np.arange(n), indexing="ij"))
-    toks = np.array([_cell(t) for t in trace.tokens], dtype=object)
+    shape = (trace.n_head, trace.n_tokens, trace.n_keys)
+    h, q, k = (a.ravel() for a in np.meshgrid(*(np.arange(n) for n in shape), indexing="ij"))
+    cell = lambda tokens: np.array([_cell(t) for t in tokens], dtype=object)  # noqa: E731
     cols = {
         "layer": np.full(h.size, layer),
         "head": h,
         "query": q,
-        "query_token": toks[q],
+        "query_token": cell(trace.tokens)[q],
         "key": k,
-        "key_token": toks[k],
+        "key_token": cell(trace.key_tokens)[k],
     }
-    for s in trace.stages:
-        cols[s] = np.asarray(trace.stage(s, layer), dtype=np.float32).ravel()
-    if not trace.weights_only:
-        cols["may_attend"] = np.broadcast_to(trace.layer_mask(layer), (n_head, n, n)).ravel().astype(np.int8)
+    stages = trace.stages(layer)
+    for s in trace.available_stages:
+        cols[s] = getattr(stages, s).ravel()
+    mask = trace.layer_mask(layer)
+    if mask is not None:
+        cols["may_attend"] = np.broadcast_to(mask, shape).ravel().astype(np.int8)
     return pd.DataFrame(cols).to_csv(index=False, float_format="%.7g", lineterminator="\n").encode("utf-8")
 
 
@@ -83,11 +85,12 @@ def layer_npz(trace: AttentionTrace, layer: int) -> bytes:
     """Arrays [head, query, key] for every available stage, plus tokens, scale, fill and mask of the layer."""
     layer = check_index("layer", layer, trace.n_layer)
     out = {"tokens": np.array(trace.tokens, dtype=str), "layer": np.array(layer)}
-    for s in trace.stages:
-        out[s] = np.asarray(trace.stage(s, layer), dtype=np.float32)
-    if not trace.weights_only:
-        record = trace.records[layer]
-        out.update(scale=np.array(record.scale), fill=np.array(record.fill), mask=trace.layer_mask(layer))
+    stages = trace.stages(layer)
+    for s in trace.available_stages:
+        out[s] = getattr(stages, s)
+    facts = trace.facts(layer)
+    if facts.mask is not None:
+        out.update(scale=np.array(facts.scale), fill=np.array(facts.fill), mask=facts.mask)
     buf = io.BytesIO()
     np.savez_compressed(buf, **out)
     return buf.getvalue()
@@ -122,9 +125,9 @@ def provenance_record(trace: AttentionTrace, text: str | None = None, pair: str 
         "dtype": p.dtype,
         "device": p.device,
         "options": [[k, _jsonable(v)] for k, v in p.options],
-        "scale": None if trace.weights_only else [float(x) for x in trace.scale],
-        "fill": None if trace.weights_only else [float(x) for x in trace.fill],
-        "scale_on": None if trace.weights_only else list(trace.scale_on),
+        "scale": None if trace.scale is None else [float(x) for x in trace.scale],
+        "fill": None if trace.fill is None else [float(x) for x in trace.fill],
+        "scale_on": None if trace.scale_on is None else list(trace.scale_on),
         "text": text,
         "pair": pair,
         "tokens": list(trace.tokens),
@@ -132,7 +135,7 @@ def provenance_record(trace: AttentionTrace, text: str | None = None, pair: str 
         "input_ids": [int(i) for i in p.input_ids],
         "n_dropped": p.n_dropped,
         "d_head": trace.d_head,
-        "weights_only": trace.weights_only,
+        "weights_only": not trace.has("scores"),  # the file format's name for a trace of given weights
         "notes": list(trace.notes),
         "versions": versions(),
     }
@@ -175,16 +178,17 @@ def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None =
     """
     record = provenance_record(trace, text, pair)
     out = {"provenance.json": np.array(json.dumps(record, ensure_ascii=False))}
-    for name in trace.stages:
+    for name in trace.available_stages:
         out[name] = np.asarray(trace.stage(name), np.float32)
-    if not trace.weights_only:
+    if trace.mask is not None:
         out["mask"] = trace.mask
-        for i, r in enumerate(trace.records):
-            for part in ("bias", "sinks"):
-                if getattr(r, part) is not None:
-                    out[f"{part}_{i}"] = getattr(r, part).detach().float().cpu().numpy()
-            if r.softcap is not None:
-                out[f"softcap_{i}"] = np.array(r.softcap, np.float64)
+    for i in range(trace.n_layer):
+        facts = trace.facts(i)
+        for part in ("bias", "sinks"):
+            if getattr(facts, part) is not None:
+                out[f"{part}_{i}"] = getattr(facts, part)
+        if facts.softcap is not None:
+            out[f"softcap_{i}"] = np.array(facts.softcap, np.float64)
     buf = io.BytesIO()
     np.savez_compressed(buf, **out)
     return buf.getvalue()

@@ -31,8 +31,8 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "<s>", "</s>", "
 
 def heads(trace: AttentionTrace, layer: int = 0, head: int = 0, stage: str = "weights", colours: str = "linear"):
     """Every head of a layer on one scale, one head up close (every stage in its hover), every layer x head."""
-    if stage not in trace.stages:
-        raise InputError(f"stage {stage!r} is not available here; choose one of {', '.join(trace.stages)}.")
+    if stage not in trace.available_stages:
+        raise InputError(f"stage {stage!r} is not available here; choose one of {', '.join(trace.available_stages)}.")
     where = "our module" if trace.provenance.kind == "module" else f"layer {layer}"
     out = [
         (f"Every head of {where} · {stage}", hm.head_grid(trace, layer, stage, colours=colours)),
@@ -46,7 +46,7 @@ def heads(trace: AttentionTrace, layer: int = 0, head: int = 0, stage: str = "we
 def scaling(trace: AttentionTrace, layer: int = 0, head: int = 0, scale: float | None = None, all_heads=False):
     """Why 1/sqrt(d_k): the spread of the scores, the softmax with and without the scale, each row's peak, the law."""
     law = ("The law behind it: random vectors", dp.law_figure(list(S.law_rows()), trace.d_head or None))
-    if trace.weights_only:
+    if not trace.has("scores"):
         return [law]  # no raw scores to rescale; the law still holds
     own = S.model_scale(trace, layer)
     scale = own if scale is None else float(scale)
@@ -74,22 +74,27 @@ def _n_real(trace: AttentionTrace, options: dict) -> int:
 def masks(trace: AttentionTrace, layer: int = 0, head: int = 0, unmasked: AttentionTrace | None = None):
     """What a mask experiment removed: `trace` made with causal=, hide= or pad_to= (attnviz.trace's options),
     `unmasked` the same text traced without them (for where the weight went and what leaks without the mask)."""
-    if trace.weights_only:
-        raise InputError("This trace holds only final weights, so masks cannot be applied inside it.")
+    if not trace.has("masked"):
+        raise InputError(f"Masks cannot be applied inside this trace. {trace.why_not('masked')}")
     opts = dict(trace.options)
     n_real, who = _n_real(trace, opts), f"head {head}"
     (a, b), _ = hm.windows(trace)
     q, visible = M.demo_row(trace.layer_mask(layer), n_real)
-    fills = M.fill_demo(trace.head(layer, head, queries=(q, q + 1)).scaled[0], visible)
+    fills = M.fill_demo(trace.stages(layer, heads=head, queries=(q, q + 1)).scaled[0, 0], visible)
     cut = (slice(a, b), slice(a, b) if trace.n_keys == trace.n_tokens else slice(None))
-    stages = trace.head(layer, head).scaled[cut]
+    stages = trace.stages(layer, heads=head).scaled[0][cut]
     out = [("1 · The stages before and after the mask",
             mp.stage_pair(stages, trace.layer_mask(layer)[cut], trace.tokens, who, start=a))]  # fmt: skip
     if unmasked is not None:
         C.check_comparable(trace, unmasked, "a trace and its unmasked twin")
         own = M.own_causal(unmasked, layer)  # the model's own mask, not the experiment's
-        rep = M.mask_report(trace, unmasked, layer, head, n_real, opts.get("causal", False), opts.get("hide", ()))
-        without, with_mask = unmasked.head(layer, head).weights[cut], trace.head(layer, head).weights[cut]
+        # the unmasked twin is the model as it is, so "largest change" measures the experiment against it
+        causal, hide = opts.get("causal", False), opts.get("hide", ())
+        rep = M.mask_report(trace, unmasked, unmasked, layer, head, n_real, causal, hide)
+        without, with_mask = (
+            unmasked.stages(layer, heads=head).weights[0][cut],
+            trace.stages(layer, heads=head).weights[0][cut],
+        )
         out.append(("2 · Where the weight went",
                     mp.weights_comparison(without, with_mask, trace.tokens, who, own_causal=own, start=a)))  # fmt: skip
         applied = opts.get("layers")
@@ -106,7 +111,7 @@ def headstats(trace: AttentionTrace, layer: int = 0, head: int = 0, statistic: s
     keys = H.special_keys(trace, special_tokens=SPECIAL_TOKENS if special is None else special)
     stats = H.head_stats(trace, keys)
     label, _, value_range = H.STATISTICS[statistic]
-    w = trace.head(layer, head).weights
+    w = trace.stages(layer, heads=head).weights[0]
     (a, b), _ = hm.windows(trace)
     title = f"layer {layer}, head {head}: weights"
     return [

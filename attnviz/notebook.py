@@ -140,7 +140,7 @@ def summary(trace: AttentionTrace) -> str:
     model = trace.model_name or trace.provenance.kind
     return (
         f"{model}: {trace.n_tokens} tokens, {trace.n_layer} layers × {trace.n_head} heads, "
-        f"stages: {', '.join(trace.stages)}"
+        f"stages: {', '.join(trace.available_stages)}"
     )
 
 

@@ -199,5 +199,5 @@ def trace_module(
     if scores is not None:
         record = LayerRecord(None, None, used_scale, full_mask, fill, scores=scores)
     provenance = Provenance(model=src.describe(), kind="module", options=options)
-    return AttentionTrace(tokens, records=(record,), key_tokens=key_tokens, d_head=module.d_head,
+    return AttentionTrace(tokens, (record,), key_tokens=key_tokens, d_head=module.d_head,
                           provenance=provenance, notes=tuple(notes))  # fmt: skip

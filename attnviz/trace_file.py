@@ -250,11 +250,12 @@ def open_npz(data: bytes, max_tokens: int | None = None, max_bytes: int = LOAD_B
     fields.update(options=tuple((k, _tupled(v)) for k, v in rec["options"]), input_ids=tuple(rec["input_ids"]))
     common = dict(key_tokens=rec["key_tokens"], d_head=rec["d_head"], provenance=Provenance(**fields))
     if rec["weights_only"]:
-        return AttentionTrace(rec["tokens"], stored_weights=arrays["weights"], notes=rec["notes"], **common), rec
+        why = "the saved trace held only the final weights"
+        return AttentionTrace.from_weights(rec["tokens"], arrays["weights"], why, notes=rec["notes"], **common), rec
     if not np.isfinite(arrays["scores"]).all():
         raise refused("its scores hold NaN or infinite values")
     records = tuple(_layer_record(arrays, rec, i) for i in range(arrays["scores"].shape[0]))
-    trace = AttentionTrace(rec["tokens"], records=records, notes=rec["notes"], **common)
+    trace = AttentionTrace(rec["tokens"], records, notes=rec["notes"], **common)
     gap = max(
         float(np.max(np.abs(trace.layer(i).weights - arrays["weights"][i]), initial=0)) for i in range(len(records))
     )

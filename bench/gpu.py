@@ -51,7 +51,7 @@ def _trace_row(model, n: int, rounds: int, warmup: int) -> dict:
     sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
     tr = attnviz.trace(loaded, text, max_tokens=n)
     mid = tr.n_layer // 2
-    page = lambda: (tr.window(mid, (0, 128)), tr.head(mid, 0), pooled_layer(tr, mid), sync())  # noqa: E731
+    page = lambda: (tr.stages(mid, queries=(0, 128)), tr.stages(mid, heads=0), pooled_layer(tr, mid), sync())  # noqa: E731
     t = interleaved(
         {"trace": lambda: (attnviz.trace(loaded, text, max_tokens=n), sync()), "page": page}, rounds, warmup
     )
@@ -62,7 +62,7 @@ def _trace_row(model, n: int, rounds: int, warmup: int) -> dict:
 def pooled_layer(trace, layer: int, tile: int = 24):
     from attnviz.analysis.pooling import pool
 
-    return pool(trace.records[layer].stages().weights, tile, sum_keys=True).cpu()
+    return pool(trace.stages(layer, device=True).weights, tile, sum_keys=True).cpu()
 
 
 def _forward(model, ids, impl: str):

@@ -116,7 +116,7 @@ def table_rows(table) -> dict[str, str]:
     return {shown(k): shown(v) for k, v in zip(table.value["field"], table.value["value"])}
 
 
-def make_trace(tokens, n_layer=2, n_head=3, causal=False, weights_only=False, seed=0) -> AttentionTrace:
+def make_trace(tokens, n_layer=2, n_head=3, causal=False, only_weights=False, seed=0) -> AttentionTrace:
     """A trace whose stages come from the same stage function the models use, on random scores."""
     g = torch.Generator().manual_seed(seed)
     T = len(tokens)
@@ -126,9 +126,9 @@ def make_trace(tokens, n_layer=2, n_head=3, causal=False, weights_only=False, se
         mask &= torch.ones(T, T, dtype=torch.bool).tril()
     scale = 0.25
     provenance = Provenance(model="synthetic")
-    if weights_only:
+    if only_weights:
         weights = stages_from_scores(scores, scale, mask[:, None]).weights.numpy()
-        return AttentionTrace(tokens, stored_weights=weights, provenance=provenance)
+        return AttentionTrace.from_weights(tokens, weights, provenance=provenance)
     return AttentionTrace.from_scores(tokens, scores.numpy(), scale, mask.numpy(), provenance=provenance)
 
 

@@ -92,3 +92,49 @@ def test_files_and_functions_fit_on_a_screen():
                 if node.end_lineno - node.lineno + 1 > 50:
                     too_long.append(f"{rel}:{node.name} has {node.end_lineno - node.lineno + 1} lines")
     assert not too_long, too_long
+
+
+#: The only modules that may name a trace's kind: the trace itself, the loader and our module's tracer.
+KIND_FLAGS = ("weights_only", "is_module")
+KIND_OWNERS = ("attnviz/trace.py", "attnviz/trace_layers.py", "attnviz/trace_read.py", "attnviz/trace_cache.py",
+               "attnviz/hf/load.py", "attnviz/scratch.py")  # fmt: skip
+
+
+def _identifiers(tree) -> set[str]:
+    """Names used as attributes, variables, parameters and keyword arguments (not strings, not test names)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            out.add(node.arg)
+    return out
+
+
+def test_no_caller_tests_what_kind_of_trace_it_holds():
+    """A page or analysis asks a trace what it can give (`trace.has(stage)`, `trace.why_not(stage)`); it never tests
+    a kind flag, so a new kind of trace or source cannot crash a page that forgot one."""
+    files = [*PACKAGE.rglob("*.py"), *(ROOT / "app_pages").glob("*.py"), ROOT / "app.py", *(ROOT / "bench").glob("*.py"),
+             *(ROOT / "tests").rglob("*.py")]  # fmt: skip
+    leaks = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in files
+        if path.relative_to(ROOT).as_posix() not in KIND_OWNERS
+        for name in sorted(_identifiers(ast.parse(path.read_text())) & set(KIND_FLAGS))
+    ]
+    assert not leaks, leaks
+
+
+def test_no_class_is_longer_than_150_lines():
+    """A class that does one thing fits on a few screens; AttentionTrace is a record, its layers and its reads are
+    their own modules, its window cache lives beside it."""
+    files = [*PACKAGE.rglob("*.py"), *(ROOT / "app_pages").glob("*.py"), *(ROOT / "bench").glob("*.py")]
+    too_long = [
+        f"{path.relative_to(ROOT)}:{node.name} has {node.end_lineno - node.lineno + 1} lines"
+        for path in files
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 150
+    ]
+    assert not too_long, too_long

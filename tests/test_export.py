@@ -49,7 +49,7 @@ def test_npz_round_trips_every_stage():
 
 
 def test_weights_only_exports_only_weights():
-    tr = make_trace(["a", "b"], weights_only=True)
+    tr = make_trace(["a", "b"], only_weights=True)
     assert export.layer_csv(tr, 0).decode().splitlines()[0].endswith("key_token,weights")
     assert set(np.load(io.BytesIO(export.layer_npz(tr, 0))).files) == {"tokens", "layer", "weights"}
 

@@ -21,10 +21,10 @@ TEXT = "The cat sat on the mat."
 
 
 def _same_arrays(a: AttentionTrace, b: AttentionTrace) -> None:
-    assert a.tokens == b.tokens and a.key_tokens == b.key_tokens and a.stages == b.stages
-    for name in a.stages:
+    assert a.tokens == b.tokens and a.key_tokens == b.key_tokens and a.available_stages == b.available_stages
+    for name in a.available_stages:
         assert np.array_equal(a.stage(name), b.stage(name)), name  # bit for bit, NaN-free stages
-    if not a.weights_only:
+    if a.has("scores"):
         assert np.array_equal(a.mask, b.mask) and np.array_equal(a.scale, b.scale) and np.array_equal(a.fill, b.fill)
 
 
@@ -59,14 +59,14 @@ def test_npz_round_trip_keeps_bias_softcap_sinks_and_weights_only_traces():
         LayerRecord(None, None, 0.5, mask, -1e9, bias=torch.randn(1, 4, 4, generator=g), scores=s[0], softcap=2.0),
         LayerRecord(None, None, 0.25, mask, float("-inf"), scores=s[1], sinks=torch.randn(3, generator=g)),
     )
-    tr = AttentionTrace(["a", "b", "c", "d"], records=recs, provenance=Provenance("toy", options=(("hide", (1, 2)),)))
+    tr = AttentionTrace(["a", "b", "c", "d"], layers=recs, provenance=Provenance("toy", options=(("hide", (1, 2)),)))
     back = export.load_npz(export.trace_npz(tr))
     _same_arrays(tr, back)
-    assert back.records[0].softcap == 2.0 and back.records[1].bias is None
+    assert back.layers[0].softcap == 2.0 and back.layers[1].bias is None
     assert back.provenance.options == (("hide", (1, 2)),)
-    wo = make_trace(["x", "y", "z"], weights_only=True)
+    wo = make_trace(["x", "y", "z"], only_weights=True)
     back = export.load_npz(export.trace_npz(wo))
-    assert back.weights_only and np.array_equal(back.weights, wo.weights)
+    assert not back.has("scores") and np.array_equal(back.weights, wo.weights)
 
 
 def test_load_npz_refuses_other_files_with_a_clear_message():

@@ -46,7 +46,7 @@ def test_eager_attentions_with_gradients_are_taken_as_they_are(eager_copy, tiny_
     assert out.attentions[0].requires_grad  # outside torch.no_grad(), as in a training loop
     tr = AttentionTrace.from_attentions(out.attentions, tokens)
     expected = torch.stack(out.attentions)[:, 0].detach().numpy()
-    assert tr.weights_only and tr.weights.shape == expected.shape == (2, 4, len(tokens), len(tokens))
+    assert not tr.has("scores") and tr.weights.shape == expected.shape == (2, 4, len(tokens), len(tokens))
     np.testing.assert_array_equal(tr.weights, expected)
     np.testing.assert_array_equal(AttentionTrace.from_attentions(list(out.attentions), tokens).weights, expected)
     stacked = torch.stack(out.attentions)  # one [layer, batch, head, query, key] tensor works too

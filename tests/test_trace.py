@@ -35,7 +35,7 @@ def test_from_scores_derives_every_stage_like_numpy():
     np.testing.assert_allclose(tr.scaled, scaled, rtol=1e-6)
     np.testing.assert_allclose(tr.masked, masked, rtol=1e-6)
     np.testing.assert_allclose(tr.weights, _softmax(masked), atol=1e-6)
-    assert (tr.weights[..., 3] == 0).all() and tr.stages == attnviz.STAGES
+    assert (tr.weights[..., 3] == 0).all() and tr.available_stages == attnviz.STAGES
     assert (tr.n_layer, tr.n_head, tr.n_tokens) == (2, 3, 4) and tr.scale.tolist() == [0.5, 0.5]
 
 
@@ -43,7 +43,7 @@ def test_grouped_query_keys_are_shared_by_consecutive_query_heads():
     g = torch.Generator().manual_seed(0)
     q, k = torch.randn(4, 5, 8, generator=g), torch.randn(2, 5, 8, generator=g)  # 4 query heads, 2 key heads
     rec = LayerRecord(q, k, 0.25, torch.ones(5, 5, dtype=torch.bool), -1e9)
-    tr = AttentionTrace(list("abcde"), records=(rec,))
+    tr = AttentionTrace(list("abcde"), layers=(rec,))
     for h in range(4):  # heads 0, 1 use key head 0; heads 2, 3 key head 1
         expected = q[h].double() @ k[h // 2].double().T
         np.testing.assert_allclose(tr.layer(0).scores[h], expected.numpy(), rtol=1e-5, atol=1e-5)
@@ -52,15 +52,15 @@ def test_grouped_query_keys_are_shared_by_consecutive_query_heads():
 def test_one_head_and_a_window_of_queries_equal_the_full_layer():
     tr = AttentionTrace.from_scores(**_arrays(T=4))
     full = tr.layer(1)
-    one = tr.head(1, 2, queries=(1, 3))
+    one = tr.stages(1, heads=2, queries=(1, 3))
     for name in attnviz.STAGES:
-        np.testing.assert_allclose(getattr(one, name), getattr(full, name)[2, 1:3], rtol=1e-6)
+        np.testing.assert_allclose(getattr(one, name)[0], getattr(full, name)[2, 1:3], rtol=1e-6)
 
 
 def test_rectangular_attention_has_its_own_key_tokens():
     q, k = torch.randn(2, 3, 4), torch.randn(2, 6, 4)  # 3 queries over 6 keys
     rec = LayerRecord(q, k, 0.5, torch.ones(3, 6, dtype=torch.bool), -1e9)
-    tr = AttentionTrace(list("abc"), records=(rec,), key_tokens=list("uvwxyz"))
+    tr = AttentionTrace(list("abc"), layers=(rec,), key_tokens=list("uvwxyz"))
     assert tr.weights.shape == (1, 2, 3, 6) and tr.n_keys == 6
     np.testing.assert_allclose(tr.weights.sum(-1), 1, rtol=1e-6)
 
@@ -86,7 +86,7 @@ def test_stored_size_grows_linearly_with_the_tokens(bundled):
 def test_weights_only_trace_has_only_the_weights_stage():
     w = np.full((1, 2, 3, 3), 1 / 3, np.float32)
     tr = AttentionTrace.from_attentions([torch.from_numpy(w)], list("abc"))
-    assert tr.weights_only and tr.stages == ("weights",) and tr.scores is None
+    assert not tr.has("scores") and tr.available_stages == ("weights",) and tr.scores is None
     np.testing.assert_array_equal(tr.weights[0], w[0])
     with pytest.raises(AttnvizError, match="only the final weights"):
         tr.stage("scores")
@@ -109,7 +109,7 @@ def test_mismatched_shapes_raise_attnviz_error(kw):
 
 
 def test_a_trace_needs_records_or_weights_and_a_known_stage_name():
-    with pytest.raises(AttnvizError, match="either layer records or weights"):
+    with pytest.raises(AttnvizError, match="at least one layer"):
         AttentionTrace(list("ab"))
     with pytest.raises(AttnvizError, match="choose one of"):
         AttentionTrace.from_scores(**_arrays()).stage("probabilities")

@@ -58,3 +58,36 @@ def build(kind: str, folder, encoder_only: bool = False):
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+#: What the byte-level BPE tokenizer of `build_gpt2_bpe` learns its merges from: frequent words become one piece, rare
+#: ones stay cut into several.
+BPE_CORPUS = ["The cat sat on the mat because it was tired.", "The dog ran away from the cat.", "the mat, the cat"] * 20
+
+
+def build_gpt2_bpe(folder):
+    """A tiny causal GPT-2 with a real byte-level BPE tokenizer (Ġ marks a space; rare words come in pieces), trained
+    offline on a few sentences."""
+    import json
+    from pathlib import Path
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)  # fmt: skip
+    backend.train_from_iterator(BPE_CORPUS, trainer)
+    end = "<|endoftext|>"
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=end, eos_token=end, unk_token=end)
+    torch.manual_seed(0)
+    GPT2Model(GPT2Config(vocab_size=backend.get_vocab_size(), n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                         bos_token_id=0, eos_token_id=0)).save_pretrained(folder)  # fmt: skip
+    tok.save_pretrained(folder)
+    settings = Path(folder) / "tokenizer_config.json"  # GPT-2 takes no token_type_ids
+    settings.write_text(
+        json.dumps(json.loads(settings.read_text()) | {"model_input_names": ["input_ids", "attention_mask"]})
+    )
+    return folder

@@ -86,7 +86,7 @@ def compare_traces(a: AttentionTrace, b: AttentionTrace, layer_a: int, layer_b: 
                    what: str = "two sentences") -> Comparison:  # fmt: skip
     """Compare layer_a of trace a with layer_b (default the same) of trace b, after `check_comparable`."""
     check_comparable(a, b, what)
-    return compare_layers(a.layer(layer_a).weights, b.layer(layer_a if layer_b is None else layer_b).weights)
+    return compare_layers(a.stages(layer_a).weights, b.stages(layer_a if layer_b is None else layer_b).weights)
 
 
 #: Swaps for a minimal pair (either way round): common words, one token each in the usual vocabularies; the

@@ -36,15 +36,14 @@ SCALE_SITES = {
 
 
 def scale_site(trace: AttentionTrace, layer: int) -> str | None:
-    """A sentence saying where `layer` applied its scale (None for a weights-only trace or an unknown place)."""
-    if trace.weights_only:
-        return None
-    text = SCALE_SITES.get(trace.scale_on[layer])
-    return None if text is None else text.format(scale=float(trace.scale[layer]))
+    """A sentence saying where `layer` applied its scale (None for given weights or an unknown place)."""
+    facts = trace.facts(layer)
+    text = SCALE_SITES.get(facts.scale_on)
+    return None if text is None else text.format(scale=facts.scale)
 
 
 def has_sinks(trace: AttentionTrace, layer: int) -> bool:
-    return not trace.weights_only and trace.records[layer].sinks is not None
+    return trace.facts(layer).sinks is not None
 
 
 def sink_share(trace: AttentionTrace, layer: int, head: int) -> np.ndarray | None:
@@ -54,7 +53,7 @@ def sink_share(trace: AttentionTrace, layer: int, head: int) -> np.ndarray | Non
     """
     if not has_sinks(trace, layer):
         return None
-    weights = trace.head(layer, head).weights
+    weights = trace.stages(layer, heads=head).weights[0]
     return 1.0 - weights.sum(-1, dtype=np.float64)
 
 
@@ -69,18 +68,18 @@ class Softcap(NamedTuple):
 
 
 def has_softcap(trace: AttentionTrace, layer: int) -> bool:
-    return not trace.weights_only and trace.records[layer].softcap is not None
+    return trace.facts(layer).softcap is not None
 
 
 def softcap_values(trace: AttentionTrace, layer: int, head: int, limit: int = 20_000) -> Softcap | None:
     """The cells a query may see, before and after the layer's logit softcapping; None without softcapping."""
     if not has_softcap(trace, layer):
         return None
-    record, stages = trace.records[layer], trace.head(layer, head)
-    before = stages.scores.astype(np.float64) * float(record.scale)
-    if record.bias is not None:
-        before = before + record.bias.expand(trace.n_head, -1, -1)[head].float().cpu().numpy()
-    visible = trace.layer_mask(layer)
-    before, after = before[visible], stages.scaled[visible].astype(np.float64)
+    facts, stages = trace.facts(layer), trace.stages(layer, heads=head)
+    before = stages.scores[0].astype(np.float64) * facts.scale
+    if facts.bias is not None:
+        before = before + np.broadcast_to(facts.bias, (trace.n_head, *facts.bias.shape[1:]))[head]
+    visible = facts.mask
+    before, after = before[visible], stages.scaled[0][visible].astype(np.float64)
     keep = np.unique(np.linspace(0, before.size - 1, min(limit, before.size)).round().astype(int))
-    return Softcap(before[keep], after[keep], float(record.softcap), int(before.size))
+    return Softcap(before[keep], after[keep], float(facts.softcap), int(before.size))

@@ -237,7 +237,7 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
         if hide_special and square:
             rows = rows & ~special[: trace.n_tokens]
         for head in range(trace.n_head):
-            w = np.asarray(trace.head(layer, head).weights, np.float64)[None]  # [1, query, key]
+            w = np.asarray(trace.stages(layer, heads=head).weights, np.float64)  # [1, query, key]
             w = hide_keys(w, special) if hide_special else w
             values = layer_stats(w, rows, special, punct, keys)
             kept = np.where(rows[:, None] & keys[None, :], w, 0.0)

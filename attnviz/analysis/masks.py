@@ -26,14 +26,14 @@ COMMON_FILLS = {"float32 min": DEFAULT_FILL, "-10000": -10000.0, "-1e9": -1e9, "
 
 
 def mask_options(
-    *, is_module: bool, pad_to: int, pad_mask: bool, causal: bool, hide, layers, fill: float, part: str | None = None
+    *, single_layer: bool, pad_to: int, pad_mask: bool, causal: bool, hide, layers, fill: float, part: str | None = None
 ) -> dict:
     """The trace options for a mask experiment; our single-layer module has no padding and no layer choice.
 
     part: an encoder-decoder's attention the experiment changes (its hidden positions are that part's keys); the
     model reads one source text there, so there is no padding."""
     opts = dict(causal=bool(causal), hide=tuple(sorted(int(i) for i in hide)), fill=float(fill))
-    if not is_module:
+    if not single_layer:
         opts.update(pad_to=int(pad_to) if pad_to else None, pad_mask=bool(pad_mask), layers=layers)
     if part is not None:
         opts.update(part=part, pad_to=None, pad_mask=True)
@@ -84,7 +84,7 @@ def reach_note(
     layers: tuple[int, ...] | None,
     layer: int,
     n_layer: int,
-    is_module: bool = False,
+    single_layer: bool = False,
     part: str | None = None,
     kept: str | None = None,
     changed: bool = True,
@@ -94,10 +94,10 @@ def reach_note(
     part: an encoder-decoder's attention under the experiment (its layers are counted within it). kept: the
     model's own mask in words (`own_mask_words`), what every layer outside `layers` keeps. changed: False when the
     experiment's weights equal the model's own in every layer (nothing to reach)."""
-    if not changed and not is_module:
+    if not changed and not single_layer:
         own = f" (the model's own mask: {kept})" if kept else ""
         return f"**No experiment in force.** With these settings every layer computes what the model computes{own}."
-    if is_module:
+    if single_layer:
         return "**Forward-pass experiment.** Our single-layer module ran again with the mask."
     if part is not None:
         return reach_note(layers, layer, n_layer, kept=kept).replace("layer", f"{PART_NAMES[part]} layer", 1) + (
@@ -251,7 +251,7 @@ def mask_report(
     leak_with, leak_without, change = [], [], []
     for i in range(with_mask.n_layer):  # one head at a time: a long text holds one [query, key] map, not a layer
         forbidden = with_own_mask(base, own.layer_mask(i))
-        heads = [(with_mask.head(i, h).weights[None], without.head(i, h).weights[None], own.head(i, h).weights[None])
+        heads = [(with_mask.stages(i, heads=h).weights, without.stages(i, heads=h).weights, own.stages(i, heads=h).weights)
                  for h in range(with_mask.n_head)]  # fmt: skip
         leak_with.append(float(np.mean([leaked(w, forbidden, n_real) for w, _, _ in heads])))
         leak_without.append(float(np.mean([leaked(wo, forbidden, n_real) for _, wo, _ in heads])))
@@ -268,7 +268,7 @@ def mask_report(
         leak_with=np.array(leak_with),
         leak_without=np.array(leak_without),
         change=np.array(change),
-        dead_rows=dead_rows(with_mask.head(layer, head).weights, mask, n_real, future),
-        fills=fill_demo(with_mask.head(layer, head, queries=(q, q + 1)).scaled[0], visible),
+        dead_rows=dead_rows(with_mask.stages(layer, heads=head).weights[0], mask, n_real, future),
+        fills=fill_demo(with_mask.stages(layer, heads=head, queries=(q, q + 1)).scaled[0, 0], visible),
         demo_query=q,
     )

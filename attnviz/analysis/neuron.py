@@ -2,8 +2,8 @@
 
 For query i and every key j: q_i, k_j, their elementwise product q_i * k_j (its sum is the score q_i . k_j),
 the scaled score, the mask, the masked score and the softmax weight. The score stages are the trace's own
-(trace.layer, the arrays the pages draw), so every number equals what the Heads page shows. For
-grouped-query models the key heads are shared out with repeat_interleave, as the model does.
+(trace.stages, the arrays the pages draw), so every number equals what the Heads page shows. For
+grouped-query models each query head reads its shared key head, as the model does (`trace.kv_groups`).
 
 A trace keeps q and k but not v (values are not needed for the four stages, and keeping them would double
 the memory), so the weights x values part is available only for our own module, whose values `module_values`
@@ -45,35 +45,22 @@ class NeuronView:
         return weighted, weighted.sum(axis=0)
 
 
-def key_vectors(trace: AttentionTrace, layer: int, head: int) -> torch.Tensor:
-    """k [key, d_head] that `head` uses: grouped-query key heads shared out with repeat_interleave."""
-    rec = trace.records[layer]
-    k = rec.k
-    if k.shape[0] != rec.q.shape[0]:
-        k = k.repeat_interleave(rec.q.shape[0] // k.shape[0], dim=0)
-    return k[head]
-
-
 def neuron_view(trace: AttentionTrace, layer: int, head: int, query: int) -> NeuronView:
-    """One query token of one head, from the trace's records (not available for weights-only traces)."""
-    if trace.weights_only or trace.records[0].q is None:
+    """One query token of one head, from the trace's q and k (a trace that keeps no vectors says why it has no view)."""
+    if not trace.has("vectors"):
         raise InputError(
-            f"{trace.model_name or 'This trace'} kept no query and key vectors (weights only, or a score that is "
-            "not a dot product), so there is no neuron view: the bundled model and our module with a dot-product "
-            "score have one."
+            f"{trace.why_not('vectors')} So there is no neuron view here: the bundled model and our module with a "
+            "dot-product score have one."
         )
-    layer = check_index("layer", layer, trace.n_layer)
-    head = check_index("head", head, trace.n_head)
     query = check_index("query", query, trace.n_tokens)
-    rec = trace.records[layer]
-    with torch.inference_mode():
-        q = rec.q[head, query].float().cpu()
-        k = key_vectors(trace, layer, head).float().cpu()
-    stages = trace.layer(layer)  # the very arrays every page draws (a per-row recompute differs by BLAS rounding)
+    q, k = trace.vectors(layer, head)  # k: the key head this query head reads (grouped-query heads share one)
+    q = q[query]
+    stages = trace.stages(layer)  # the very arrays every page draws (a per-row recompute differs by BLAS rounding)
     one = lambda a: np.asarray(a[head, query])  # noqa: E731 ([head, query, key] -> [key])
+    facts = trace.facts(layer)
     return NeuronView(
-        layer, head, query, q.numpy(), k.numpy(), (q[None, :] * k).numpy(), one(stages.scores), float(rec.scale),
-        one(stages.scaled), rec.mask[query].cpu().numpy(), one(stages.masked), one(stages.weights),
+        layer, head, query, q, k, q[None, :] * k, one(stages.scores), float(facts.scale), one(stages.scaled),
+        facts.mask[query], one(stages.masked), one(stages.weights),
     )  # fmt: skip
 
 

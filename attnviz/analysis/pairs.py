@@ -1,10 +1,12 @@
 """Sentence pairs: where sentence A ends, and how much attention stays inside each sentence or crosses over.
 
-A trace does not keep the token_type_ids, so the boundary is read back from the tokens (`segment_boundary`):
-sentence B starts right after the first run of separator tokens that follows sentence A. For BERT,
-[CLS] A [SEP] B [SEP]: A is [CLS] .. the first [SEP] (the segment the model gives token type 0), B the rest
-with its final [SEP]. RoBERTa's <s> A </s></s> B </s> puts both middle </s> in A. Tokenizers that join a pair
-with no separator (GPT-2) give no boundary here: count sentence A's tokens instead (`boundary_from_count`).
+A trace keeps the tokenizer's sequence ids where the tokenizer gives them (`BatchEncoding.sequence_ids()`): sentence
+B starts at the first token of the second sequence (`sequence_start`). For BERT, [CLS] A [SEP] B [SEP]: A is [CLS] ..
+the first [SEP] (the segment the model gives token type 0), B the rest with its final [SEP]; RoBERTa's
+<s> A </s></s> B </s> puts both middle </s> in A; GPT-2 joins the two texts with no separator at all. A trace without
+sequence ids (an upload, given weights) falls back to the tokens: sentence B starts right after the first run of
+separator tokens that follows sentence A (`segment_boundary`), or, with no separator, after as many tokens as
+sentence A alone gives (`boundary_from_count`).
 
 `block_shares` splits each head's attention into four blocks, X->Y = the mean over queries in X of the weight
 they give to keys in Y (so A->A + A->B = 1 and B->A + B->B = 1 for rows that sum to 1), and the crossing
@@ -51,23 +53,33 @@ def boundary_from_count(n_first: int, n_tokens: int) -> int:
     return int(n_first)
 
 
+SEQUENCE_RULE = "sentence B starts where the tokenizer's sequence ids say the second text starts"
 SEPARATOR_RULE = "sentence B starts after the first separator token(s) that follow sentence A"
 COUNT_RULE = "sentence B starts after as many tokens as sentence A alone gives (this tokenizer adds no separator)"
+
+
+def sequence_start(trace: AttentionTrace) -> int | None:
+    """The first position the tokenizer gave sequence id 1 (the second text of a pair); None without one."""
+    ids = trace.sequence_ids or ()
+    return next((i for i, s in enumerate(ids) if s == 1), None)
 
 
 def pair_boundary(trace: AttentionTrace, n_first: int | Callable[[], int] | None = None) -> tuple[int | None, str]:
     """(first position of sentence B, the rule that found it) for a trace made with a second sentence.
 
-    (None, reason) when the trace has no pair or is not self-attention over the pair (cross-attention). Separators
-    decide when the tokenizer puts them between the sentences; otherwise `n_first`, sentence A's own token count
-    (tokenize it alone), does, and InputError says when that count leaves no sentence B. `n_first` may be a
-    function giving that count: it is called only when the separators do not decide, so most tokenizers never
-    tokenize sentence A a second time.
+    (None, reason) when the trace has no pair or is not self-attention over the pair (cross-attention). The
+    tokenizer's sequence ids decide when the trace has them; otherwise separators, when the tokenizer puts them
+    between the sentences; otherwise `n_first`, sentence A's own token count (tokenize it alone), and InputError says
+    when that count leaves no sentence B. `n_first` may be a function giving that count: it is called only when
+    nothing else decides, so most tokenizers never tokenize sentence A a second time.
     """
     if pair_text(trace) is None:
         return None, "no second sentence"
     if trace.key_tokens != trace.tokens:
         return None, "queries and keys come from different texts (cross-attention)"
+    found = sequence_start(trace)
+    if found is not None:
+        return found, SEQUENCE_RULE
     found = segment_boundary(trace.tokens)
     if found is not None:
         return found, SEPARATOR_RULE

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import AttnvizError
 from ..trace import AttentionTrace
 
 
@@ -47,15 +48,13 @@ def pool(values: torch.Tensor, size: int, sum_keys: bool = False) -> torch.Tenso
 
 def pooled_stage(trace: AttentionTrace, stage: str, size: int) -> np.ndarray:
     """[layer, head, size, size] float32: one stage of every layer pooled; masked cells are NaN in "masked"."""
+    if not trace.has(stage):
+        raise AttnvizError(trace.why_not(stage))
     out = []
     for i in range(trace.n_layer):
-        if trace.weights_only:
-            values = torch.from_numpy(np.array(trace.stage(stage, i)))  # a copy: the trace's arrays are read-only
-        else:
-            record = trace.records[i]
-            with torch.inference_mode():
-                values = getattr(record.stages(), stage)
-                if stage == "masked":
-                    values = values.masked_fill(~record.mask, torch.nan)
-        out.append(pool(values, size, sum_keys=stage == "weights").float().cpu().numpy())
+        with torch.inference_mode():
+            values = getattr(trace.stages(i, device=True), stage)  # computed and pooled where the trace lives
+            if stage == "masked":
+                values = values.masked_fill(~torch.as_tensor(trace.layer_mask(i), device=values.device), torch.nan)
+            out.append(pool(values, size, sum_keys=stage == "weights").float().cpu().numpy())
     return np.stack(out)

@@ -9,7 +9,9 @@ between words, the pieces of a word are merged:
 So every merged row still sums to 1 (an average of rows that sum to 1), and M = P^T W S, with S [token, word]
 the one-hot membership and P the same divided by each word's size.
 
-Which pieces form a word depends on the tokenizer's convention (`SCHEMES`):
+A fast tokenizer says which word each piece belongs to (`BatchEncoding.word_ids()`), and a trace keeps that for its
+queries and its keys: `trace_groups` uses it wherever the trace has it. A trace without it (given weights, an upload,
+our module) falls back to the pieces' markers, which depend on the tokenizer's convention (`SCHEMES`):
 - WordPiece (BERT): a piece starting with "##" continues the word before it;
 - SentencePiece (T5, Llama, ALBERT): a piece starting with "▁" starts a word, the others continue it;
 - byte-level BPE (GPT-2, RoBERTa): a piece starting with "Ġ" (an encoded space) or "Ċ" (a newline) starts a
@@ -23,6 +25,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
+
+from ..trace import AttentionTrace
 
 SCHEMES = {
     "wordpiece": "WordPiece: a piece starting with ## continues the word before it",
@@ -85,6 +89,38 @@ def word_groups(tokens, scheme: str | None = None, special=None) -> list[list[in
             groups[-1].append(i)
         after_special = False
     return groups
+
+
+def groups_from_ids(word_ids, sequence_ids=None) -> list[list[int]]:
+    """Token positions grouped by the tokenizer's own word ids: consecutive tokens of one word of one text form a
+    group; a token with no word (special tokens, padding) is a group of its own."""
+    sequence_ids = sequence_ids or (None,) * len(word_ids)
+    groups: list[list[int]] = []
+    last = None
+    for i, (word, seq) in enumerate(zip(word_ids, sequence_ids)):
+        key = None if word is None else (seq, word)
+        if key is not None and key == last:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+        last = key
+    return groups
+
+
+def trace_groups(trace: AttentionTrace, scheme: str | None = None, special=None) -> tuple[list, list]:
+    """(query groups, key groups) of a trace. scheme None: the tokenizer's word ids on each side that has them, else
+    the markers' detected convention; a scheme of SCHEMES: its marker rules. special: bool [key] (heads.special_keys),
+    used for the queries too in self-attention; cross-attention's queries are another text, recognised by shape."""
+
+    def side(tokens, word_ids, sequence_ids, special):
+        if scheme is None and word_ids is not None:
+            return groups_from_ids(word_ids, sequence_ids)
+        return word_groups(tokens, scheme, special)
+
+    keys = side(trace.key_tokens, trace.key_word_ids, trace.key_sequence_ids, special)
+    if trace.key_tokens == trace.tokens and trace.key_word_ids == trace.word_ids:
+        return keys, keys
+    return side(trace.tokens, trace.word_ids, trace.sequence_ids, None), keys
 
 
 def word_labels(tokens, groups, scheme: str | None = None) -> list[str]:

@@ -24,6 +24,8 @@ class Encoded:
     notes: list[str]
     text: str = ""  # the text and second sentence as tokenized (cut to char_limit)
     pair: str | None = None
+    word_ids: tuple | None = None  # the tokenizer's word of each token (None: special tokens, padding)
+    sequence_ids: tuple | None = None  # 0: the text, 1: the second sentence, None: special tokens, padding
 
 
 def char_limit(limit: int) -> int:
@@ -37,6 +39,15 @@ def cut_text(text: str, limit: int, what: str = "The text") -> tuple[str, list[s
     if len(text) <= most:
         return text, []
     return text[:most], [f"{what} was {len(text):,} characters; only the first {most:,} were tokenized."]
+
+
+def token_facts(enc) -> tuple[tuple | None, tuple | None]:
+    """(word ids, sequence ids) the tokenizer gave this encoding; (None, None) for a tokenizer without them (a slow
+    tokenizer keeps no alignment: pages then fall back to the tokens' markers)."""
+    try:
+        return tuple(enc.word_ids()), tuple(enc.sequence_ids())
+    except (ValueError, AttributeError, TypeError):
+        return None, None
 
 
 def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = None) -> Encoded:
@@ -73,10 +84,10 @@ def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = No
         if target < int(pad_to):
             notes.append(f"Padding capped at the model's limit of {limit} tokens.")
         n_pad = target - len(ids)
-    return _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, text, pair)
+    return _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, (text, pair), token_facts(enc))
 
 
-def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, text, pair) -> Encoded:
+def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, texts, facts) -> Encoded:
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     real = len(ids)
     ids = ids + [pad_id] * n_pad
@@ -86,7 +97,8 @@ def _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, text, pair) -> Enc
     if types is not None:
         inputs["token_type_ids"] = torch.tensor([types + [0] * n_pad])
     pad_keys = torch.arange(len(ids)) >= real if n_pad else None
-    return Encoded(inputs, tokens, ids, n_dropped, pad_keys, notes, text, pair)
+    word_ids, sequence_ids = (None if f is None else f + (None,) * n_pad for f in facts)
+    return Encoded(inputs, tokens, ids, n_dropped, pad_keys, notes, *texts, word_ids, sequence_ids)
 
 
 def forward_inputs(model) -> frozenset | None:

@@ -16,7 +16,7 @@ import torch
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
 from . import capture
-from .encode import cut_text, encode
+from .encode import cut_text, encode, token_facts
 from .load import LoadedModel, decoder_start, model_inputs
 from .tracing import experiment
 
@@ -46,19 +46,21 @@ class Seq2SeqTrace:
         return sum(p.nbytes for p in (self.encoder, self.decoder, self.cross))
 
 
-def decoder_ids(loaded: LoadedModel, source_inputs: dict, target: str | None, limit: int) -> list[int]:
-    """The decoder's input ids: the start token then the target shifted right, or a greedy generation."""
+def target_encoding(loaded: LoadedModel, source_inputs: dict, target: str | None, limit: int):
+    """(decoder input ids, their word ids, their sequence ids): the start token then the target shifted right, with
+    the tokenizer's word and sequence ids shifted alike; a greedy generation has ids only (None, None)."""
     start = decoder_start(loaded.model)
     if start is None:
         raise InputError(f"{loaded.label} has no decoder_start_token_id; attnviz cannot feed its decoder.")
     if target is not None and str(target).strip():
-        labels = loaded.tokenizer(text_target=target, truncation=True, max_length=limit)["input_ids"]
-        return [int(start)] + [int(i) for i in labels[:-1]]
+        labels = loaded.tokenizer(text_target=target, truncation=True, max_length=limit)
+        shifted = [None if f is None else (None, *f[:-1]) for f in token_facts(labels)]
+        return [int(start)] + [int(i) for i in labels["input_ids"][:-1]], *shifted
     if not hasattr(loaded.model, "generate") or getattr(loaded.model, "lm_head", None) is None:
         raise InputError(f"{loaded.label} has no language-model head to generate with: type a target text.")
     with torch.inference_mode():
         out = loaded.model.generate(**source_inputs, max_new_tokens=min(limit, MAX_GENERATED), do_sample=False)
-    return [int(i) for i in out[0, :-1]]  # every generated token but the last is read by the decoder
+    return [int(i) for i in out[0, :-1]], None, None  # every generated token but the last is read by the decoder
 
 
 def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *, max_tokens=None, part=None,
@@ -79,7 +81,7 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     if target is not None:  # cut before the tokenizer sees it, as encode cuts the source
         target, cut = cut_text(str(target), limit, "The target")
         enc.notes.extend(cut)
-    ids = decoder_ids(loaded, inputs, target, limit)
+    ids, *tgt_facts = target_encoding(loaded, inputs, target, limit)
     inputs["decoder_input_ids"] = torch.tensor([ids], device=loaded.device)
     exp = _experiment(loaded, part, len(ids if part == "decoder" else enc.tokens), options)
     rec = capture.Recorder(experiment=exp, roles=loaded.roles)
@@ -92,7 +94,7 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
         parts[loaded.roles[module]].append(record)
     tgt = [str(t) for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
     asked = {k: getattr(exp, k) for k in options} | ({"experiment on": part} if options else {})
-    return _assemble(loaded, parts, enc, tgt, ids, target, asked)
+    return _assemble(loaded, parts, enc, (tgt, ids, *tgt_facts), target, asked)
 
 
 def _experiment(loaded: LoadedModel, part: str | None, n_keys: int, options: dict) -> capture.Experiment:
@@ -109,19 +111,24 @@ def _experiment(loaded: LoadedModel, part: str | None, n_keys: int, options: dic
     return exp
 
 
-def _assemble(loaded, parts, enc, tgt_tokens, tgt_ids, target, asked: dict) -> Seq2SeqTrace:
+def _assemble(loaded, parts, enc, tgt, target, asked: dict) -> Seq2SeqTrace:
+    """The three parts as traces; tgt: the target's (tokens, ids, word ids, sequence ids)."""
+    tokens, ids, word_ids, sequence_ids = tgt
+
     def provenance(role, ids):
         opts = (("part", role), ("target", target or "generated greedily"), *sorted(asked.items()))
         return Provenance(loaded.label, "pretrained", loaded.revision, loaded.dtype, loaded.device,
                           "attnviz seam over sdpa", opts, tuple(ids), enc.n_dropped)  # fmt: skip
 
     notes = tuple(enc.notes) + (() if target else ("The target was generated greedily by the model.",))
-    d = loaded.d_head
+    source = dict(word_ids=enc.word_ids, sequence_ids=enc.sequence_ids)
+    common = dict(d_head=loaded.d_head, notes=notes)
     return Seq2SeqTrace(
-        encoder=AttentionTrace(enc.tokens, records=tuple(parts["encoder"]), d_head=d,
-                               provenance=provenance("encoder", enc.ids), notes=notes),
-        decoder=AttentionTrace(tgt_tokens, records=tuple(parts["decoder"]), d_head=d,
-                               provenance=provenance("decoder", tgt_ids), notes=notes),
-        cross=AttentionTrace(tgt_tokens, records=tuple(parts["cross"]), key_tokens=enc.tokens, d_head=d,
-                             provenance=provenance("cross", tgt_ids), notes=notes),
+        encoder=AttentionTrace(enc.tokens, tuple(parts["encoder"]), provenance=provenance("encoder", enc.ids),
+                               **source, **common),
+        decoder=AttentionTrace(tokens, tuple(parts["decoder"]), provenance=provenance("decoder", ids),
+                               word_ids=word_ids, sequence_ids=sequence_ids, **common),
+        cross=AttentionTrace(tokens, tuple(parts["cross"]), key_tokens=enc.tokens, provenance=provenance("cross", ids),
+                             word_ids=word_ids, sequence_ids=sequence_ids, key_word_ids=enc.word_ids,
+                             key_sequence_ids=enc.sequence_ids, **common),
     )  # fmt: skip

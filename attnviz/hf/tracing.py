@@ -13,6 +13,8 @@ from .encode import Encoded, encode
 from .load import LoadedModel, model_inputs
 
 WEIGHTS_ONLY_NOTE = "{}: only the weights stage is available ({})."
+#: Why a family traced through eager attention gives no other stage (`AttentionTrace.why_not` says it).
+OWN_CODE = "this model family computes attention inside its own code, so only the final weights are available"
 IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "own": "eager; stages read from the model's own attention code",
                   "eager": "eager"}  # fmt: skip
 
@@ -54,12 +56,12 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
         attn_implementation=IMPLEMENTATION[_route(loaded)], options=tuple(sorted(asked.items())),
         input_ids=tuple(enc.ids), n_dropped=enc.n_dropped,
     )  # fmt: skip
-    common = dict(d_head=loaded.d_head, provenance=provenance)
+    common = dict(d_head=loaded.d_head, provenance=provenance, word_ids=enc.word_ids, sequence_ids=enc.sequence_ids)
     if loaded.reproduced:
         _check_own(loaded, exp)
     if loaded.captures or loaded.reproduced:
-        return AttentionTrace(enc.tokens, records=_captured(loaded, enc, exp), notes=tuple(enc.notes), **common)
-    return _weights_only(loaded, enc, exp, common)
+        return AttentionTrace(enc.tokens, _captured(loaded, enc, exp), notes=tuple(enc.notes), **common)
+    return _given_weights(loaded, enc, exp, common)
 
 
 def _route(loaded: LoadedModel) -> str:
@@ -92,7 +94,7 @@ def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tup
     return tuple(rec.layers)
 
 
-def _weights_only(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, common: dict) -> AttentionTrace:
+def _given_weights(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, common: dict) -> AttentionTrace:
     if exp.changes_attention:
         raise InputError(
             f"{loaded.label} computes attention inside its own code, so attnviz cannot change its mask or scale: "
@@ -107,7 +109,7 @@ def _weights_only(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, co
     weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
     why = loaded.note or "it computes attention inside its own code"
     notes = (*enc.notes, WEIGHTS_ONLY_NOTE.format(loaded.label, why))
-    return AttentionTrace(enc.tokens, stored_weights=weights, notes=notes, **common)
+    return AttentionTrace.from_weights(enc.tokens, weights, loaded.note or OWN_CODE, notes=notes, **common)
 
 
 def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, max_tokens=None):

@@ -14,16 +14,25 @@ from .pairs import add_boundary
 
 
 def diff_grid(
-    diff: np.ndarray, tokens, title: str, order=None, cols: int = 4, labels=None, boundary=None, start: int = 0
+    diff: np.ndarray,
+    tokens,
+    title: str,
+    order=None,
+    cols: int = 4,
+    labels=None,
+    boundary=None,
+    start: int = 0,
+    key_tokens=None,
 ) -> go.Figure:
     """Every head's b - a [head, query, key] as a heatmap, ONE colour range -r..r (zmid 0), heads in `order`.
 
-    labels: hover names of the heads (e.g. "head 3, rank 1"); tokens label the axes (the first text's tokens).
+    labels: hover names of the heads (e.g. "head 3, rank 1"); tokens label the axes (the first text's tokens), key_tokens
+    the key axis when keys are other tokens (cross-attention: the source text).
     boundary: where sentence B of a pair starts (positions of the whole text), or None; `start`: the position of
     diff's first row and column (a window of a long text).
     """
     d = f32(diff)
-    n_head, n = d.shape[0], d.shape[1]
+    n_head, n, n_key = d.shape
     order = list(range(n_head)) if order is None else list(order)
     labels = [f"head {h}" for h in order] if labels is None else labels
     cols = max(1, min(cols, n_head))
@@ -40,9 +49,9 @@ def diff_grid(
             ),
             row=i // cols + 1, col=i % cols + 1,
         )  # fmt: skip
-    tk = ticks(tokens, 0, n, MAX_TICKS // 2)
-    fig.update_xaxes(**tk, showticklabels=False, showgrid=False, range=[-0.5, n - 0.5])
-    fig.update_yaxes(**tk, tickfont_size=9, showgrid=False, range=[n - 0.5, -0.5])
+    fig.update_xaxes(**ticks(tokens if key_tokens is None else key_tokens, 0, n_key, MAX_TICKS // 2),
+                     showticklabels=False, showgrid=False, range=[-0.5, n_key - 0.5])  # fmt: skip
+    fig.update_yaxes(**ticks(tokens, 0, n, MAX_TICKS // 2), tickfont_size=9, showgrid=False, range=[n - 0.5, -0.5])
     fig.update_annotations(font_size=12)
     panel = max(160, min(320, 860 // cols))
     fig.update_layout(

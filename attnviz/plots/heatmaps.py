@@ -20,7 +20,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .. import trace_cache
 from ..analysis.pooling import pooled_stage
+from ..errors import AttnvizError
 from ..trace import AttentionTrace
 from .common import (
     MASKED_BG,
@@ -63,9 +65,9 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, ke
     queries / keys: (start, stop) windows; only the window's rows are computed (every key still in the softmax),
     so a long text never builds a layer's full [head, query, key] stages for a 128-token view."""
     rows, cols = queries or (0, trace.n_tokens), keys or (0, trace.n_keys)
-    if stage not in trace.stages:
-        trace.stage(stage, layer)  # raises the clear "not captured" error
-    z = np.array(getattr(trace.window(layer, rows, cols), stage), dtype=np.float32)
+    if not trace.has(stage):
+        raise AttnvizError(trace.why_not(stage))
+    z = np.array(getattr(trace_cache.stages(trace, layer, queries=rows, keys=cols), stage), dtype=np.float32)
     if stage == "masked":
         z[:, ~trace.layer_mask(layer)[slice(*rows), slice(*cols)]] = np.nan
     return z
@@ -175,17 +177,18 @@ def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
     if stage == "weights" and trace.n_tokens <= MAX_SHOWN:  # near-uniform rows: a short text's puzzle
-        w = trace.layer(layer).weights
+        w = trace_cache.stages(trace, layer).weights
         if trace.n_keys > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_keys):
             return (
                 f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
                 f"{float(w.max()):.3f}, close to 1/{trace.n_keys} = {1 / trace.n_keys:.3f} "
                 "(what random weights give). Hover for exact values"
-                + ("." if trace.weights_only else ", or look at the scores stage.")
+                + (", or look at the scores stage." if trace.has("scores") else ".")
             )
-    if trace.weights_only or stage not in ("masked", "weights"):
+    mask = trace.layer_mask(layer)
+    if mask is None or stage not in ("masked", "weights"):
         return ""
-    blocked = int((~trace.layer_mask(layer)).sum())
+    blocked = int((~mask).sum())
     if blocked == 0:
         return (
             "Nothing is masked for this text at this layer (no padding, not causal), so masked equals scaled."
@@ -281,11 +284,11 @@ def head_detail(
     (start, stop), (kstart, kstop) = windows(trace, token_range)
     z_layer = stage_values(trace, layer, stage, (start, stop), (kstart, kstop))
     z = z_layer[head]
-    stages = trace.window(layer, (start, stop), (kstart, kstop))
+    stages = trace_cache.stages(trace, layer, queries=(start, stop), keys=(kstart, kstop))
     sl = (head, slice(None), slice(None))
     pairs = _token_pairs(trace, (start, stop), (kstart, kstop))
     hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weights %{customdata[2]}"
-    if trace.weights_only:
+    if not trace.has("scores"):
         custom = np.concatenate([pairs, _fmt(stages.weights[sl])[..., None]], axis=-1)
         note = "Raw and scaled scores are unavailable: this model only gives its final weights."
     else:
@@ -342,7 +345,7 @@ def overview(
     """
     n_layer, n_head = trace.n_layer, trace.n_head
     # pooled one layer at a time, so a long text never holds every layer at full size
-    pooled = trace.memo(("overview", stage, tile), lambda: pooled_stage(trace, stage, tile))  # once per trace
+    pooled = trace_cache.memo(trace, ("overview", stage, tile), lambda: pooled_stage(trace, stage, tile))  # once
     pooled = colour_values(stage, pooled, colours)  # the colours drawn (the overview has no value hover)
     sq, sk = pooled.shape[-2:]  # tile height (queries) and width (keys): they differ in cross-attention
     ystep, xstep = sq + 1, sk + 1  # one empty (NaN) row and column between tiles

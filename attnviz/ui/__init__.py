@@ -11,7 +11,7 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 from .data import get_model, get_trace, loading_notice, saved_trace, setup, trace_of_text
 from .extras import scale_note, sinks_and_softcap
 from .literal import literal, record_table, show_error
-from .panels import boundary_caption, first_sentence_length, pair_boundary, provenance
+from .panels import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary, provenance, stop
 from .sidebar import current, module_preview, module_settings, score_sources, sidebar
 from .state import (
     DEFAULT_TEXT,
@@ -33,13 +33,23 @@ from .state import (
     text_inputs,
     url_choice,
 )
-from .widgets import chart_config, colour_range, head_picker, scroll_to, section, stage_picker, token_window
+from .widgets import (
+    chart_config,
+    colour_range,
+    head_picker,
+    open_head,
+    scroll_to,
+    section,
+    stage_picker,
+    token_window,
+)
 
 __all__ = [
-    "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "TEXT_LIMITS", "URL", "WEIGHT_LABELS",
-    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "first_sentence_length", "get_model", "get_trace", "head_picker", "keep_history",
-    "literal", "loading_notice", "max_tokens",
-    "module_preview", "module_settings", "pair_boundary", "boundary_caption", "provenance", "record_table", "scale_note", "score_sources",
-    "saved_trace", "scroll_to", "section", "selected_tile", "setup", "show_error", "sidebar", "sinks_and_softcap", "stage_picker",
-    "text_inputs", "token_window", "trace_of_text", "url_choice",
+    "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "TEXT_LIMITS", "URL",
+    "WEIGHT_LABELS", "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value",
+    "find_pair_boundary", "first_sentence_length", "get_model", "get_trace", "head_picker", "keep_history", "literal", "loading_notice",
+    "max_tokens", "module_preview", "module_settings", "open_head", "pair_boundary", "boundary_caption", "provenance",
+    "record_table", "saved_trace", "scale_note", "score_sources", "scroll_to", "section", "selected_tile", "setup",
+    "show_error", "sidebar", "sinks_and_softcap", "stage_picker", "stop", "text_inputs", "token_window",
+    "trace_of_text", "url_choice",
 ]  # fmt: skip

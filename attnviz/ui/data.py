@@ -77,30 +77,31 @@ def _compute_trace(model_name: str, module_key: tuple | None, text: str, options
     return trace_pretrained(loaded, text, **opts)
 
 
-def get_trace(src: Selection, **options) -> AttentionTrace | None:
-    """The trace for the sidebar's sentence and `options` (cached); None after showing a clear message."""
-    text, pair = text_inputs()
-    if not text or not text.strip():
-        st.info("Type a sentence in the sidebar to see its attention.")
-        return None
-    options = {"pair": pair, "max_tokens": max_tokens(), **options}
-    if src.part is not None:  # an encoder-decoder: its decoder reads the target (empty: generated greedily)
+def trace_options(src: Selection, options: dict) -> dict:
+    """What a trace of `src` is asked with: the token limit, an encoder-decoder's target text from the sidebar (empty:
+    generated greedily) unless the page chose one, and only what our module takes (the page says what it dropped)."""
+    options = {"max_tokens": max_tokens(), **options}
+    if src.part is not None and "target" not in options:
         options["target"] = str(st.session_state.get("target") or "")[: TEXT_LIMITS["target"]].strip() or None
-    if src.is_module:
+    if src.module is not None:
         dropped = sorted(k for k in options if k not in MODULE_OPTIONS and options[k] not in (None, True, ()))
         if dropped:
             st.info(f"Our module is a single layer with no padding: {', '.join(dropped)} do not apply to it.")
         options = {k: v for k, v in options.items() if k in MODULE_OPTIONS}
-    try:
-        tr = _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
-    except InputError as e:
-        show_error(e, "warning")
+    return options
+
+
+def get_trace(src: Selection, **options) -> AttentionTrace | None:
+    """The trace for the sidebar's sentence and `options` (cached); None after showing a clear message.
+
+    An encoder-decoder gives the part the sidebar chose (encoder, decoder or cross), so every page reads one trace."""
+    text, pair = text_inputs()
+    if not text or not text.strip():
+        st.info("Type a sentence in the sidebar to see its attention.")
         return None
-    except AttnvizError as e:
-        show_error(e, "error")
+    tr = _shown_trace(src, text, trace_options(src, {"pair": pair, **options}))
+    if tr is None:
         return None
-    if isinstance(tr, Seq2SeqTrace):
-        tr = tr.part(src.part)
     shown = st.session_state.setdefault("_notes_shown", set())
     for note in tr.notes:  # a page may fetch several traces of one text: say each thing once
         if note not in shown:
@@ -111,12 +112,20 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
 
 def trace_of_text(src: Selection, text: str, **options) -> AttentionTrace | None:
     """Like get_trace, for a text the page chose (e.g. a repeated random sequence), through the same cache."""
-    options = {"max_tokens": max_tokens(), **options}
+    return _shown_trace(src, text, trace_options(src, options))
+
+
+def _shown_trace(src: Selection, text: str, options: dict) -> AttentionTrace | None:
+    """The cached trace, an encoder-decoder's chosen part of it; None after saying why there is none."""
     try:
-        return _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
-    except AttnvizError as e:
+        tr = _cached_trace(src.model.name, src.module, text, tuple(sorted(options.items())))
+    except InputError as e:
         show_error(e, "warning")
         return None
+    except AttnvizError as e:
+        show_error(e, "error")
+        return None
+    return tr.part(src.part or "encoder") if isinstance(tr, Seq2SeqTrace) else tr
 
 
 def saved_trace(upload) -> tuple[AttentionTrace, dict] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NoReturn
 
 import streamlit as st
 
@@ -21,20 +22,26 @@ def pair_boundary(src: Selection, trace: AttentionTrace) -> int | None:
     None without a second sentence, for cross-attention, or when it cannot be found (the Sentence pairs page
     says why); the count of sentence A's tokens comes from the model's own tokenizer.
     """
-    text, pair = text_inputs()
-    if pair is None or pairs.pair_text(trace) is None:
-        return None
     try:
-        return pairs.pair_boundary(trace, first_sentence_length(src, text))[0]
+        return find_pair_boundary(src, trace)[0]
     except (AttnvizError, TypeError, KeyError):
         return None
 
 
 def first_sentence_length(src: Selection, text: str) -> Callable[[], int]:
-    """Sentence A's own token count, for `pairs.pair_boundary` to call only when separators do not decide; the
-    text is cut as the trace's was before it is tokenized, so a long sentence costs what the trace cost."""
+    """Sentence A's own token count, for `pairs.pair_boundary` to call only when nothing else decides; the text is
+    cut as the trace's was before it is tokenized, so a long sentence costs what the trace cost."""
     limit = min(max_tokens(), src.model.max_tokens)
     return lambda: len(src.model.tokenizer(cut_text(text, limit)[0])["input_ids"])
+
+
+def find_pair_boundary(src: Selection, trace: AttentionTrace) -> tuple[int | None, str]:
+    """(where sentence B starts, the rule that found it), or (None, why not); see attnviz.analysis.pairs. Sentence
+    A is tokenized alone only for a trace without the tokenizer's sequence ids and separators."""
+    text, pair = text_inputs()
+    if pair is None or pairs.pair_text(trace) is None:
+        return None, "no second sentence"
+    return pairs.pair_boundary(trace, first_sentence_length(src, text))
 
 
 def boundary_caption(boundary: int | None) -> None:
@@ -44,6 +51,13 @@ def boundary_caption(boundary: int | None) -> None:
             f"Dashed red lines: sentence A ends after token {boundary - 1}, sentence B starts at token {boundary} "
             "(the sidebar's **Second sentence**)."
         )
+
+
+def stop(trace: AttentionTrace | None = None) -> NoReturn:
+    """End the page here (after the page said why), still with the provenance panel of the trace it read."""
+    if trace is not None:
+        provenance(trace)
+    st.stop()
 
 
 def provenance(trace: AttentionTrace, full: bool = False) -> None:

@@ -168,12 +168,15 @@ def module_settings(loaded: LoadedModel, layer: int) -> tuple:
 
 
 def module_preview(src: Selection) -> Selection:
-    """Our module as the Our module page shows it while the sidebar's source is a pretrained model.
+    """Our module as the Our module page shows it while the sidebar's source is a pretrained model (`src` itself
+    when the source is our module already).
 
     It mirrors the sidebar's layer (weights copied, run on the vectors entering the layer), so the page
     opens on something meaningful: the module reproducing the library. Families whose layers cannot be
     copied get seeded random weights on random inputs instead.
     """
+    if not src.pretrained:
+        return src
     m = src.model
     cfg = dict(
         d_model=m.d_model, n_head=m.n_head, bias=True, seed=0, layer=src.layer, inputs="hidden", weights="pretrained"
@@ -188,6 +191,6 @@ def module_preview(src: Selection) -> Selection:
 def score_sources(src: Selection) -> dict[str, Selection]:
     """Our module once per score function (SCORE_FUNCTIONS), everything else as the sidebar sets it (or, with a
     pretrained source, as the Our module page's preview: the layer's weights on the vectors entering it)."""
-    base = src if src.is_module else module_preview(src)
+    base = module_preview(src)
     cfg = dict(base.module)
     return {s: Selection(base.model, tuple(sorted({**cfg, "score": s}.items())), base.layer) for s in SCORE_FUNCTIONS}

@@ -234,21 +234,29 @@ class Selection:
     part: str | None = None  # encoder-decoder models: which attention, "encoder", "decoder" or "cross"
 
     @property
-    def is_module(self) -> bool:
-        return self.module is not None
+    def pretrained(self) -> bool:
+        """True when the trace's layers are the pretrained model's own (padding, per-layer experiments and the layer
+        slider apply); False for our module, a single layer of its own."""
+        return self.module is None
 
     @property
     def trace_layer(self) -> int:
         """The layer to show from a trace of this source (our module's trace has a single layer)."""
-        return 0 if self.is_module else self.layer
+        return self.layer if self.pretrained else 0
+
+    @property
+    def where(self) -> str:
+        """What the page shows, in words: "layer 3", "our module" (an encoder-decoder: "the cross attention, layer 3")."""
+        where = f"layer {self.layer}" if self.pretrained else "our module"
+        return f"the {self.part} attention, {where}" if self.part else where
 
     @property
     def n_head(self) -> int:
-        return int(dict(self.module)["n_head"]) if self.is_module else self.model.n_head
+        return self.model.n_head if self.pretrained else int(dict(self.module)["n_head"])
 
     @property
     def label(self) -> str:
-        return self.module_source().describe() if self.is_module else self.model.label
+        return self.model.label if self.pretrained else self.module_source().describe()
 
     def module_source(self) -> ModuleSource | None:
         return None if self.module is None else ModuleSource(self.model, **dict(self.module))

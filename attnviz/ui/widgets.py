@@ -9,6 +9,7 @@ import streamlit as st
 from ..plots import common
 from ..plots.heatmaps import COLOUR_RANGES
 from ..trace import AttentionTrace
+from .literal import literal
 from .state import URL, Selection, url_choice
 
 
@@ -18,6 +19,14 @@ def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
     `disabled` greys it out (e.g. while a page pools all heads) without dropping the chosen head from the URL.
     """
     return (container or st).slider("Head", 0, src.n_head - 1, key="head", bind=URL, disabled=disabled)
+
+
+def open_head(src: Selection, layer: int, head: int) -> None:
+    """Point the sidebar at one head (for a click's callback): the head slider, and the layer slider when the layers
+    are the model's (our module's single layer is not the model's layer 0)."""
+    if src.pretrained:
+        st.session_state["layer"] = layer
+    st.session_state["head"] = head
 
 
 def scroll_to(anchor: str) -> None:
@@ -31,12 +40,12 @@ def scroll_to(anchor: str) -> None:
 
 def stage_picker(trace: AttentionTrace) -> str:
     """The stage selector shared by the Heads and Our module pages (one URL key, "stage")."""
-    if trace.weights_only:
-        st.caption("Stage: **weights**, the only stage attnviz can read from this model (the note above says why).")
+    if not trace.has("scores"):
+        st.caption(f"Stage: **weights**, the only stage here. {literal(trace.why_not('scores'))}")
         return "weights"
     stage = st.segmented_control(
         "Stage",
-        trace.stages,
+        trace.available_stages,
         default="weights",
         required=True,
         key="stage",

@@ -119,7 +119,7 @@ def test_law_rows_reproduce_the_seed_numbers():
 
 def test_mask_options_and_their_unmasked_twin():
     opts = masks.mask_options(
-        is_module=False, pad_to=20, pad_mask=True, causal=True, hide=[3, 1], layers=(2,), fill=-math.inf
+        single_layer=False, pad_to=20, pad_mask=True, causal=True, hide=[3, 1], layers=(2,), fill=-math.inf
     )
     assert opts == dict(causal=True, hide=(1, 3), fill=-math.inf, pad_to=20, pad_mask=True, layers=(2,))
     off = masks.unmasked_options(opts)
@@ -127,12 +127,12 @@ def test_mask_options_and_their_unmasked_twin():
     own = masks.model_options(dict(opts, pad_mask=False))  # the model as it is: its padding mask, no experiment
     assert own == dict(causal=False, hide=(), fill=None, pad_to=20, pad_mask=True, layers=None)
     module = masks.mask_options(
-        is_module=True, pad_to=20, pad_mask=False, causal=False, hide=(), layers=(0,), fill=-10000.0
+        single_layer=True, pad_to=20, pad_mask=False, causal=False, hide=(), layers=(0,), fill=-10000.0
     )
     assert module == dict(causal=False, hide=(), fill=-10000.0)
     assert masks.model_options(module) == dict(causal=False, hide=(), fill=None)
     assert (
-        masks.mask_options(is_module=False, pad_to=0, pad_mask=True, causal=False, hide=(), layers=None, fill=-1e9)[
+        masks.mask_options(single_layer=False, pad_to=0, pad_mask=True, causal=False, hide=(), layers=None, fill=-1e9)[
             "pad_to"
         ]
         is None
@@ -270,7 +270,7 @@ def test_reach_note_says_which_layers_changed():
     assert "layer 2 only" in masks.reach_note((2,), 2, 6) and "layers 3..5" in masks.reach_note((2,), 2, 6)
     assert "changed too" not in masks.reach_note((5,), 5, 6)
     assert "every layer" in masks.reach_note(None, 0, 6)
-    assert "module" in masks.reach_note(None, 0, 1, is_module=True)
+    assert "module" in masks.reach_note(None, 0, 1, single_layer=True)
     assert "Every other layer keeps the model's own mask (its padding mask)." in masks.reach_note(
         (2,), 2, 6, kept="its padding mask"
     )

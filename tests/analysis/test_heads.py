@@ -21,7 +21,7 @@ def random_weights(n_layer=2, n_head=3, n=8, seed=0):
 
 
 def weights_trace(w, ids=IDS, tokens=TOKENS):
-    return AttentionTrace(tokens, stored_weights=w, provenance=Provenance(model="hand", input_ids=ids))
+    return AttentionTrace.from_weights(tokens, w, provenance=Provenance(model="hand", input_ids=ids))
 
 
 def loop_stats(w, special, punct, rows):

@@ -21,7 +21,7 @@ def test_numbers_equal_the_trace(bundled):
         np.testing.assert_array_equal(getattr(v, name), getattr(stages, name)[7, 3], err_msg=name)
     np.testing.assert_array_equal(v.mask, tr.layer_mask(2)[3])
     assert not v.mask.all() and v.weights[~v.mask].max() == 0.0  # padding keys take nothing
-    np.testing.assert_array_equal(v.q, tr.records[2].q[7, 3].numpy())
+    np.testing.assert_array_equal(v.q, tr.layers[2].q[7, 3].numpy())
     # the product summed over the head dimension is the dot product, in float64 from the stored vectors
     np.testing.assert_allclose(v.product.astype(np.float64).sum(-1), v.scores, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(v.scaled, v.scores * v.scale, rtol=1e-6)
@@ -30,7 +30,7 @@ def test_numbers_equal_the_trace(bundled):
 
 def test_grouped_query_keys_are_shared_out(tiny_llama, tiny_text):
     tr = attnviz.trace(tiny_llama, tiny_text)
-    rec = tr.records[1]
+    rec = tr.layers[1]
     assert rec.k.shape[0] == 2 and rec.q.shape[0] == 4
     for head in range(4):
         v = N.neuron_view(tr, 1, head, 5)
@@ -57,6 +57,6 @@ def test_module_values_rebuild_the_module_output(bundled):
 
 def test_weights_only_traces_have_no_neuron_view():
     w = np.full((1, 1, 2, 2), 0.5)
-    tr = attnviz.AttentionTrace(["a", "b"], stored_weights=w)
-    with pytest.raises(InputError, match="weights only"):
+    tr = attnviz.AttentionTrace.from_weights(["a", "b"], w)
+    with pytest.raises(InputError, match="no query and key vectors"):
         N.neuron_view(tr, 0, 0, 0)

@@ -203,7 +203,7 @@ def random_maps(n_layer=3, n_head=2, n=5, seed=0) -> np.ndarray:
 def test_rollout_and_flow_on_random_maps_equal_abnar_and_zuidema(seed):
     w = random_maps(seed=seed)
     tokens = ["a", "b", "the", "the", "c"]  # a repeated token: their labels carry the position
-    tr = AttentionTrace(tokens, stored_weights=w)
+    tr = AttentionTrace.from_weights(tokens, w)
     np.testing.assert_allclose(R.rollout(tr), compute_joint_attention(w.mean(axis=1))[-1], atol=1e-12)
     np.testing.assert_allclose(R.rollout(tr, 1, 2), compute_joint_attention(w[1:].mean(axis=1))[-1], atol=1e-12)
     for query in range(len(tokens)):

@@ -25,7 +25,7 @@ L1 = np.array(
 
 
 def tiny(weights=(L0, L1)):
-    return AttentionTrace(["a", "b", "c"], stored_weights=np.stack(weights))
+    return AttentionTrace.from_weights(["a", "b", "c"], np.stack(weights))
 
 
 def test_rollout_equals_the_hand_computation():
@@ -61,7 +61,7 @@ def test_flow_equals_the_min_cut_worked_out_by_hand():
 
 def test_flow_refuses_long_inputs_and_bad_layer_ranges():
     n = R.MAX_FLOW_TOKENS + 1
-    long = AttentionTrace([str(i) for i in range(n)], stored_weights=np.full((1, 1, n, n), 1.0 / n))
+    long = AttentionTrace.from_weights([str(i) for i in range(n)], np.full((1, 1, n, n), 1.0 / n))
     with pytest.raises(InputError, match="Rollout works at any length"):
         R.flow(long, 0)
     with pytest.raises(InputError, match="start <= end"):

@@ -46,7 +46,7 @@ def _logits(record, n_head):
 def test_sink_share_is_what_eager_attention_leaves_out_of_each_row(layer, folders, traces):
     tr = traces["gpt_oss"]
     eager = _eager(folders["gpt_oss"], list(tr.provenance.input_ids))
-    record = tr.records[layer]
+    record = tr.layers[layer]
     logits = np.where(record.mask.numpy(), _logits(record, tr.n_head), -np.inf)
     for head in range(tr.n_head):
         share = extras.sink_share(tr, layer, head)
@@ -60,7 +60,7 @@ def test_sink_share_is_what_eager_attention_leaves_out_of_each_row(layer, folder
 
 def test_softcap_values_are_the_scores_before_and_after_cap_tanh(folders, traces):
     tr, layer, head = traces["gemma2"], 1, 2
-    record = tr.records[layer]
+    record = tr.layers[layer]
     cap = extras.softcap_values(tr, layer, head)
     assert cap.cap == 5.0 and cap.n_cells == int(record.mask.sum()) == cap.before.size
     before = _logits(record, tr.n_head)[head]
@@ -82,7 +82,7 @@ def test_softcap_values_are_the_scores_before_and_after_cap_tanh(folders, traces
 def test_models_without_sinks_or_softcap_have_none(traces):
     assert extras.sink_share(traces["gemma2"], 0, 0) is None
     assert extras.softcap_values(traces["gpt_oss"], 0, 0) is None
-    wo = make_trace(["a", "b"], weights_only=True)
+    wo = make_trace(["a", "b"], only_weights=True)
     assert extras.sink_share(wo, 0, 0) is None and extras.softcap_values(wo, 0, 0) is None
     assert extras.scale_site(wo, 0) is None
 

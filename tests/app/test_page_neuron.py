@@ -50,4 +50,4 @@ def test_our_module_shows_weights_times_values(bundled):
 def test_weights_only_models_say_why(tiny_xlnet_dir):
     at = run_page(PAGE, text="the cat sat", source="hub", model=str(tiny_xlnet_dir))
     assert not at.exception
-    assert any("weights only" in s for s in texts(at, "info"))
+    assert any("only the final weights" in s for s in texts(at, "info"))

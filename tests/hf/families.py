@@ -627,8 +627,8 @@ def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
         if loaded.model.config.model_type in EAGER_GIVES_SCORES:  # the weights are the softmax of what it returns
             attentions = [a.softmax(-1) for a in attentions]
         problems += _weights_differ(trace, attentions, "")
-        if not problems and trace.n_layer and trace.records:
-            d = trace.records[0].q.shape[-1]
+        if not problems and trace.n_layer and trace.has("vectors"):
+            d = trace.layers[0].q.shape[-1]
             if loaded.d_head != d:
                 problems.append(f"d_head {loaded.d_head} but q.k sums over {d}")
     ours = capture.forward(loaded.model, {k: v.to(loaded.device) for k, v in inputs.items()}, capture.Recorder())
@@ -646,7 +646,7 @@ def _weights_differ(trace, attentions, part: str) -> list[str]:
         return [f"{where}eager gives no attentions"]
     ref = stack_attentions(attentions)
     ours = trace.weights
-    sinks = trace.records and trace.records[0].sinks is not None
+    sinks = trace.facts(0).sinks is not None
     if sinks and np.allclose(ref.sum(-1), 1, atol=1e-4):  # eager returns the weights before the sink's share
         ours = ours / ours.sum(-1, keepdims=True)  # (GraniteSWA): the seam shows what really multiplies v
     if ours.shape != ref.shape:

@@ -52,7 +52,7 @@ def test_t5_relative_position_bias_joins_the_scaled_stage(family_dir):
     assert tr.scale.tolist() == [1.0, 1.0]  # T5 does not scale q.k
     assert tr.has_bias
     stages = tr.layer(0)
-    bias = tr.records[0].bias.numpy()
+    bias = tr.layers[0].bias.numpy()
     np.testing.assert_allclose(stages.scaled, stages.scores + bias, rtol=1e-6, atol=1e-6)
 
 
@@ -98,10 +98,10 @@ def test_softcapping_and_sinks_are_captured_as_the_model_computes_them(kind, fam
     np.testing.assert_allclose(tr.weights, _stack(ref.attentions), rtol=0, atol=1e-5)
     layer = tr.layer(0)
     if kind == "gemma2":  # scaled = 5 * tanh(scores * scale / 5): never beyond the cap
-        assert tr.records[0].softcap == 5.0 and np.abs(layer.scaled).max() <= 5.0
+        assert tr.layers[0].softcap == 5.0 and np.abs(layer.scaled).max() <= 5.0
         np.testing.assert_allclose(layer.scaled, 5 * np.tanh(layer.scores * tr.scale[0] / 5), rtol=1e-5, atol=1e-6)
     else:  # each row's weights plus its sink's share sum to 1
-        sinks = tr.records[0].sinks.numpy()
+        sinks = tr.layers[0].sinks.numpy()
         masked = np.where(tr.layer_mask(0), layer.masked, -np.inf)
         share = np.exp(sinks[:, None]) / (np.exp(masked).sum(-1) + np.exp(sinks[:, None]))
         np.testing.assert_allclose(layer.weights.sum(-1) + share, 1, rtol=1e-5)

@@ -129,15 +129,15 @@ def test_per_query_sinks_are_recorded_per_query(root):
     fm.run_family("inkling2_text", root)
     loaded = attnviz.load_model(str(root / "inkling2_text"), device="cpu")
     tr = attnviz.trace(loaded, fm.TEXT)
-    assert tuple(tr.records[0].sinks.shape) == (tr.n_head, tr.n_tokens)
+    assert tuple(tr.layers[0].sinks.shape) == (tr.n_head, tr.n_tokens)
     with torch.no_grad():
         out = fm.eager_model(root / "inkling2_text")(input_ids=torch.tensor([tr.provenance.input_ids]),
                                                     output_attentions=True, use_cache=False)  # fmt: skip
     assert abs(tr.weights - fm.stack_attentions(out.attentions)).max() <= fm.ATOL
     assert (tr.weights.sum(-1) < 1 - 1e-6).all()  # the rest went to the sink
     layer = tr.layer(1)
-    assert abs(tr.head(1, 3, queries=(2, 5)).weights - layer.weights[3, 2:5]).max() <= 1e-6
-    assert abs(tr.window(1, (4, 9), (0, 3)).weights - layer.weights[:, 4:9, :3]).max() <= 1e-6
+    assert abs(tr.stages(1, heads=3, queries=(2, 5)).weights[0] - layer.weights[3, 2:5]).max() <= 1e-6
+    assert abs(tr.stages(1, queries=(4, 9), keys=(0, 3)).weights - layer.weights[:, 4:9, :3]).max() <= 1e-6
 
 
 def test_attention_over_units_other_than_the_tokens_is_refused_at_load(root):

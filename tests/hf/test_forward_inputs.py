@@ -42,7 +42,7 @@ def test_a_decoder_saved_with_a_bert_tokenizer_gives_every_stage_equal_to_eager(
     assert loaded.captures and not loaded.note, loaded.note
     assert loaded.inputs is not None and "token_type_ids" not in loaded.inputs
     tr = attnviz.trace(loaded, TEXT)
-    assert tr.stages == ("scores", "scaled", "masked", "weights") and not tr.weights_only
+    assert tr.available_stages == ("scores", "scaled", "masked", "weights") and tr.has("scores")
     ids = tr.provenance.input_ids
     np.testing.assert_allclose(tr.weights, eager_attentions(folder, ids), atol=1e-5)
     padded = attnviz.trace(loaded, TEXT, pad_to=len(ids) + 3)  # padding reaches the mask as before
@@ -82,6 +82,6 @@ def test_a_weights_only_fallback_says_its_real_reason(llama_with_bert_tokenizer)
     loaded = attnviz.from_model(model, bert_tokenizer(), name="custom")
     assert not loaded.captures and "token_type_ids" in loaded.note
     tr = attnviz.trace(loaded, TEXT)
-    assert tr.weights_only
+    assert not tr.has("scores")
     (note,) = [n for n in tr.notes if "only the weights stage" in n]
     assert "token_type_ids" in note and "its own code" not in note, note

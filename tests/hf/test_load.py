@@ -152,7 +152,7 @@ def test_a_family_that_bypasses_the_seam_gives_a_weights_only_trace(tmp_path):
     m = attnviz.load_model(save_tiny(tmp_path / "xlnet", XLNetModel, cfg))
     assert m.captures is False
     tr = attnviz.trace(m, "the cat sat")
-    assert tr.weights_only and tr.stages == ("weights",)
+    assert not tr.has("scores") and tr.available_stages == ("weights",)
     assert tr.scores is None and tr.scaled is None and tr.masked is None
     assert np.allclose(tr.weights.sum(-1), 1, atol=1e-5)
     assert any("only the weights stage" in n for n in tr.notes)

@@ -32,7 +32,7 @@ def folder(tmp_path_factory):
 def test_every_stage_equals_eager_with_its_sliding_window(folder, pad):
     loaded, tr, n_real = fm.padded_trace(folder, pad)
     assert loaded.captures and loaded.note == ""
-    assert tr.stages == attnviz.STAGES and not tr.weights_only
+    assert tr.available_stages == attnviz.STAGES and tr.has("scores")
     n = tr.n_tokens
     ids = torch.tensor([tr.provenance.input_ids])
     mask = torch.tensor([[1] * n_real + [0] * pad])

@@ -53,7 +53,7 @@ def test_every_stage_equals_eager_attention(family, pad, folders):
     plain = attnviz.trace(loaded, TEXT)
     n_real = plain.n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad) if pad else plain
-    assert tr.stages == attnviz.STAGES and not tr.weights_only and tr.has_bias
+    assert tr.available_stages == attnviz.STAGES and tr.has("scores") and tr.has_bias
     assert "own attention code" in tr.provenance.attn_implementation
     ref, _ = _reference(folders[family], list(tr.provenance.input_ids), n_real)
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
@@ -115,7 +115,7 @@ def test_a_reading_that_disagrees_with_the_model_falls_back_to_weights_only(fold
     loaded = attnviz.load_model(str(folders["bloom"]), device="cpu")
     assert not loaded.reproduced and "did not match the model's own weights" in loaded.note
     tr = attnviz.trace(loaded, TEXT)
-    assert tr.weights_only and any("did not match" in n for n in tr.notes)
+    assert not tr.has("scores") and any("did not match" in n for n in tr.notes)
     assert all(not getattr(m, "_forward_pre_hooks", None) for m in loaded.model.modules())  # hooks removed
 
 

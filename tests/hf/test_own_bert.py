@@ -54,7 +54,7 @@ def _softmax(x):
 def test_every_stage_equals_eager_attention(family, pad, folders):
     loaded, tr, n_real = fm.padded_trace(folders[family], pad)
     assert loaded.reproduced and not loaded.captures and loaded.note == ""
-    assert tr.stages == attnviz.STAGES and not tr.weights_only
+    assert tr.available_stages == attnviz.STAGES and tr.has("scores")
     assert "own attention code" in tr.provenance.attn_implementation
     ref = fm.eager_attentions(folders[family], list(tr.provenance.input_ids), n_real)
     if family == "squeezebert":  # its output_attentions is the masked stage: the weights are its softmax
@@ -175,7 +175,7 @@ def test_ibert_integer_mode_is_weights_only_with_a_note(tmp_path):
     fm.tokenizer().save_pretrained(tmp_path)
     loaded = attnviz.load_model(str(tmp_path), device="cpu")
     assert not loaded.reproduced and "integer-only mode" in loaded.note
-    assert attnviz.trace(loaded, TEXT).weights_only
+    assert not attnviz.trace(loaded, TEXT).has("scores")
 
 
 @pytest.mark.parametrize("family", ["roformer", "squeezebert", "convbert"])
@@ -206,7 +206,7 @@ def test_squeezebert_weights_only_shows_the_softmax_of_what_eager_returns(folder
     assert not loaded.reproduced and "did not match" in loaded.note
     n_real = attnviz.trace(loaded, TEXT).n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + 3)
-    assert tr.weights_only
+    assert not tr.has("scores")
     ref = _softmax(
         fm.eager_attentions(folders["squeezebert"], list(tr.provenance.input_ids), n_real).astype(np.float64)
     )

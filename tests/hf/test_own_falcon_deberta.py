@@ -91,7 +91,7 @@ def _factor(name):
 def test_every_stage_equals_eager_attention(name, pad, folders):
     loaded, tr, n_real = fm.padded_trace(folders[name], pad)
     assert loaded.reproduced and not loaded.captures and loaded.note == ""
-    assert tr.stages == attnviz.STAGES and not tr.weights_only
+    assert tr.available_stages == attnviz.STAGES and tr.has("scores")
     assert "own attention code" in tr.provenance.attn_implementation
     ref = fm.eager_attentions(folders[name], list(tr.provenance.input_ids), n_real)
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
@@ -106,7 +106,7 @@ def test_every_stage_equals_eager_attention(name, pad, folders):
     assert set(tr.scale_on) == {"scores" if name in FALCON else "k"}
     assert tr.has_bias == (name in ALIBI + POSITION_TERMS)
     if name in FALCON:  # the key heads as the module keeps them (expanded per query head only for the stages)
-        assert {r.k.shape[0] for r in tr.records} == {FALCON[name][1]}
+        assert {r.k.shape[0] for r in tr.layers} == {FALCON[name][1]}
 
 
 # --- q.k from the module's own projection weights ------------------------------------------------------------
@@ -291,7 +291,7 @@ def test_a_falcon_reading_without_the_masks_second_alibi_falls_back_to_weights_o
     monkeypatch.setitem(own.REPRODUCERS, key, own.Reproducer("Falcon", single_alibi))
     loaded = attnviz.load_model(str(folders["falcon-alibi"]), device="cpu")
     assert not loaded.reproduced and "did not match the model's own weights" in loaded.note
-    assert attnviz.trace(loaded, TEXT).weights_only
+    assert not attnviz.trace(loaded, TEXT).has("scores")
 
 
 def test_deberta_v2_says_it_scales_k(folders):

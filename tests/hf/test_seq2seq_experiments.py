@@ -84,7 +84,7 @@ def test_an_encoder_experiment_reaches_the_cross_attention_keys(loaded):
     base, _ = traced(loaded)
     tr, _ = traced(loaded, part="encoder", causal=True)
     for i in range(2):  # cross-attention keys are projections of the encoder's (changed) output
-        assert not np.allclose(tr.cross.records[i].k.numpy(), base.cross.records[i].k.numpy(), atol=1e-5)
+        assert not np.allclose(tr.cross.layers[i].k.numpy(), base.cross.layers[i].k.numpy(), atol=1e-5)
         np.testing.assert_allclose(tr.cross.layer(i).weights.sum(-1), 1, rtol=0, atol=1e-6)
 
 

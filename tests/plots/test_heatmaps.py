@@ -154,7 +154,7 @@ def test_detail_hover_shows_every_stage(trace):
 
 
 def test_detail_of_a_weights_only_trace_says_scores_are_unavailable():
-    tr = make_trace(["a", "b", "c"], weights_only=True)
+    tr = make_trace(["a", "b", "c"], only_weights=True)
     fig = hm.head_detail(tr, 0, 0)
     t = heat(fig)[0]
     assert "scores" not in t.hovertemplate and "weights %{" in t.hovertemplate
@@ -279,8 +279,8 @@ def test_uniform_attention_is_called_out_and_module_titles_say_module():
     from attnviz.trace import AttentionTrace, Provenance
 
     T = 5
-    flat = AttentionTrace(
-        list("abcde"), stored_weights=np.full((1, 2, T, T), 1 / T), provenance=Provenance(kind="module")
+    flat = AttentionTrace.from_weights(
+        list("abcde"), np.full((1, 2, T, T), 1 / T), provenance=Provenance(kind="module")
     )
     assert "nearly uniform" in hm.stage_note(flat, 0, "weights")
     assert hm.stage_note(make_trace(["a", "b", "c"]), 0, "weights") == ""

@@ -1,0 +1,79 @@
+"""How an AttentionTrace answers a read: checked heads and windows, float32 numpy out, sizes.
+
+The trace's methods (`stages`, `column`, ...) are the public read path; these are the pieces they share, so the
+record itself stays a short list of fields and one-line answers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .attention import Stages
+from .errors import InputError, check_index
+
+
+def head_index(heads, n_head: int) -> torch.Tensor:
+    """Heads as a LongTensor: None = every head, an int = that one (its axis kept), or a sequence of heads."""
+    if heads is None:
+        return torch.arange(n_head)
+    picked = [heads] if isinstance(heads, (int, np.integer)) else list(heads)
+    if not picked:
+        raise InputError("Choose at least one head.")
+    return torch.tensor([check_index("head", h, n_head) for h in picked], dtype=torch.long)
+
+
+def span(name: str, window, n: int) -> slice:
+    """A (start, stop) window of `name` (queries or keys) as a slice, cut to the n positions there are (as slicing
+    does); None = all n. An InputError when nothing is left of it."""
+    if window is None:
+        return slice(None)
+    if isinstance(window, slice):
+        window = (window.start or 0, n if window.stop is None else window.stop)
+    start, stop = max(0, int(window[0])), min(n, int(window[1]))
+    if start >= stop:
+        raise InputError(f"The {name} window {window[0]}..{window[1]} holds none of the {n} positions.")
+    return slice(None) if (start, stop) == (0, n) else slice(start, stop)
+
+
+def frozen(t: torch.Tensor | None) -> np.ndarray | None:
+    """A float32 tensor as a read-only numpy array (no copy when it is already on the CPU); None stays None."""
+    if t is None:
+        return None
+    a = t.detach().to("cpu", torch.float32).numpy()
+    a.setflags(write=False)
+    return a
+
+
+def frozen_stages(stages: Stages) -> Stages:
+    return Stages(*(frozen(s) for s in stages))
+
+
+def held_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind `tensors`: views of one buffer (a mask or bias shared by every
+    layer, q and k cut from one projection) count once, and so does what a view keeps alive."""
+    storages = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        storages[(t.device, st.data_ptr())] = st.nbytes()
+    return sum(storages.values())
+
+
+def stacked(arrays: list) -> np.ndarray | None:
+    """[layer, ...] from one array per layer, read-only; None when a layer has none."""
+    if any(a is None for a in arrays):
+        return None
+    out = np.stack(arrays)
+    out.setflags(write=False)
+    return out
+
+
+def token_ids(ids, n: int, what: str) -> tuple | None:
+    """Per-token ids from the tokenizer (word or sequence ids; None entries for special tokens and padding) checked
+    against the number of tokens; None stays None (the trace falls back to marker rules)."""
+    if ids is None:
+        return None
+    ids = tuple(None if i is None else int(i) for i in ids)
+    if len(ids) != n:
+        raise InputError(f"{len(ids)} {what} for {n} tokens.")
+    return ids
