@@ -95,5 +95,5 @@ def test_what_holds_no_weights_or_does_not_fit_is_refused_clearly():
         AttentionTrace.from_attentions((w, torch.full((1, 3, 3, 3), 1 / 3)), list("abc"))
     with pytest.raises(attnviz.InputError, match="tuple or list"):
         AttentionTrace.from_attentions(3, list("abc"))
-    with pytest.raises(attnviz.AttnvizError, match="do not match"):
+    with pytest.raises(attnviz.AttnvizError, match="does not match"):
         AttentionTrace.from_attentions((w,), list("abcd"))
