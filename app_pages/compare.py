@@ -24,14 +24,13 @@ if tr is None:
     st.stop()
 text, pair = ui.text_inputs()
 layer = src.trace_layer
-mode = st.segmented_control("Compare", list(MODES), format_func=MODES.get, default="sentences", required=True,
-                            key="cmp_mode") or "sentences"  # fmt: skip
+mode = ui.url_choice(st.segmented_control, "Compare", MODES, key="cmp_mode", required=True)
 if src.is_module and mode != "sentences":
     st.info("Our module is one layer of its own: compare two sentences with it, or pick a pretrained model.")
     st.stop()
 try:
     if mode == "sentences":
-        other = st.text_input("Sentence b", value=MINIMAL_PAIR, key="cmp_text", max_chars=2000)
+        other = st.text_input("Sentence b", value=MINIMAL_PAIR, key="cmp_text", max_chars=2000, bind=ui.URL)
         b = ui.trace_of_text(src, other, pair=pair)
         if b is None:
             st.stop()
@@ -40,7 +39,7 @@ try:
         if swapped:
             st.caption("Tokens that differ: " + ", ".join(f"{i} ({tr.tokens[i]} → {b.tokens[i]})" for i in swapped))
     elif mode == "models":
-        name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model").strip()
+        name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model", bind=ui.URL).strip()
         if not name:
             st.info("Name a second model with the same tokenizer and head count (e.g. a fine-tuned copy).")
             st.stop()
@@ -53,7 +52,7 @@ try:
             st.stop()
         what, label_a, label_b, layer_b = "two models", src.label, other_src.label, layer
     else:
-        layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer")
+        layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer", bind=ui.URL)
         b, what, label_a, label_b = tr, "two layers", f"layer {layer}", f"layer {layer_b}"
     result = C.compare_traces(tr, b, layer, layer_b, what)
 except AttnvizError as e:
@@ -61,7 +60,7 @@ except AttnvizError as e:
     st.stop()
 
 st.caption(f"a = {label_a}, layer {layer}; b = {label_b}" + ("" if mode == "layers" else f", layer {layer_b}") + ".")
-measure = st.selectbox("Rank heads by", list(C.MEASURES), format_func=C.MEASURES.get, key="cmp_measure")
+measure = ui.url_choice(st.selectbox, "Rank heads by", C.MEASURES, key="cmp_measure")
 order = result.ranked(measure)
 start, stop = hm.window(tr.n_tokens)
 titles = [f"#{r + 1}: head {h} ({result.change[measure][h]:.3f})" for r, h in enumerate(order)]

@@ -18,7 +18,7 @@ layer = src.trace_layer
 where = "our module (a single layer)" if src.is_module else f"layer {layer}"
 if src.part:  # an encoder-decoder model: say which of its three attentions
     where = f"the {src.part} attention, {where}"
-left, right = st.columns([2, 3], vertical_alignment="bottom")
+left, right = ui.columns("stage", [2, 3], vertical_alignment="bottom")
 with left:
     stage = ui.stage_picker(tr)
 if stage != "weights":
@@ -39,7 +39,7 @@ st.plotly_chart(
 )
 
 st.subheader("One head up close", anchor="one-head")
-left, right = st.columns([1, 2.4], gap="large")
+left, right = ui.columns("head", [1, 2.4], gap="large")
 with left:
     head = ui.head_picker(src)
     st.markdown(

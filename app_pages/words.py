@@ -7,6 +7,8 @@ from attnviz.analysis import heads as H
 from attnviz.analysis import words as W
 from attnviz.plots import headstats as hp
 
+HALF_WIDTH_TICKS = 20  # labels per axis of a half-width chart: more overlap (rotated key labels ~25 px apart)
+
 src = ui.current()
 st.title("Words")
 st.markdown(
@@ -20,12 +22,9 @@ tok = src.model.tokenizer
 special = H.special_keys(tr, tok.all_special_ids, tok.all_special_tokens)
 detected = W.detect_scheme(tr.tokens)
 options = ["auto", *W.SCHEMES]
-scheme = st.selectbox(
-    "Sub-word convention",
-    options,
-    format_func=lambda s: f"detected: {W.SCHEMES[detected]}" if s == "auto" else W.SCHEMES[s],
-    key="w_scheme",
-)
+scheme = ui.url_choice(st.selectbox, "Sub-word convention",
+                      {s: f"detected: {W.SCHEMES[detected]}" if s == "auto" else W.SCHEMES[s] for s in options},
+                      key="w_scheme")  # fmt: skip
 scheme = detected if scheme == "auto" else scheme
 groups = W.word_groups(tr.tokens, scheme, special[: tr.n_tokens])
 key_groups = groups if tr.n_keys == tr.n_tokens else W.word_groups(tr.key_tokens, scheme, special)
@@ -51,14 +50,28 @@ left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
         hp.weights_matrix(
-            merged[head], labels, f"{where}, head {head}: words", "words_head", key_labels, word_boundary
-        ),
+            merged[head],
+            labels,
+            f"{where}, head {head}: words",
+            "words_head",
+            key_labels,
+            word_boundary,
+            max_ticks=HALF_WIDTH_TICKS,
+        ),  # fmt: skip
         config=ui.chart_config("words", f"layer{layer}", f"head{head}"),
     )
     st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
 with right:
     st.plotly_chart(
-        hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: tokens", "tokens_head", tr.key_tokens, boundary),
+        hp.weights_matrix(
+            w[head],
+            tr.tokens,
+            f"{where}, head {head}: tokens",
+            "tokens_head",
+            tr.key_tokens,
+            boundary,
+            max_ticks=HALF_WIDTH_TICKS,
+        ),  # fmt: skip
         config=ui.chart_config("tokens", f"layer{layer}", f"head{head}"),
     )
     st.caption("The same head between the tokens the model really saw.")

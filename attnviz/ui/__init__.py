@@ -28,15 +28,26 @@ from .state import (
     keep_history,
     max_tokens,
     selected_tile,
+    server_max_tokens,
     text_inputs,
     url_choice,
 )
-from .widgets import chart_config, colour_range, head_picker, scroll_to, section, stage_picker, token_window
+from .widgets import (
+    chart_config,
+    colour_range,
+    columns,
+    head_picker,
+    key_choice,
+    scroll_to,
+    section,
+    stage_picker,
+    token_window,
+)  # fmt: skip
 
 __all__ = [
     "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "URL", "WEIGHT_LABELS",
-    "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker", "keep_history",
-    "loading_notice", "max_tokens",
+    "Selection", "chart_config", "colour_range", "columns", "copy_link", "current", "fill_value", "get_model", "get_trace", "head_picker", "keep_history", "key_choice",
+    "loading_notice", "max_tokens", "server_max_tokens",
     "module_preview", "module_settings", "pair_boundary", "boundary_caption", "provenance", "scale_note", "score_sources",
     "scroll_to", "section", "selected_tile", "setup", "sidebar", "sinks_and_softcap", "stage_picker",
     "text_inputs", "token_window", "trace_of_text", "url_choice",

@@ -11,7 +11,18 @@ from ..hf import BUNDLED, LoadedModel
 from ..plots.scores import LABELS as SCORE_LABELS
 from ..scratch import INPUTS, WEIGHTS, ModuleSource
 from .data import get_model
-from .state import DEFAULT_TEXT, INPUT_LABELS, PARTS, SOURCES, URL, WEIGHT_LABELS, Selection, url_choice
+from .state import (
+    DEFAULT_TEXT,
+    INPUT_LABELS,
+    PARTS,
+    SOURCES,
+    URL,
+    WEIGHT_LABELS,
+    Selection,
+    server_max_tokens,
+    token_limits,
+    url_choice,
+)  # fmt: skip
 
 
 def sidebar() -> Selection:
@@ -59,10 +70,24 @@ def sidebar() -> Selection:
         st.caption(f"Running on **{loaded.device}** in **{loaded.dtype}**; stages are computed in float32.")
         st.radio("Save charts as", ["png", "svg"], key="img_fmt", bind=URL, horizontal=True,
                              help="What the camera button above each chart saves (white background, dark text).")  # fmt: skip
+        token_limit(loaded)
     src = Selection(loaded, module, layer, part)
     st.session_state["_source"] = src
     st.session_state["_notes_shown"] = set()  # notes are shown once per run
     return src
+
+
+def token_limit(loaded: LoadedModel) -> int:
+    """The longest text traced (URL id `max_tokens`): up to the model's positions and the server's cap."""
+    cap = server_max_tokens()
+    choices = token_limits(loaded.max_tokens)
+    with st.container(key="advanced"), st.expander("Advanced"):  # keyed: see widgets.columns
+        limit = url_choice(st.select_slider, "Token limit", choices, default=max(choices), key="max_tokens",
+                           help="Longer text is cut to this many tokens (the page says so). Long texts trace and draw "
+                           "more slowly; token-by-token charts show them through a movable window.")  # fmt: skip
+        if loaded.max_tokens > cap:
+            st.caption(f"This server allows at most {cap:,} tokens (its operator sets ATTNVIZ_MAX_TOKENS at start).")
+    return limit
 
 
 def seq2seq_settings() -> str:
