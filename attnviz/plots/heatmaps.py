@@ -298,8 +298,8 @@ def head_detail(
         showgrid=False,
         range=[stop - 0.5, start - 0.5],
     )
-    note = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
-    title = f"{_where(trace, layer)} · head {head} · {label}{note}"
+    part = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
+    title = f"{_where(trace, layer)} · head {head} · {label}{part}"
     on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
     fig.update_layout(
         meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
