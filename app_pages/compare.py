@@ -23,8 +23,7 @@ if tr is None:
     st.stop()
 text, pair = ui.text_inputs()
 layer = src.trace_layer
-mode = st.segmented_control("Compare", list(MODES), format_func=MODES.get, default="sentences", required=True,
-                            key="cmp_mode") or "sentences"  # fmt: skip
+mode = ui.url_choice(st.segmented_control, "Compare", MODES, key="cmp_mode", required=True)
 if not src.pretrained and mode != "sentences":
     st.info("Our module is one layer of its own: compare two sentences with it, or pick a pretrained model.")
     ui.stop(tr)
@@ -32,7 +31,7 @@ try:
     if mode == "sentences":
         tok = src.model.tokenizer
         swap = C.minimal_pair(text, lambda t: len(tok(t, split_special_tokens=True)["input_ids"]))
-        typed = st.text_input("Sentence b", value="", key="cmp_text", max_chars=ui.TEXT_LIMITS["cmp_text"],
+        typed = st.text_input("Sentence b", value="", key="cmp_text", max_chars=ui.TEXT_LIMITS["cmp_text"], bind=ui.URL,
                               placeholder=swap[0] if swap else "Type a sentence with as many tokens as yours",
                               help="Left empty: your sentence with one word swapped, checked with this model's "
                               "tokenizer so that both have the same number of tokens.").strip()  # fmt: skip
@@ -55,7 +54,7 @@ try:
                 + ", ".join(f"{i} ({ui.literal(tr.tokens[i])} → {ui.literal(b.tokens[i])})" for i in swapped)
             )
     elif mode == "models":
-        name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model",
+        name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model", bind=ui.URL,
                              max_chars=ui.TEXT_LIMITS["cmp_model"]).strip()  # fmt: skip
         if not name:
             st.info("Name a second model with the same tokenizer and head count (e.g. a fine-tuned copy).")
@@ -70,7 +69,7 @@ try:
             ui.stop(tr)
         what, label_a, label_b, layer_b = "two models", src.label, other_src.label, layer
     else:
-        layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer")
+        layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer", bind=ui.URL)
         b, what, label_a, label_b = tr, "two layers", f"layer {layer}", f"layer {layer_b}"
     result = C.compare_traces(tr, b, layer, layer_b, what)
 except AttnvizError as e:
@@ -82,7 +81,7 @@ st.caption(
     + ("" if mode == "layers" else f", layer {layer_b}")
     + "."
 )
-measure = st.selectbox("Rank heads by", list(C.MEASURES), format_func=C.MEASURES.get, key="cmp_measure")
+measure = ui.url_choice(st.selectbox, "Rank heads by", C.MEASURES, key="cmp_measure")
 order = result.ranked(measure)
 (start, stop), (kstart, kstop) = hm.windows(tr)  # cross-attention: target queries, source keys
 titles = [f"#{r + 1}: head {h} ({C.short_number(result.change[measure][h])})" for r, h in enumerate(order)]

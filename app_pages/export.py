@@ -73,9 +73,14 @@ if opened is not None:
         st.caption(ui.literal(note))  # the uploaded file's own notes
     saved_layer = 0
     if saved.n_layer > 1:
-        saved_layer = st.slider("Layer of the saved trace", 0, saved.n_layer - 1, 0, key="ex_layer")
+        saved_layer = st.slider("Layer of the saved trace", 0, saved.n_layer - 1, 0, key="ex_layer", bind=ui.URL)
     saved_stage = st.segmented_control(
-        "Stage of the saved trace", saved.available_stages, default="weights", required=True, key="ex_stage"
+        "Stage of the saved trace",
+        saved.available_stages,
+        default="weights",
+        required=True,
+        key="ex_stage",
+        bind=ui.URL,
     )
     saved_stage = saved_stage or "weights"
     grid = hm.head_grid(saved, saved_layer, saved_stage, token_range=hm.window(saved.n_tokens))

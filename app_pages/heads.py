@@ -16,7 +16,7 @@ if tr is None:
     st.stop()
 layer = src.trace_layer
 where = src.where + ("" if src.pretrained else " (a single layer)")  # "layer 3", "the cross attention, layer 3"
-left, right = st.columns([2, 3], vertical_alignment="bottom")
+left, right = ui.columns("stage", [2, 3], vertical_alignment="bottom")
 with left:
     stage = ui.stage_picker(tr)
 if stage != "weights":
@@ -37,7 +37,7 @@ st.plotly_chart(
 )
 
 st.subheader("One head up close", anchor="one-head")
-left, right = st.columns([1, 2.4], gap="large")
+left, right = ui.columns("head", [1, 2.4], gap="large")
 with left:
     head = ui.head_picker(src)
     st.markdown(

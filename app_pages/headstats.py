@@ -16,6 +16,17 @@ st.markdown(
     "head detectors: the share of the head's attention that lands where a previous-token, duplicate-token or "
     "induction head would put it."
 )
+
+
+def _head(pick) -> tuple[int, int] | None:
+    """(layer, head) from the head picker's id ("3-7")."""
+    try:
+        layer, head = (int(v) for v in str(pick).split("-"))
+    except ValueError:
+        return None
+    return layer, head
+
+
 tr = ui.get_trace(src)
 if tr is None:
     st.stop()
@@ -27,6 +38,7 @@ with st.expander("How these numbers differ from Clark et al.'s code"):
 hide = st.toggle(
     "Hide special tokens",
     key="hs_hide",
+    bind=ui.URL,
     help="Drop attention to [CLS], [SEP], BOS/EOS, padding; renormalise every row.",
 )
 if hide:
@@ -44,7 +56,7 @@ if tr.n_tokens == tr.n_keys:  # induction is self-attention's pattern: cross-att
         stats = stats.with_values(induction_score=H.induction_scores(repeat))
         info["induction_score"] = H.INDUCTION
 
-name = st.selectbox("Statistic", list(info), format_func=lambda k: info[k][0], key="hs_stat")
+name = ui.url_choice(st.selectbox, "Statistic", {k: v[0] for k, v in info.items()}, key="hs_stat")
 label, meaning, value_range = info[name]
 st.caption(f"**{label}**: {meaning}.")
 if name == "induction_score":
@@ -52,7 +64,7 @@ if name == "induction_score":
         "Measured on 20 random words repeated twice (not on your sentence): an induction head, on the second copy, "
         "attends to the word that followed the earlier copy of the current word. Encoders like BERT rarely have one."
     )
-pick = st.session_state.get("hs_pick")
+pick = _head(st.session_state.get("hs_pick"))  # the head opened below, outlined on the grid
 st.plotly_chart(hp.stat_grid(stats[name], label, value_range, selected=pick), config=ui.chart_config("headstats", name))
 
 st.subheader("Every head, sortable", divider="gray")
@@ -63,12 +75,9 @@ st.dataframe(stats.rows(), hide_index=True, key="hs_table",
 st.subheader("Open one head", divider="gray")
 heads = [(layer, head) for layer in range(tr.n_layer) for head in range(tr.n_head)]
 order = sorted(heads, key=lambda lh: -stats[name][lh])
-choice = st.selectbox(
-    f"Head (sorted by {label}, highest first)",
-    order,
-    format_func=lambda lh: f"layer {lh[0]}, head {lh[1]}: {stats[name][lh]:.3f}",
-    key="hs_pick",
-)
+choice = _head(ui.url_choice(st.selectbox, f"Head (sorted by {label}, highest first)",
+                             {f"{y}-{h}": f"layer {y}, head {h}: {stats[name][y, h]:.3f}" for y, h in order},
+                             key="hs_pick"))  # fmt: skip
 
 
 if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=ui.open_head, args=(src, *choice)):

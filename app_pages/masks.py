@@ -51,7 +51,7 @@ if not base.has("masked"):
     st.info(f"Masks cannot be applied inside this model. {base.why_not('masked')} Try the bundled model.")
     ui.stop(base)
 n_real, layer = base.n_tokens, src.trace_layer
-c1, c2, c3, c4 = st.columns([2, 3, 2, 2])
+c1, c2, c3, c4 = ui.columns("masks", [2, 3, 2, 2])
 # fmt: off
 seq2seq = src.part is not None  # an encoder-decoder: the experiment changes the attention chosen in the sidebar
 pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), src.model.max_tokens), 0, key="pad_to",
@@ -103,7 +103,7 @@ if rep.dead_rows:
     st.warning(dead_note(rep.dead_rows, ui.FILL_IDS[fill], with_mask.n_keys))
 who = f"head {head}"
 first = st.container()  # chart 1 goes here, above the window slider, so it starts on the first screen
-a, b = hm.window(with_mask.n_tokens, ui.token_window(with_mask, hm.MAX_SHOWN))
+a, b = hm.window(with_mask.n_tokens, ui.token_window(with_mask, hm.MAX_SHOWN, keys=False))
 cross = src.part == "cross"  # keys are the source text: drawn whole, labelled with its tokens
 keys = with_mask.key_tokens if cross else None
 cut = (

@@ -60,7 +60,7 @@ elif not src.pretrained:
         "**Input vectors** to *hidden states entering the layer* in the sidebar."
     )
 
-left, right = st.columns([2, 3], vertical_alignment="bottom")
+left, right = ui.columns("stage", [2, 3], vertical_alignment="bottom")
 with left:
     stage = ui.stage_picker(tr)
 colours = ui.colour_range(stage, right)
@@ -75,7 +75,7 @@ st.plotly_chart(
     config=ui.chart_config("module", stage, "heads"),
 )
 st.subheader("One head up close")
-left, right = st.columns([1, 2.4], gap="large")
+left, right = ui.columns("head", [1, 2.4], gap="large")
 with left:
     head = ui.head_picker(src)
     st.markdown(

@@ -6,6 +6,7 @@ import streamlit as st
 from attnviz import ui
 from attnviz.analysis import neuron as N
 from attnviz.errors import AttnvizError
+from attnviz.plots import heatmaps as hm
 from attnviz.plots import neuron as nv
 from attnviz.scratch import input_vectors
 
@@ -21,11 +22,12 @@ if tr is None:
     st.stop()
 layer = src.trace_layer
 labels = [f"{i:02d} {t}" for i, t in enumerate(tr.tokens)]
-left, right = st.columns(2)
+left, right = ui.columns("query", 2)
 head = ui.head_picker(src, left)
-query = right.selectbox("Query token", range(tr.n_tokens), format_func=labels.__getitem__, key="nv_query")
+query = ui.url_choice(right.selectbox, "Query token", dict(enumerate(labels)), key="nv_query")
+keys = ui.key_choice(tr, hm.MAX_SHOWN)  # a long text: a window of keys, key 0 (often a sink) kept on request
 try:
-    view = N.neuron_view(tr, layer, head, query)
+    view = N.neuron_view(tr, layer, head, query, keys)
 except AttnvizError as e:
     ui.show_error(e, "info")
     ui.stop(tr)
@@ -34,7 +36,7 @@ st.subheader(f"{ui.literal(labels[query])} in {src.where}, head {head}", divider
 st.plotly_chart(nv.vectors(view, tr.tokens, tr.key_tokens), config=ui.chart_config("neuron", layer, head, query))
 
 rows = {
-    "key": [f"{i:02d} {t}" for i, t in enumerate(tr.key_tokens)],
+    "key": [f"{j:02d} {tr.key_tokens[j]}" for j in view.keys],
     "q·k (scores)": view.scores,
     f"× {view.scale:.4g} (scaled)": view.scaled,
     "may attend": view.mask,
@@ -45,7 +47,7 @@ values, msrc = None, src.module_source()  # our module's values can be recompute
 if msrc is not None:
     text, pair = ui.text_inputs()
     x, _, _ = input_vectors(msrc, text, pair, ui.max_tokens())
-    values = N.module_values(msrc.build(), x)[head]  # [key, d_head]
+    values = N.module_values(msrc.build(), x)[head]  # [every key, d_head]
     weighted, output = view.with_values(values)
     rows["|weight × v|"] = np.linalg.norm(weighted, axis=-1)
 st.dataframe(rows, hide_index=True, key="nv_table")
@@ -68,7 +70,10 @@ else:
         "(before the output projection mixes the heads)."
     )
     st.dataframe(
-        {"output (sum of weight × v)": output, **{f"v of {rows['key'][j]}": values[j] for j in range(len(values))}},
+        {
+            "output (sum of weight × v)": output,
+            **{f"v of {label}": values[j] for label, j in zip(rows["key"], view.keys)},
+        },
         key="nv_values",
     )
 ui.provenance(tr)

@@ -25,7 +25,7 @@ if tr.n_tokens != tr.n_keys:
     ui.stop(tr)
 start, end = 0, tr.n_layer - 1
 if tr.n_layer > 1:
-    start, end = st.slider("Layers (start, end)", 0, tr.n_layer - 1, (0, tr.n_layer - 1), key="ro_layers")
+    start, end = st.slider("Layers (start, end)", 0, tr.n_layer - 1, (0, tr.n_layer - 1), key="ro_layers", bind=ui.URL)
 roll = R.rollout(tr, start, end)
 raw = tr.stages(end).weights.mean(axis=0)
 boundary = ui.pair_boundary(src, tr)
@@ -64,7 +64,7 @@ st.markdown(
     "tokens."
 )
 labels = [f"{i:02d} {t}" for i, t in enumerate(tr.tokens)]
-query = st.selectbox("Output token", range(tr.n_tokens), format_func=labels.__getitem__, key="ro_query")
+query = ui.url_choice(st.selectbox, "Output token", dict(enumerate(labels)), key="ro_query")
 if tr.n_tokens > R.MAX_FLOW_TOKENS:
     st.info(
         f"This text has {tr.n_tokens} tokens; attention flow is computed for up to {R.MAX_FLOW_TOKENS}. "

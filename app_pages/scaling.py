@@ -24,7 +24,7 @@ if tr is not None and not tr.has("scores"):
 elif tr is not None:
     layer, d = src.trace_layer, tr.d_head
     own = scaling.model_scale(tr, layer)
-    c1, c2, c3 = st.columns([1, 2, 3])
+    c1, c2, c3 = ui.columns("scaling", [1, 2, 3])
     all_heads = c1.toggle(
         "All heads", key="all_heads", bind=ui.URL, help="Pool the heads of this layer instead of one."
     )
@@ -56,7 +56,7 @@ elif tr is not None:
         "but the scale shrinks either by the same factor.",
         "hist",
     )
-    shown = ui.token_window(tr, hm.MAX_SHOWN)
+    shown = ui.token_window(tr, hm.MAX_SHOWN, keys=False)
     show(
         dp.softmax_pair(cmp, tr.tokens, who, text, shown),
         "2 · What the softmax makes of them",

@@ -57,9 +57,9 @@ st.markdown(
 )
 
 st.subheader("On random vectors", divider="gray")
-left, right = st.columns(2)
-d = left.select_slider("Vector width d", [4, 16, 64, 256, 1024], value=64, key="sc_d")
-seed = right.number_input("Seed", 0, 10_000, 0, key="sc_seed")
+left, right = ui.columns("random", 2)
+d = left.select_slider("Vector width d", [4, 16, 64, 256, 1024], value=64, key="sc_d", bind=ui.URL)
+seed = right.number_input("Seed", 0, 10_000, 0, key="sc_seed", bind=ui.URL)
 q, k = S.seeded_queries_keys(12, d, seed)
 results = S.ScoreModule.seeded(d, seed=int(seed)).all(q, k)
 st.markdown("**Score distributions** of 12 random queries against 12 random keys (entries of variance 1).")

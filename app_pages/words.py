@@ -7,6 +7,8 @@ from attnviz.analysis import heads as H
 from attnviz.analysis import words as W
 from attnviz.plots import headstats as hp
 
+HALF_WIDTH_TICKS = 20  # labels per axis of a half-width chart: more overlap (rotated key labels ~25 px apart)
+
 src = ui.current()
 st.title("Words")
 st.markdown(
@@ -20,13 +22,8 @@ tok = src.model.tokenizer
 special = H.special_keys(tr, tok.all_special_ids, tok.all_special_tokens)
 detected = W.detect_scheme(tr.key_tokens)
 auto = "the tokenizer's own words" if tr.key_word_ids is not None else f"detected: {W.SCHEMES[detected]}"
-scheme = st.selectbox(
-    "Sub-word convention",
-    ["auto", *W.SCHEMES],
-    format_func=lambda s: auto if s == "auto" else W.SCHEMES[s],
-    key="w_scheme",
-    help="auto: the words the tokenizer itself cut the text into, where it says so; else the pieces' markers.",
-)
+scheme = ui.url_choice(st.selectbox, "Sub-word convention",
+                      {s: auto if s == "auto" else W.SCHEMES[s] for s in ["auto", *W.SCHEMES]}, key="w_scheme")  # fmt: skip
 scheme = None if scheme == "auto" else scheme
 groups, key_groups = W.trace_groups(tr, scheme, special)  # cross-attention: target words over source words
 labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.key_tokens, key_groups, scheme)
@@ -50,14 +47,28 @@ left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
         hp.weights_matrix(
-            merged[head], labels, f"{where}, head {head}: words", "words_head", key_labels, word_boundary
-        ),
+            merged[head],
+            labels,
+            f"{where}, head {head}: words",
+            "words_head",
+            key_labels,
+            word_boundary,
+            max_ticks=HALF_WIDTH_TICKS,
+        ),  # fmt: skip
         config=ui.chart_config("words", f"layer{layer}", f"head{head}"),
     )
     st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
 with right:
     st.plotly_chart(
-        hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: tokens", "tokens_head", tr.key_tokens, boundary),
+        hp.weights_matrix(
+            w[head],
+            tr.tokens,
+            f"{where}, head {head}: tokens",
+            "tokens_head",
+            tr.key_tokens,
+            boundary,
+            max_ticks=HALF_WIDTH_TICKS,
+        ),  # fmt: skip
         config=ui.chart_config("tokens", f"layer{layer}", f"head{head}"),
     )
     st.caption("The same head between the tokens the model really saw.")

@@ -4,7 +4,7 @@
 |--------------------------|-------------------|----------------------------------------------------------------|
 | ATTNVIZ_HOSTED           | see below         | only the bundled model and the allow-list load; no folders     |
 | ATTNVIZ_ALLOWED_MODELS   | empty             | comma-separated hub ids a hosted dashboard may load            |
-| ATTNVIZ_MAX_TOKENS       | see below         | longest text traced by the dashboard                           |
+| ATTNVIZ_MAX_TOKENS       | see below         | the cap on the sidebar's Token limit (longest text traced)    |
 | ATTNVIZ_MAX_MODEL_MB     | 1500              | weights larger than this are refused before loading            |
 | ATTNVIZ_TRACE_CACHE_MB   | 1024              | byte budget of the dashboard's trace cache, all sessions       |
 | ATTNVIZ_MAX_UPLOAD_MB    | 256 (64 hosted)   | most an uploaded trace file may take once unpacked             |

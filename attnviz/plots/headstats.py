@@ -6,8 +6,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import WEIGHTS_SCALE, escape, f32
-from .heatmaps import ticks, window
+from .heatmaps import MAX_TICKS, ticks
 from .pairs import add_boundary
+from .windows import axis_ranges, range_note, window
 
 STAT_SCALE = "Cividis"  # sequential, readable in both themes; set explicitly with zmin/zmax
 
@@ -50,17 +51,20 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
 
 
 def weights_matrix(
-    weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None, boundary=None, token_range=None
-) -> go.Figure:
+    weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None, boundary=None, token_range=None,
+    max_ticks: int = MAX_TICKS,
+) -> go.Figure:  # fmt: skip
     """One [query, key] matrix of probabilities on the 0..1 scale, positional axes, tokens in the hover.
 
     `boundary`: where sentence B of a pair starts (dashed lines, see plots.pairs), or None. Long texts show a window
-    of at most MAX_SHOWN tokens (`token_range`, the first ones by default), said in the title."""
+    of at most MAX_SHOWN tokens per axis (`token_range`: one range or a Window; the first ones by default), said in
+    the title. `max_ticks`: labels per axis (fewer for a half-width chart, so they never overlap)."""
     key_tokens = tokens if key_tokens is None else key_tokens
-    (q0, q1), (k0, k1) = window(len(tokens), token_range), window(len(key_tokens), token_range)
+    rows, cols = axis_ranges(token_range)
+    (q0, q1), (k0, k1) = window(len(tokens), rows), window(len(key_tokens), cols)
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
-    if (q1 - q0, k1 - k0) != (len(tokens), len(key_tokens)):
-        title += f"\ntokens {q0}–{q1 - 1} of {len(tokens)}"
+    if note := range_note(len(tokens), len(key_tokens), (q0, q1), (k0, k1)):
+        title += "\n" + note.removeprefix(" · ")
     q_lab = np.array([escape(t) for t in tokens[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in key_tokens[k0:k1]], dtype=object)
     custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
@@ -80,10 +84,10 @@ def weights_matrix(
     )
     fig.update_layout(
         title=dict(text=escape(title).replace("\n", "<br>")),
-        xaxis=dict(title="key", **ticks(key_tokens, k0, k1), tickangle=-60),
-        yaxis=dict(title="query", **ticks(tokens, q0, q1), autorange="reversed"),
+        xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60),
+        yaxis=dict(title="query", **ticks(tokens, q0, q1, max_ticks), autorange="reversed"),
         height=max(320, min(700, 160 + 18 * (q1 - q0))),
         margin=dict(l=90, r=20, t=70 if "\n" in title else 50, b=90),
         meta={"figure": figure},
     )
-    return add_boundary(fig, boundary, (q0, q1))
+    return add_boundary(fig, boundary, ((q0, q1), (k0, k1)))

@@ -7,9 +7,10 @@ Conventions (see plots/__init__.py): rows are queries, columns are keys, axes ar
 scores, scaled and masked diverging and centred on 0), masked cells are NaN gaps, arrays are float32.
 
 Payload: a float32 heatmap of T x T tokens costs about 5.5 * T^2 bytes of JSON, so a 12-head grid of a
-512-token text is ~17 MB. The grid and the single head therefore show at most MAX_SHOWN tokens: pass
-`token_range=(start, stop)` to choose the window (queries and keys alike); without it the first
-MAX_SHOWN tokens are shown and the title says so. The overview pools long texts into small tiles instead.
+512-token text is ~17 MB. The grid and the single head therefore show at most MAX_SHOWN tokens per axis: pass
+`token_range=(start, stop)` (queries and keys alike) or a `Window` (queries and keys chosen apart, so late queries
+can keep the first keys in view); without it the first MAX_SHOWN tokens are shown and the title says so. The
+overview pools long texts into small tiles instead.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from .common import (
     token_axis,
 )
 from .pairs import add_boundary
+from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
-MAX_SHOWN = 128  # tokens per axis in the grid and the single head (the caller can move the window)
 MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
 
@@ -47,16 +48,6 @@ TILE = 24  # the overview pools every head to at most TILE x TILE cells
 STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights"}
 
 # --- small pure helpers -----------------------------------------------------------------------------
-
-
-def window(n_tokens: int, token_range=None, limit: int = MAX_SHOWN) -> tuple[int, int]:
-    """The [start, stop) token window to draw: the caller's range clipped to the text and to `limit` tokens."""
-    if token_range is None:
-        return 0, min(n_tokens, limit)
-    start, stop = (int(v) for v in token_range)
-    start = min(max(0, start), max(0, n_tokens - 1))
-    stop = min(max(start + 1, stop), n_tokens, start + limit)
-    return start, stop
 
 
 def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, keys=None) -> np.ndarray:
@@ -152,12 +143,6 @@ def _token_pairs(trace: AttentionTrace, rows: tuple[int, int], cols: tuple[int, 
     return out
 
 
-def windows(trace: AttentionTrace, token_range=None) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(query window, key window): the same range on both axes, each clipped to its own tokens (cross-attention
-    has fewer or more keys than queries)."""
-    return window(trace.n_tokens, token_range), window(trace.n_keys, token_range)
-
-
 def _fmt(a: np.ndarray) -> np.ndarray:
     """Numbers as short strings for hover text (4 significant digits keep the payload small)."""
     return np.char.mod("%.4g", np.asarray(a, dtype=np.float64)).astype(object)
@@ -166,12 +151,6 @@ def _fmt(a: np.ndarray) -> np.ndarray:
 def _where(trace: AttentionTrace, layer: int) -> str:
     """'Layer 3', or 'Our module' for our single-layer module (its layer 0 is not the model's layer 0)."""
     return "Our module" if trace.provenance.kind == "module" else f"Layer {layer}"
-
-
-def _range_note(trace: AttentionTrace, start: int, stop: int) -> str:
-    if (start, stop) == (0, trace.n_tokens):
-        return ""
-    return f" · tokens {start}–{stop - 1} of {trace.n_tokens}"
 
 
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
@@ -262,17 +241,16 @@ def head_grid(
     )
     fig.update_yaxes(**tick_y, tickfont_size=9, automargin=False, showgrid=False, range=[stop - 0.5, start - 0.5])
     fig.update_annotations(font_size=12)
+    note = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
     panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
     on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
     fig.update_layout(
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 100,
         margin=dict(l=100, r=10, t=60, b=10),
-        title=dict(
-            text=f"{_where(trace, layer)} · {label}{_range_note(trace, start, stop)}", font_size=14, x=0, xanchor="left"
-        ),
+        title=dict(text=f"{_where(trace, layer)} · {label}{note}", font_size=14, x=0, xanchor="left"),
     )
-    return add_boundary(fig, boundary, (start, stop), n_head)
+    return add_boundary(fig, boundary, ((start, stop), (kstart, kstop)), n_head)
 
 
 def head_detail(
@@ -323,7 +301,8 @@ def head_detail(
         showgrid=False,
         range=[stop - 0.5, start - 0.5],
     )
-    title = f"{_where(trace, layer)} · head {head} · {label}{_range_note(trace, start, stop)}"
+    part = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
+    title = f"{_where(trace, layer)} · head {head} · {label}{part}"
     on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
     fig.update_layout(
         meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
@@ -331,7 +310,7 @@ def head_detail(
         margin=dict(l=10, r=10, t=50 if note else 40, b=10),
         title=dict(text=title + (f"<br><sup>{escape(note)}</sup>" if note else ""), font_size=14, x=0, xanchor="left"),
     )
-    return add_boundary(fig, boundary, (start, stop))
+    return add_boundary(fig, boundary, ((start, stop), (kstart, kstop)))
 
 
 def overview(

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import SCORES_SCALE, escape, f32, symmetric_range, tick_labels
+from .common import SCORES_SCALE, escape, f32, symmetric_range, thin, tick_labels
 
 
 def _panel(z: np.ndarray, ylabels, hover: str, axis: str) -> go.Heatmap:
@@ -32,8 +32,10 @@ def vectors(view, tokens, key_tokens) -> go.Figure:
     The sum of a right-hand row is that key's score; red adds to it, blue takes away. q and k share one colour
     scale (bar between the panels), the products another (bar on the right).
     """
-    keys = tick_labels(key_tokens)
+    keys = [tick_labels(key_tokens)[j] for j in view.keys]  # the keys the view holds (a window on long texts)
     n_key = len(keys)
+    step = thin(n_key, 40)  # at most 40 key labels: more would overlap
+    row = 22 if n_key <= 40 else 12
     fig = make_subplots(
         rows=2, cols=2, row_heights=[0.12, 0.88], vertical_spacing=0.1, horizontal_spacing=0.14,
         specs=[[{"colspan": 2}, None], [{}, {}]],
@@ -42,7 +44,7 @@ def vectors(view, tokens, key_tokens) -> go.Figure:
     fig.add_trace(_panel(view.q[None, :], [escape(tokens[view.query])], "q ", "coloraxis"), row=1, col=1)
     fig.add_trace(_panel(view.k, keys, "k ", "coloraxis"), row=2, col=1)
     fig.add_trace(_panel(view.product, keys, "q×k ", "coloraxis2"), row=2, col=2)
-    ticks = dict(tickmode="array", tickvals=list(range(n_key)), ticktext=keys, autorange="reversed")
+    ticks = dict(tickmode="array", tickvals=list(range(0, n_key, step)), ticktext=keys[::step], autorange="reversed")
     fig.update_yaxes(**ticks, row=2, col=1)
     fig.update_yaxes(**ticks, showticklabels=False, row=2, col=2)
     fig.update_yaxes(showticklabels=False, row=1, col=1)
@@ -51,8 +53,14 @@ def vectors(view, tokens, key_tokens) -> go.Figure:
     fig.update_layout(
         coloraxis=_axis([view.q, view.k], "q, k", 0.45),
         coloraxis2=_axis([view.product], "q × k", 1.0),
-        height=max(380, 180 + 22 * n_key),
+        height=max(380, 180 + row * n_key),
         margin=dict(l=90, r=20, t=50, b=50),
-        meta={"figure": "neuron_vectors", "layer": view.layer, "head": view.head, "query": view.query},
+        meta={
+            "figure": "neuron_vectors",
+            "layer": view.layer,
+            "head": view.head,
+            "query": view.query,
+            "keys": [int(view.keys[0]), int(view.keys[-1]) + 1],
+        },  # fmt: skip
     )
     return fig

@@ -15,21 +15,23 @@ def boundary_shapes(boundary: int | None, span=None, xref: str = "x", yref: str 
     """Plotly shapes marking where sentence A ends on a [query, key] heatmap drawn at token positions.
 
     Two lines between positions boundary-1 and boundary: a vertical one (keys) and a horizontal one (queries).
-    span: the (start, stop) token window the heatmap draws (positions are absolute, as on the Heads page); no
-    shapes when the boundary falls outside it. xref/yref name a subplot's axes ("x3", "y3").
+    span: the (start, stop) token window the heatmap draws (positions are absolute, as on the Heads page), or a
+    (queries, keys) pair of them; a line is left out when the boundary falls outside its axis's window. xref/yref name a subplot's axes ("x3", "y3").
     Add with `fig.update_layout(shapes=[*fig.layout.shapes, *boundary_shapes(...)])` or `fig.add_shape(**s)`.
     """
     if boundary is None:
         return []
-    start, stop = (0, boundary + 1) if span is None else (int(span[0]), int(span[1]))
-    if not start < boundary < stop:
-        return []
-    at, lo, hi = boundary - 0.5, start - 0.5, stop - 0.5
-    line = dict(color=BOUNDARY_COLOUR, width=2, dash="dash")
-    return [
-        dict(type="line", x0=at, x1=at, y0=lo, y1=hi, xref=xref, yref=yref, line=line, name="end of sentence A"),
-        dict(type="line", x0=lo, x1=hi, y0=at, y1=at, xref=xref, yref=yref, line=line, name="end of sentence A"),
-    ]
+    rows, cols = (span, span) if span is None or not isinstance(span[0], (tuple, list)) else span  # a Window
+    (q0, q1), (k0, k1) = ((0, boundary + 1) if r is None else (int(r[0]), int(r[1])) for r in (rows, cols))
+    at, line = boundary - 0.5, dict(color=BOUNDARY_COLOUR, width=2, dash="dash")
+    shapes = []
+    if k0 < boundary < k1:  # the keys of sentence B start here: a vertical line over the drawn queries
+        shapes.append(dict(type="line", x0=at, x1=at, y0=q0 - 0.5, y1=q1 - 0.5, xref=xref, yref=yref, line=line,
+                           name="end of sentence A"))  # fmt: skip
+    if q0 < boundary < q1:  # the queries of sentence B start here: a horizontal line over the drawn keys
+        shapes.append(dict(type="line", x0=k0 - 0.5, x1=k1 - 0.5, y0=at, y1=at, xref=xref, yref=yref, line=line,
+                           name="end of sentence A"))  # fmt: skip
+    return shapes
 
 
 def add_boundary(fig: go.Figure, boundary: int | None, span=None, panels: int = 1) -> go.Figure:

@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 from ..analysis.stats import histogram
 from .common import WEIGHTS_SCALE, f32, thin, tick_labels
-from .heatmaps import window
+from .windows import axis_ranges, range_note, window
 
 LABELS = {"dot": "dot", "scaled_dot": "scaled dot", "general": "general (bilinear)", "additive": "additive"}
 #: One colour per score function on every chart of the page; saturated enough for both themes.
@@ -48,11 +48,13 @@ def weights_side_by_side(
     """One 0..1 heatmap of softmax weights per score function (rows: queries, columns: keys).
 
     With `tokens` the axes are labelled '%02d token' (keys under every panel, queries on the first), and a long text
-    shows a window of at most MAX_SHOWN tokens (`token_range`, the first ones by default), said in the titles."""
+    shows a window of at most MAX_SHOWN tokens per axis (`token_range`: one range or a Window; the first ones by
+    default), said in the titles."""
     names = list(results)
     n_q, n_k = np.shape(results[names[0]][1])
-    (q0, q1), (k0, k1) = window(n_q, token_range), window(n_k, token_range)
-    cut = "" if (q1 - q0, k1 - k0) == (n_q, n_k) else f"<br>tokens {q0}–{q1 - 1} of {n_q}"
+    rows, cols = axis_ranges(token_range)
+    (q0, q1), (k0, k1) = window(n_q, rows), window(n_k, cols)
+    cut = range_note(n_q, n_k, (q0, q1), (k0, k1)).replace(" · ", "<br>", 1)
     titles = [LABELS[n] + cut for n in names]
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=titles, horizontal_spacing=0.04)
     for col, name in enumerate(names, start=1):

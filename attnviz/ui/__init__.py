@@ -30,26 +30,29 @@ from .state import (
     keep_history,
     max_tokens,
     selected_tile,
+    server_max_tokens,
     text_inputs,
     url_choice,
 )
 from .widgets import (
     chart_config,
     colour_range,
+    columns,
     head_picker,
+    key_choice,
     open_head,
     scroll_to,
     section,
     stage_picker,
     token_window,
-)
+)  # fmt: skip
 
 __all__ = [
     "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "TEXT_LIMITS", "URL",
-    "WEIGHT_LABELS", "Selection", "chart_config", "colour_range", "copy_link", "current", "fill_value",
-    "find_pair_boundary", "first_sentence_length", "get_model", "get_trace", "head_picker", "keep_history", "literal", "loading_notice",
-    "max_tokens", "module_preview", "module_settings", "open_head", "pair_boundary", "boundary_caption", "provenance",
-    "record_table", "saved_trace", "scale_note", "score_sources", "scroll_to", "section", "selected_tile", "setup",
-    "show_error", "sidebar", "sinks_and_softcap", "stage_picker", "stop", "text_inputs", "token_window",
-    "trace_of_text", "url_choice",
+    "WEIGHT_LABELS", "Selection", "chart_config", "colour_range", "columns", "copy_link", "current", "fill_value",
+    "find_pair_boundary", "first_sentence_length", "get_model", "get_trace", "head_picker", "keep_history",
+    "key_choice", "literal", "loading_notice", "max_tokens", "module_preview", "module_settings", "open_head",
+    "pair_boundary", "boundary_caption", "provenance", "record_table", "saved_trace", "scale_note", "score_sources",
+    "scroll_to", "section", "selected_tile", "server_max_tokens", "setup", "show_error", "sidebar",
+    "sinks_and_softcap", "stage_picker", "stop", "text_inputs", "token_window", "trace_of_text", "url_choice",
 ]  # fmt: skip

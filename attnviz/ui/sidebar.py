@@ -23,6 +23,8 @@ from .state import (
     Selection,
     bound_text_fields,
     cut_notes,
+    server_max_tokens,
+    token_limits,
     url_choice,
 )
 
@@ -66,6 +68,7 @@ def sidebar() -> Selection:
         st.caption(f"Running on **{loaded.device}** in **{loaded.dtype}**; stages are computed in float32.")
         st.radio("Save charts as", ["png", "svg"], key="img_fmt", bind=URL, horizontal=True,
                              help="What the camera button above each chart saves (white background, dark text).")  # fmt: skip
+        token_limit(loaded)
     for note in cut_notes():  # in the main area, above the page: what the page shows was cut
         st.info(note)
     src = Selection(loaded, module, layer, part)
@@ -87,6 +90,19 @@ def sentence_fields() -> None:
     )
     st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, max_chars=TEXT_LIMITS["pair"],
                   help="For sentence pairs.")  # fmt: skip
+
+
+def token_limit(loaded: LoadedModel) -> int:
+    """The longest text traced (URL id `max_tokens`): up to the model's positions and the server's cap."""
+    cap = server_max_tokens()
+    choices = token_limits(loaded.max_tokens)
+    with st.container(key="advanced"), st.expander("Advanced"):  # keyed: see widgets.columns
+        limit = url_choice(st.select_slider, "Token limit", choices, default=max(choices), key="max_tokens",
+                           help="Longer text is cut to this many tokens (the page says so). Long texts trace and draw "
+                           "more slowly; token-by-token charts show them through a movable window.")  # fmt: skip
+        if loaded.max_tokens > cap:
+            st.caption(f"This server allows at most {cap:,} tokens (its operator sets ATTNVIZ_MAX_TOKENS at start).")
+    return limit
 
 
 def seq2seq_settings() -> str:

@@ -92,9 +92,23 @@ STAGE_HELP = {
 }
 
 
-def max_tokens() -> int:
-    """Longest text the dashboard traces (ATTNVIZ_MAX_TOKENS; 512, or 256 when hosted)."""
+def server_max_tokens() -> int:
+    """The server's cap on the token limit (ATTNVIZ_MAX_TOKENS; 512 on a CPU, 256 hosted, 4,096 with a GPU)."""
     return settings.current().max_tokens
+
+
+def max_tokens() -> int:
+    """Longest text the dashboard traces for this session: the sidebar's Token limit, never above the server's cap."""
+    cap = server_max_tokens()
+    chosen = st.session_state.get("max_tokens")
+    return cap if not isinstance(chosen, int) else max(2, min(chosen, cap))
+
+
+def token_limits(model_tokens: int) -> dict[int, str]:
+    """The Token limit's choices: powers of two from 32, and the largest the model and the server allow."""
+    top = max(2, min(model_tokens, server_max_tokens()))
+    stops = [n for n in (2**i for i in range(5, 20)) if n < top] + [top]
+    return {n: f"{n:,}" for n in stops}
 
 
 def fill_value(fill_id: str) -> float:
@@ -108,7 +122,7 @@ def url_choice(widget, label: str, options, *, key: str, default=None, multi: bo
     `options` is a list of ids or a dict {id: label}. Streamlit's own bind writes the format_func label into
     the URL (`source=Our+module`), so this widget is not bound: the id is read and written here, and links
     that carry an old label are still accepted. An empty address bar in a running session means a page switch
-    cleared it (the state is kept and written back); a value nothing matches is dropped.
+    cleared it (the state is kept and written back); a value nothing matches is dropped (the default is shown).
     """
     labels = options if isinstance(options, dict) else {}
     ids = list(options)
@@ -116,7 +130,10 @@ def url_choice(widget, label: str, options, *, key: str, default=None, multi: bo
     known = {fmt(o): o for o in ids} | {str(o): o for o in ids}
     default = ([] if multi else ids[0]) if default is None else default
     raw, seen = st.query_params.get_all(key), st.session_state.get(f"url:{key}")
-    if raw and raw != seen:  # a link or a reload: the address bar wins
+    # The address bar wins on a link or a reload (the first run that meets this control) and on Back / Forward.
+    # Otherwise this session wrote it: an address that differs is an older copy (a rerun asked for before our last
+    # write arrived), and obeying it would undo the user's last change.
+    if (raw and seen is None) or (raw != (seen or []) and history_navigation()):
         found = [known[r] for r in raw if r in known]
         st.session_state[key] = found if multi else (found[0] if found else default)
     state = st.session_state.get(key, default)
@@ -133,6 +150,14 @@ def url_choice(widget, label: str, options, *, key: str, default=None, multi: bo
         del st.query_params[key]
     st.session_state[f"url:{key}"] = shown
     return value
+
+
+def history_navigation() -> bool:
+    """True while Streamlit replays a Back or Forward move: the address bar then holds the view to show."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(getattr(ctx, "is_history_navigation", False))
 
 
 def keep_history() -> None:

@@ -7,6 +7,7 @@ import json
 import streamlit as st
 
 from ..plots import common
+from ..plots import heatmaps as hm
 from ..plots.heatmaps import COLOUR_RANGES
 from ..trace import AttentionTrace
 from .literal import literal
@@ -71,18 +72,60 @@ def colour_range(stage: str, container=None) -> str:
     )
 
 
-def token_window(trace: AttentionTrace, limit: int) -> tuple[int, int] | None:
-    """For texts longer than `limit` tokens, a range slider choosing which tokens the heatmaps show."""
-    if trace.n_tokens <= limit:
+def columns(name: str, spec, **kw):
+    """st.columns inside a keyed container. Keep URL-bound widgets in these, never in plain columns.
+
+    Streamlit's frontend keeps one URL binding per widget and drops it when a copy of the widget unmounts. When an
+    unkeyed block moves up the page between two runs (a caption above it vanishes), the new copy of its widgets
+    registers first and the stale copy, removed at the end of the run, then unregisters them: from then on moving
+    the widget no longer writes the address bar. A keyed container keeps its identity wherever it moves.
+    """
+    return st.container(key=f"row-{name}").columns(spec, **kw)
+
+
+def token_window(trace: AttentionTrace, limit: int, keys: bool = True):
+    """For texts longer than `limit` tokens: which tokens the token-by-token figures draw, or None (all of them).
+
+    keys=True: a query window and a key window chosen apart (URL ids `queries` and `keys`), returned as a Window, so
+    late queries can keep the first keys (an attention sink) in view. keys=False: one range for both (`tokens`).
+    A range wider than `limit` is drawn from its start, `limit` tokens long, and the page says so.
+    """
+    if max(trace.n_tokens, trace.n_keys) <= limit:
         return None
-    return st.slider(
-        f"Tokens shown (at most {limit} at a time, queries and keys alike)",
-        0,
-        trace.n_tokens,
-        (0, limit),
-        key="tokens",
-        help="Long texts are shown through a window so the page stays fast; the overview below covers every token.",
-    )
+    tip = "Long texts are shown through a window so the page stays fast; the overview covers every token."
+    if not keys:
+        return _token_range(st, "Tokens shown (queries and keys alike)", trace.n_tokens, limit, "tokens", tip)
+    left, right = columns("token-window", 2)
+    queries = _token_range(left, "Queries shown (rows)", trace.n_tokens, limit, "queries", tip)
+    shown = _token_range(right, "Keys shown (columns)", trace.n_keys, limit, "keys", tip)
+    return hm.Window(queries, shown)
+
+
+def key_choice(trace: AttentionTrace, limit: int) -> list[int] | None:
+    """For more than `limit` keys: which keys a one-row view takes apart (URL id `keys`), and whether key 0 stays in
+    view (`sink`: the first token often takes most of every row's weight). None: every key."""
+    if trace.n_keys <= limit:
+        return None
+    left, right = columns("keys", [3, 1], vertical_alignment="bottom")
+    tip = "A long text's keys are shown through a window so the page draws in seconds; the softmax uses every key."
+    start, stop = _token_range(left, "Keys shown", trace.n_keys, limit, "keys", tip)
+    sink = right.toggle("Keep key 0 in view", value=True, key="sink", bind=URL,
+                        help="The first token often takes most of every row's weight (an attention sink).")  # fmt: skip
+    return ([0] if sink and start > 0 else []) + list(range(start, stop))
+
+
+def _token_range(where, label: str, n: int, limit: int, key: str, tip: str) -> tuple[int, int]:
+    """A range slider over n tokens (URL-bound); the window actually drawn, said when it is less than asked."""
+    if n <= limit:  # cross-attention: one side may fit whole
+        return 0, n
+    asked = where.slider(f"{label}, at most {limit}", 0, n, (0, limit), key=key, bind=URL, help=tip)
+    drawn = hm.window(n, asked, limit)
+    if tuple(asked) != drawn:
+        where.caption(
+            f"Asked for {asked[0]}–{asked[1] - 1}: the page draws at most {limit} at a time, so it draws "
+            f"{drawn[0]}–{drawn[1] - 1}. Move the start to see the rest."
+        )
+    return drawn
 
 
 def section(fig, title: str, why: str, key: str, *name_parts) -> None:

@@ -46,7 +46,7 @@ def test_grid_table_and_head_show_the_default_statistic(default, expected):
     assert len(table) == 6 * 12 and {"entropy", "special", "induction_score"} <= set(table.columns)
     # the opened head is the one with the highest entropy, its weights straight from the trace
     layer, head = np.unravel_index(np.argmax(want), want.shape)
-    assert at.selectbox(key="hs_pick").value == (layer, head)
+    assert at.selectbox(key="hs_pick").value == f"{layer}-{head}"  # the id a link carries
     np.testing.assert_allclose(z_arrays(figs["head_weights"])[0], tr.layer(layer).weights[head], atol=1e-6)
 
 
@@ -69,7 +69,7 @@ def test_induction_score_comes_from_a_repeated_random_sequence(bundled):
 
 
 def test_open_button_sets_layer_and_head_and_switches_to_heads():
-    at = page(hs_stat="previous", hs_pick=(2, 5))
+    at = page(hs_stat="previous", hs_pick="2-5")
     at.button[0].click().run()
     assert not at.exception
     assert at.session_state["layer"] == 2 and at.session_state["head"] == 5
