@@ -100,17 +100,24 @@ def stages_from_scores(
       token as Inkling 2 does) that joins the row's softmax as an extra key and is then
       dropped (gpt-oss), so a row's weights sum to less than 1: the rest went to the sink.
     """
+    scaled, masked = masked_from_scores(scores, scale, mask, fill, bias, softcap)
+    if sinks is None:
+        return Stages(scores, scaled, masked, softmax(masked))
+    sink = sinks.reshape(-1, 1, 1) if sinks.dim() == 1 else sinks.unsqueeze(-1)  # per head / per query
+    sink = sink.to(masked.dtype).expand(*masked.shape[:-1], 1)  # [..., head, query, 1]
+    return Stages(scores, scaled, masked, softmax(torch.cat([masked, sink], dim=-1))[..., :-1])
+
+
+def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None):
+    """(scaled, masked): the stages before the softmax, as `stages_from_scores` defines them (it calls this), so the
+    row normalisers of a trace (attnviz.row_norms) come from the very same masked scores."""
     scaled = scores * scale
     if bias is not None:
         scaled = scaled + bias
     if softcap is not None:
         scaled = torch.tanh(scaled / softcap) * softcap
     masked = scaled if mask is None or bool(mask.all()) else scaled.masked_fill(~mask, fill)
-    if sinks is None:
-        return Stages(scores, scaled, masked, softmax(masked))
-    sink = sinks.reshape(-1, 1, 1) if sinks.dim() == 1 else sinks.unsqueeze(-1)  # per head / per query
-    sink = sink.to(masked.dtype).expand(*masked.shape[:-1], 1)  # [..., head, query, 1]
-    return Stages(scores, scaled, masked, softmax(torch.cat([masked, sink], dim=-1))[..., :-1])
+    return scaled, masked
 
 
 def attention(

@@ -32,7 +32,7 @@ from .trace_layers import (
     kv_groups,
     records_from_scores,
 )
-from .trace_read import frozen, frozen_stages, head_index, held_bytes, span, stacked, token_ids
+from .trace_read import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids
 
 __all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance"]
 _WHAT = {"vectors": "query and key vectors"}  # what `why_not` calls a capability; the stages by their own names
@@ -133,8 +133,8 @@ class AttentionTrace:
         """One layer's stages [head, query, key] as read-only float32 numpy (None for a stage it cannot give).
 
         heads: None (all), one head (its axis kept) or a sequence; queries / keys: (start, stop) windows chosen
-        separately, None for all; every key stays in the softmax. device=True: float32 torch tensors where the
-        trace lives (for code that reduces them there and moves only the result)."""
+        separately, None for all; every key stays in the softmax (a key window's weights come from each row's
+        log-sum-exp). device=True: float32 torch tensors on the trace's device (to reduce there, move the result)."""
         record = self.layers[check_index("layer", layer, self.n_layer)]
         rows, cols = span("queries", queries, self.n_tokens), span("keys", keys, self.n_keys)
         with torch.inference_mode():
@@ -142,8 +142,7 @@ class AttentionTrace:
         return out if device else frozen_stages(out)
 
     def column(self, layer: int, key: int, heads=None) -> np.ndarray:
-        """[head, query] float32: the weight every query gives `key`, exact (each row's softmax over all its keys), in
-        memory that grows with the tokens, not their square (a few query rows at a time)."""
+        """[head, query] float32: the weight every query gives `key` ("who reads this token"), exact, linear in tokens."""
         record = self.layers[check_index("layer", layer, self.n_layer)]
         with torch.inference_mode():
             return frozen(record.column(check_index("key", key, self.n_keys), head_index(heads, self.n_head)))
@@ -153,8 +152,7 @@ class AttentionTrace:
         return self.stages(layer)
 
     def _repr_html_(self) -> str:
-        """A notebook draws a trace as the Heads page does: every head of layer 0, head 0, every layer x head."""
-        # the views import this module, so they are reached when a notebook asks, never at import time
+        """A notebook draws a trace as the Heads page does (the views import this module: reached only when asked)."""
         return importlib.import_module(".notebook", __package__).trace_html(self)
 
     def stage(self, name: str, layer: int | None = None) -> np.ndarray:
@@ -169,9 +167,14 @@ class AttentionTrace:
         """What one layer's stages are made from (scale, fill, mask, bias, softcap, sinks); all None for weights."""
         return self.layers[check_index("layer", layer, self.n_layer)].facts()
 
-    def layer_mask(self, layer: int) -> np.ndarray | None:
-        """bool [query, key], True = may attend; None for given weights."""
-        return self.facts(layer).mask
+    def layer_mask(self, layer: int, queries=None, keys=None) -> np.ndarray | None:
+        """bool [query, key], True = may attend (None: given weights); (start, stop) windows of queries and keys."""
+        s, at = self.facts(layer).structure, (span("queries", queries, self.n_tokens), span("keys", keys, self.n_keys))
+        return None if s is None else frozen_mask(s.rows(*at))  # its structure is in facts(layer).structure
+
+    def lse(self, layer: int, heads=None) -> np.ndarray:
+        """float32 [head, query]: each row's log-sum-exp of the masked scores (sinks included); weight = exp(masked - lse)."""
+        return frozen(self.layers[check_index("layer", layer, self.n_layer)].lse(head_index(heads, self.n_head)))
 
     def vectors(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
         """(q [query, d_head], k [key, d_head]) of one head, key heads shared out as the model does."""
@@ -182,10 +185,8 @@ class AttentionTrace:
         return frozen(q[0]), frozen(k[0])
 
     def recompute(self, layer: int, scale: float | None = None, mask=None, fill: float | None = None) -> Stages:
-        """What-if without a new forward pass: one layer's stages with another scale, mask or fill.
-
-        Only this layer changes: later layers still saw the original weights. Returns numpy [head, query, key].
-        """
+        """What-if without a new forward pass: one layer's stages (numpy [head, query, key]) with another scale, mask or
+        fill. Only this layer changes: later layers still saw the original weights."""
         if not self.has("scores"):
             raise AttnvizError(f"{self.why_not('scores')} There are no scores to recompute from.")
         record = self.layers[check_index("layer", layer, self.n_layer)]

@@ -11,17 +11,21 @@ answers into read-only numpy arrays, so no caller ever asks which kind it holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
 
-from .attention import Stages, check_scale, stages_from_scores
+from . import row_norms
+from .attention import Stages, check_scale, masked_from_scores, stages_from_scores
 from .errors import AttnvizError
+from .mask_structure import StructuredMask, as_structured
+from .row_norms import RowNorms
 
 STAGES = ("scores", "scaled", "masked", "weights")
 #: What a trace may be asked for with `has`: the four stages, and the query and key vectors (the neuron view).
 CAPABILITIES = (*STAGES, "vectors")
-QUERY_CHUNK = 256  # query rows per step of a column: memory stays linear in the tokens
+NORM_CELLS = 2**22  # score cells per step while computing the row norms (16 MB of float32 per intermediate)
 ALL = slice(None)
 
 
@@ -43,15 +47,21 @@ def _numpy(t: torch.Tensor | None) -> np.ndarray | None:
 @dataclass(frozen=True)
 class LayerFacts:
     """What one layer's stages are made from, as numpy; None where the layer has no such thing (given weights have
-    none of them). scale_on: where the model applied the scale (see LayerRecord)."""
+    none of them). scale_on: where the model applied the scale (see LayerRecord). The mask is kept by its structure
+    and made dense only when `mask` is read."""
 
     scale: float | None = None
     scale_on: str | None = None
     fill: float | None = None
-    mask: np.ndarray | None = None  # [query, key] bool, True = may attend
+    structure: StructuredMask | None = None
     bias: np.ndarray | None = None  # [head or 1, query, key]
     softcap: float | None = None
     sinks: np.ndarray | None = None  # [head] or [head, query]
+
+    @cached_property
+    def mask(self) -> np.ndarray | None:
+        """[query, key] bool, True = may attend (dense: tokens x tokens)."""
+        return None if self.structure is None else self.structure.dense().cpu().numpy()
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,7 +73,7 @@ class LayerRecord:
     scores [head, query, key]         instead of q and k, for stages given as arrays (`from_scores`) or a score
                                       function that is not a dot product
     scale                              what the model multiplied q.k by
-    mask  [query, key] bool           True = may attend
+    mask  [query, key] bool           True = may attend, kept as a StructuredMask (a dense tensor given is recognised)
     fill                               what masked cells were replaced by before the softmax
     bias  [head or 1, query, key]     additive position bias (T5, ALiBi, a float mask), else None
     softcap                            logit softcapping (Gemma 2), else None
@@ -72,6 +82,8 @@ class LayerRecord:
                                        q * scale before q.k), "k" (DeBERTa-v2: k * scale) or "q and k" (each by
                                        sqrt(scale)); q and k here are always unscaled, so scores = q.k and scaled =
                                        scores * scale in every case
+    norms [head, query] x 2           each row's softmax normaliser (attnviz.row_norms), computed from the record
+                                       when not given (the seam gives them from the kernel that ran the layer)
     """
 
     q: torch.Tensor | None
@@ -84,6 +96,13 @@ class LayerRecord:
     softcap: float | None = None
     sinks: torch.Tensor | None = None
     scale_on: str = "scores"
+    norms: RowNorms | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "mask", as_structured(self.mask))
+        if self.norms is None:
+            with torch.inference_mode():
+                object.__setattr__(self, "norms", self._row_norms())
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -102,40 +121,79 @@ class LayerRecord:
         return None
 
     def stages(self, heads=None, queries=ALL, keys=ALL, scale=None, mask=None, fill=None) -> Stages:
-        """The four stages [head, query, key] of `heads` (a LongTensor, None = all) for a window of queries and keys:
-        every key stays in the softmax, the keys are cut afterwards. scale / mask / fill: a what-if in place of the
-        record's."""
+        """The four stages [head, query, key] of `heads` (a LongTensor, None = all) for a window of queries and keys.
+        A window of keys is computed alone, its weights exact from the row norms; otherwise every key of the rows is
+        computed and softmaxed as the model does. scale / mask / fill: a what-if in place of the record's (whole
+        rows, since the norms describe the record's own rows)."""
         heads = _every(heads, self.shape[0])
-        mask = self.mask if mask is None else torch.as_tensor(mask, dtype=torch.bool, device=self.mask.device)
-        bias = None if self.bias is None else self.bias.expand(self.shape[0], -1, -1)[heads][:, queries].float()
+        if keys != ALL and scale is None and mask is None and fill is None:
+            return self.window(heads, queries, keys)
+        mask = self.mask.rows(queries) if mask is None else torch.as_tensor(mask, dtype=torch.bool)[queries]
         out = stages_from_scores(
             self.raw_scores(heads, queries),
             self.scale if scale is None else scale,
-            mask[queries],
+            mask.to(self.mask.device),
             self.fill if fill is None else fill,
-            bias=bias,
+            bias=self._bias(heads, queries),
             softcap=self.softcap,
             sinks=self._sink_logits(heads, queries),
         )
         return out if keys == ALL else Stages(*(s[..., keys].contiguous() for s in out))
 
-    def column(self, key: int, heads) -> torch.Tensor:
-        """[head, query] the weight every query gives `key`: each row's softmax over all its keys, QUERY_CHUNK rows at
-        a time, so memory grows with the tokens, not their square."""
-        chunks = range(0, self.shape[1], QUERY_CHUNK)
-        return torch.cat([self.stages(heads, slice(a, a + QUERY_CHUNK)).weights[..., key] for a in chunks], dim=-1)
+    def window(self, heads, queries=ALL, keys=ALL) -> Stages:
+        """The stages of a window of cells alone: scores, scaled and masked as `stages_from_scores` makes them, the
+        weights exp(masked - lse) from the row norms, so no cell outside the window is computed."""
+        scores = self.raw_scores(heads, queries, keys)
+        scaled, masked = masked_from_scores(scores, self.scale, self.mask.rows(queries, keys), self.fill,
+                                            self._bias(heads, queries, keys), self.softcap)  # fmt: skip
+        return Stages(scores, scaled, masked, self.norms.pick(heads, queries).weights(masked))
 
-    def raw_scores(self, heads, queries=ALL) -> torch.Tensor:
+    def column(self, key: int, heads) -> torch.Tensor:
+        """[head, query] the weight every query gives `key`, exact from the row norms: one score per query, so memory
+        grows with the tokens, not their square."""
+        return self.window(heads, ALL, slice(key, key + 1)).weights[..., 0]
+
+    def lse(self, heads) -> torch.Tensor:
+        return self.norms.pick(heads).lse
+
+    def raw_scores(self, heads, queries=ALL, keys=ALL) -> torch.Tensor:
         """q.k^T in float32, [head, query, key]; grouped-query heads read their shared key head (repeat_kv)."""
         if self.scores is not None:
-            return self.scores[heads][:, queries].float()
+            return self.scores[heads][:, queries][..., keys].float()
         q, k = self.vectors(heads)
-        return q[:, queries] @ k.transpose(-2, -1)
+        return q[:, queries] @ k[:, keys].transpose(-2, -1)
+
+    def _bias(self, heads, queries=ALL, keys=ALL) -> torch.Tensor | None:
+        return None if self.bias is None else self.bias.expand(self.shape[0], -1, -1)[heads][:, queries, keys].float()
+
+    def _row_norms(self) -> RowNorms:
+        """Every row's softmax normaliser, from the masked scores of a few query rows at a time and only the keys the
+        mask's band can reach (the rest hold the fill and are added exactly by `row_norms.with_hidden`)."""
+        heads, (n_head, n_query, n_key) = _every(None, self.shape[0]), self.shape
+        parts, a = [], 0
+        while a < n_query:
+            lo, hi = self.mask.key_span(slice(a, a + 1))
+            b = min(n_query, a + max(1, NORM_CELLS // (n_head * max(1, hi - lo))))
+            lo, hi = self.mask.key_span(slice(a, b))
+            rows, keys = slice(a, b), slice(lo, hi)
+            _, masked = masked_from_scores(self.raw_scores(heads, rows, keys), self.scale, self.mask.rows(rows, keys),
+                                           self.fill, self._bias(heads, rows, keys), self.softcap)  # fmt: skip
+            norms = row_norms.norms_of(masked, self._sink_row(heads, rows))
+            parts.append(row_norms.with_hidden(norms, n_key - (hi - lo), self.fill))
+            a = b
+        return row_norms.cat(parts)
 
     def vectors(self, heads) -> tuple[torch.Tensor, torch.Tensor]:
         """(q [head, query, d_head], k [head, key, d_head]) in float32 for `heads`, key heads shared out."""
         kv = torch.div(heads, self.shape[0] // self.n_kv, rounding_mode="floor")
         return self.q[heads].float(), self.k[kv].float()
+
+    def _sink_row(self, heads, queries) -> torch.Tensor | None:
+        """The sink logit of every row of the window, [head, query] (the norms count it once per row)."""
+        sinks = self._sink_logits(heads, queries)
+        if sinks is None or sinks.dim() == 2:
+            return sinks
+        return sinks[:, None].expand(-1, len(range(*queries.indices(self.shape[1]))))
 
     def _sink_logits(self, heads, queries) -> torch.Tensor | None:
         if self.sinks is None:
@@ -144,11 +202,12 @@ class LayerRecord:
         return sinks if sinks.dim() == 1 else sinks[:, queries]
 
     def facts(self) -> LayerFacts:
-        return LayerFacts(float(self.scale), self.scale_on, float(self.fill), self.mask.cpu().numpy(),
-                          _numpy(self.bias), self.softcap, _numpy(self.sinks))  # fmt: skip
+        return LayerFacts(float(self.scale), self.scale_on, float(self.fill), self.mask, _numpy(self.bias),
+                          self.softcap, _numpy(self.sinks))  # fmt: skip
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        return tuple(t for t in (self.q, self.k, self.mask, self.bias, self.scores, self.sinks) if t is not None)
+        held = (self.q, self.k, self.bias, self.scores, self.sinks, *self.mask.tensors(), *self.norms)
+        return tuple(t for t in held if t is not None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,6 +233,9 @@ class GivenWeights:
 
     def column(self, key: int, heads) -> torch.Tensor:
         return self.weights[heads][:, :, key]
+
+    def lse(self, heads) -> torch.Tensor:
+        raise AttnvizError(f"This trace keeps no log-sum-exp of its rows: {self.why}.")
 
     def facts(self) -> LayerFacts:
         return LayerFacts()

@@ -45,6 +45,13 @@ def frozen(t: torch.Tensor | None) -> np.ndarray | None:
     return a
 
 
+def frozen_mask(t: torch.Tensor) -> np.ndarray:
+    """A bool tensor as a read-only numpy array."""
+    a = t.detach().cpu().numpy()
+    a.setflags(write=False)
+    return a
+
+
 def frozen_stages(stages: Stages) -> Stages:
     return Stages(*(frozen(s) for s in stages))
 

@@ -24,14 +24,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import math
 import threading
 from dataclasses import dataclass, field
 
 import torch
 
-from ..attention import DEFAULT_FILL, causal_mask, stages_from_scores
+from ..attention import DEFAULT_FILL, causal_mask
 from ..errors import InputError
+from ..mask_structure import StructuredMask, recognise
 from ..trace import LayerRecord
+from . import kernels
 
 CAPTURE_NAME = "attnviz"
 
@@ -100,6 +103,7 @@ class Recorder:
     modules: list[torch.nn.Module] = field(default_factory=list)
     own_code: bool = False  # attnviz.hf.own's hooks record only into such a Recorder (an own-code family's trace)
     roles: dict = field(default_factory=dict)  # encoder-decoder: attention module -> encoder / decoder / cross
+    masks: list = field(default_factory=list)  # (the dense mask seen, its structure) of the latest distinct masks
 
     def position(self, module) -> tuple[str | None, int]:
         """(part, layer within the part) of the attention call `module` is making now; (None, call index) for a
@@ -109,17 +113,31 @@ class Recorder:
             return None, len(self.layers)
         return role, sum(self.roles.get(m) == role for m in self.modules)
 
-    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on="scores") -> None:
-        """Record batch item 0 of one attention call; a mask equal to the previous layer's is shared, not copied.
+    def structure(self, allowed, query, key) -> StructuredMask:
+        """Batch item 0's mask by its structure, recognised once per distinct mask: layers that get the same mask
+        (transformers builds one per kind of layer) share one StructuredMask."""
+        n_q, n_k = query.shape[-2], key.shape[-2]
+        if allowed is None:
+            return StructuredMask(n_q, n_k, query.device)
+        mask = allowed.expand(query.shape[0], 1, n_q, n_k)[0, 0]  # [query, key]
+        for seen, found in self.masks:
+            if seen is mask or (seen.shape == mask.shape and seen.device == mask.device and torch.equal(seen, mask)):
+                return found
+        found = recognise(mask)
+        self.masks = [*self.masks[-1:], (mask, found)]  # the two latest: local and global layers may alternate
+        return found
 
-        extra: bias ([batch or 1, head or 1, query, key]), softcap and sinks, each None when the model has none.
-        scale_on: where the model applied the scale ("scores", "q", "k", "q and k"; see LayerRecord).
+    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on="scores",
+             norms=None) -> None:  # fmt: skip
+        """Record batch item 0 of one attention call, its mask by structure (`structure`).
+
+        allowed: a StructuredMask, or the boolean mask [batch or 1, 1, query, key] (None: all visible). extra: bias
+        ([batch or 1, head or 1, query, key]), softcap and sinks, each None when the model has none. scale_on: where
+        the model applied the scale ("scores", "q", "k", "q and k"; see LayerRecord). norms: the row norms the kernel
+        gave (None: the record computes them).
         """
         n_q, n_k = query.shape[-2], key.shape[-2]
-        mask = torch.ones(n_q, n_k, dtype=torch.bool, device=query.device) if allowed is None else allowed
-        mask = mask.expand(query.shape[0], 1, n_q, n_k)[0, 0]  # [query, key]
-        if self.layers and self.layers[-1].mask.shape == mask.shape and torch.equal(self.layers[-1].mask, mask):
-            mask = self.layers[-1].mask
+        mask = allowed if isinstance(allowed, StructuredMask) else self.structure(allowed, query, key)
         bias = extra["bias"]
         bias = None if bias is None else bias.expand(query.shape[0], -1, n_q, n_k)[0]
         sinks = extra["sinks"]
@@ -128,7 +146,7 @@ class Recorder:
                 sinks.detach().reshape(-1) if sinks.dim() <= 1 else sinks.detach().expand(query.shape[0], -1, n_q)[0]
             )
         record = LayerRecord(query[0], key[0], scale, mask, fill, bias, softcap=extra["softcap"], sinks=sinks,
-                             scale_on=scale_on)  # fmt: skip
+                             scale_on=scale_on, norms=norms)  # fmt: skip
         self.layers.append(record)
         self.modules.append(module)
 
@@ -211,23 +229,27 @@ def capture_attention(
     if position_bias is not None:
         bias = position_bias if bias is None else position_bias + bias
     extra = dict(bias=bias, softcap=None if softcap is None else float(softcap), sinks=_sinks(s_aux, sinks, query))
-    changed, fill = False, DEFAULT_FILL
+    changed, fill, structure, norms = False, DEFAULT_FILL, None, None
     if rec is not None:
         role, layer = rec.position(module)
         allowed, scale, fill, changed = apply_experiment(rec, layer, allowed, scale, n_q, n_k, query.device, role)
-        rec.keep(module, query, key, scale, allowed, fill, extra, scale_on)
-    if not changed and softcap is None and extra["sinks"] is None:  # the model's own fastest kernel
+        structure = rec.structure(allowed, query, key)
+    own_kernel = not changed and softcap is None and extra["sinks"] is None
+    if own_kernel and structure is not None and fill in (DEFAULT_FILL, -math.inf) and extra["bias"] is None and (
+        kernels.fusable(structure, query, value, module, dropout)
+    ):  # fmt: skip
+        out, norms = kernels.fused(*given, value, scaling, structure.causal)
+    elif own_kernel:  # the model's own fastest kernel, with the model's own mask
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(
+        out = sdpa_attention_forward(
             module, *given, value, attention_mask, dropout=dropout, scaling=scaling, position_bias=position_bias
-        )
-    if key.shape[1] != query.shape[1]:  # grouped-query attention: each key/value head serves several query heads
-        key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
-        value = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
-    stages = stages_from_scores(query @ key.transpose(-2, -1), scale, allowed, fill, **extra)
-    weights = torch.nn.functional.dropout(stages.weights.to(value.dtype), p=dropout, training=module.training)
-    return (weights @ value).transpose(1, 2).contiguous(), weights
+        )[0]
+    else:
+        out, norms = kernels.chunked(query, key, value, scale, allowed, fill, extra, dropout, module.training)
+    if rec is not None:
+        rec.keep(module, query, key, scale, structure, fill, extra, scale_on, norms)
+    return out, None
 
 
 def _sinks(s_aux, sinks, query):

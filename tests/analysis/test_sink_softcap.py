@@ -47,7 +47,7 @@ def test_sink_share_is_what_eager_attention_leaves_out_of_each_row(layer, folder
     tr = traces["gpt_oss"]
     eager = _eager(folders["gpt_oss"], list(tr.provenance.input_ids))
     record = tr.layers[layer]
-    logits = np.where(record.mask.numpy(), _logits(record, tr.n_head), -np.inf)
+    logits = np.where(record.mask.dense().numpy(), _logits(record, tr.n_head), -np.inf)
     for head in range(tr.n_head):
         share = extras.sink_share(tr, layer, head)
         np.testing.assert_allclose(share, 1 - eager[layer, head].sum(-1, dtype=np.float64), rtol=0, atol=1e-5)
@@ -62,10 +62,10 @@ def test_softcap_values_are_the_scores_before_and_after_cap_tanh(folders, traces
     tr, layer, head = traces["gemma2"], 1, 2
     record = tr.layers[layer]
     cap = extras.softcap_values(tr, layer, head)
-    assert cap.cap == 5.0 and cap.n_cells == int(record.mask.sum()) == cap.before.size
+    assert cap.cap == 5.0 and cap.n_cells == int(record.mask.dense().sum()) == cap.before.size
     before = _logits(record, tr.n_head)[head]
     after = 5.0 * np.tanh(before / 5.0)
-    visible = record.mask.numpy()
+    visible = record.mask.dense().numpy()
     np.testing.assert_allclose(cap.before, before[visible], rtol=0, atol=1e-6)
     np.testing.assert_allclose(cap.after, after[visible], rtol=0, atol=1e-6)
     masked = np.where(visible, after, -np.inf)  # the capped scores are what the model's softmax used

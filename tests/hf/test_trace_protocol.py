@@ -40,8 +40,7 @@ def traces(bundled, tiny_gpt2, tiny_llama, tiny_text):
 
 
 @pytest.mark.parametrize("name", ["bert padded", "gpt2 causal padded", "llama grouped"])
-def test_a_column_is_the_full_matrix_column_and_a_numpy_softmax_over_each_full_row(name, traces, monkeypatch):
-    monkeypatch.setattr(trace_layers, "QUERY_CHUNK", 3)  # several chunks of rows, as a long text has
+def test_a_column_is_the_full_matrix_column_and_a_numpy_softmax_over_each_full_row(name, traces):
     tr = traces[name]
     layer = tr.n_layer - 1
     full, by_hand = tr.stages(layer).weights, _numpy_weights(tr, layer)
