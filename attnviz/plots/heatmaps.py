@@ -60,7 +60,7 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, ke
         raise AttnvizError(trace.why_not(stage))
     z = np.array(getattr(trace_cache.stages(trace, layer, queries=rows, keys=cols), stage), dtype=np.float32)
     if stage == "masked":
-        z[:, ~trace.layer_mask(layer)[slice(*rows), slice(*cols)]] = np.nan
+        z[:, ~trace.layer_mask(layer, rows, cols)] = np.nan  # only the window's cells of the mask
     return z
 
 

@@ -183,7 +183,8 @@ def test_long_texts_are_windowed_to_keep_payloads_small():
     zoom = hm.head_detail(tr, 0, 1, token_range=(150, 190))
     t = heat(zoom)[0]
     assert t.z.shape == (40, 40) and t.x0 == 150 and t.y0 == 150
-    np.testing.assert_allclose(t.z, tr.weights[0, 1, 150:190, 150:190])
+    # a window of keys is computed alone, its weights from each row's log-sum-exp: float32 rounding apart, the same
+    np.testing.assert_allclose(t.z, tr.weights[0, 1, 150:190, 150:190], rtol=2e-6, atol=1e-9)
     assert zoom.layout.xaxis.ticktext[0].startswith("150 ")
     assert hm.window(200, (190, 500)) == (190, 200)
     assert hm.window(200, (0, 500)) == (0, hm.MAX_SHOWN)
