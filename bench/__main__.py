@@ -1,8 +1,9 @@
 """Benchmarks of attnviz against its peers; results in docs/benchmarks.md.
 
-python -m bench                 # everything (a few minutes); rewrites the generated part of docs/benchmarks.md
+python -m bench                 # everything (about half an hour on 2 cores); rewrites the generated part of the docs
 python -m bench --quick         # tiny sizes, one round: checks that the benches run (bench/out/ only)
-python -m bench --only browser  # some groups (cpu, mha, browser, gpu); printed and saved in bench/out/
+python -m bench --only gpu      # some groups (cpu, mha, llama, browser, gpu); printed and saved in bench/out/
+python -m bench.load            # sessions per replica, in Chromium (docs/deploy.md)
 """
 
 from __future__ import annotations
@@ -13,20 +14,20 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from bench import browser, cpu, gpu, report
-from bench.measure import load, machine
+from bench import browser, cpu, llama, report
+from bench.measure import OUT, ROOT, load, machine
 
-ROOT = Path(__file__).resolve().parents[1]
-GROUPS = {"cpu": cpu.forwards, "mha": cpu.mha, "browser": browser.run, "gpu": gpu.run}
+GROUPS = {"cpu": cpu.forwards, "mha": cpu.mha, "llama": llama.cpu, "browser": browser.run, "gpu": llama.gpu}
+SMALL = (("tiny Llama", llama.TINY | {"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8}, (256,), 1),)
 QUICK = {
     "cpu": {"sizes": (16,), "rounds": 1, "warmup": 0},
     "mha": {"batch": 2, "tokens": 16, "d_model": 64, "heads": 4, "rounds": 1, "warmup": 0},
-    "browser": {"rounds": 1, "warmup": 0, "n_tokens": 16, "bytes_tokens": 32},
-    "gpu": {"sizes": (128,), "rounds": 1, "warmup": 0},
+    "llama": {"models": SMALL, "warmup": 0},
+    "browser": {"rounds": 1, "warmup": 0, "bytes_tokens": 32},
+    "gpu": {"models": SMALL, "warmup": 0},
 }
 
 
@@ -52,9 +53,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     res = {"command": " ".join(["python -m bench", *(sys.argv[1:] if argv is None else argv)])}
     res |= run(args.only or list(GROUPS), args.quick)
-    out = ROOT / "bench" / "out" / ("results-quick.json" if args.quick else "results.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=1))
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / ("results-quick.json" if args.quick else "results.json")).write_text(json.dumps(res, indent=1))
     if not args.quick and not args.only:
         report.write(ROOT / "docs" / "benchmarks.md", res)
     print(report.render(res))

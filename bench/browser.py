@@ -1,143 +1,153 @@
-"""The dashboard in Debian's Chromium: `streamlit run app.py`, driven with Playwright's sync API.
+"""The dashboard in Debian's Chromium through Playwright: one session's timings here, many sessions in bench/load.py.
 
-Times are taken inside the page with performance.now(): a keydown listener stamps the key press, a
-MutationObserver stamps the first change inside a Plotly chart after it (the first heatmap drawn) and the
-moment the app's script state returns to notRunning (the run is over).
+Times are taken inside the page with performance.now(), from the key press (Ctrl+Enter in the sentence box, an arrow
+key on the layer slider) to the end of the script run and to the head grid and the single head drawn with the new
+sentence or layer. The server is scripts/serve.sh (hosted mode, exactly as the container starts it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
+from functools import cache
+from urllib.parse import quote
 
-from bench.cpu import sentence
-from bench.measure import ms
+from bench.cpu import sentence, tokenizer
+from bench.measure import OUT, ms, serve, stop
 
-ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-FLAGS += ["--disable-sync", "--no-first-run"]
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-CHART = ".js-plotly-plot .main-svg"
-PROBE = """(() => {
-  const b = window.__bench = {t0: 0, first: 0, running: false, done: 0};
-  addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' || e.key.startsWith('Arrow')) Object.assign(b, {t0: performance.now(), first: 0, done: 0});
-  }, true);
-  const el = (r) => (r.target.nodeType === 1 ? r.target : r.target.parentElement);
-  new MutationObserver((records) => {
+FLAGS += ["--disable-sync", "--no-first-run", "--disable-quic"]
+# Armed before an action: the key press, and every script state the app passed through since (a busy host can
+# deliver several changes of the attribute in one observer callback).
+ARM = """() => {
+  const t = window.__t = {}, app = document.querySelector("[data-testid='stApp']"), attr = 'data-test-script-state';
+  addEventListener('keydown', e => { if (t.press === undefined) t.press = performance.now(); }, {capture: true});
+  const obs = new MutationObserver(records => {
     const now = performance.now();
-    for (const r of records) {
-      if (b.t0 && !b.first && el(r) && el(r).closest('.js-plotly-plot')) b.first = now;
-      if (r.attributeName === 'data-test-script-state' && el(r).getAttribute('data-testid') === 'stApp') {
-        const state = el(r).getAttribute('data-test-script-state');
-        if (state === 'running') b.running = true;
-        if (state === 'notRunning' && b.running && b.t0) Object.assign(b, {running: false, done: now});
-      }
+    for (const state of [...records.slice(1).map(r => r.oldValue), app.getAttribute(attr)]) {
+      if (state === 'running' && t.running === undefined) t.running = now;
+      if (t.running !== undefined && state === 'notRunning' && t.done === undefined) t.done = now;
     }
-  }).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
-})();"""
+  });
+  obs.observe(app, {attributes: true, attributeFilter: [attr], attributeOldValue: true});
+}"""
+# The run (the one after ARM, if armed) is over and the grid and the single head are drawn, showing `word` (when
+# given) on layer `layer` (when given).
+DRAWN = """([word, layer]) => {
+  if (!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']")) return false;
+  if (window.__t && window.__t.done === undefined) return false;
+  const figs = Array.from(document.querySelectorAll('.js-plotly-plot')).filter(gd => gd._fullLayout &&
+    gd.querySelector('.main-svg') && ['head_grid', 'head_detail'].includes(((gd.layout || {}).meta || {}).figure));
+  if (figs.length < 2 || (layer !== null && figs.some(gd => gd.layout.meta.layer !== layer))) return false;
+  const detail = figs.find(gd => gd.layout.meta.figure === 'head_detail');
+  if (word !== null && !(detail.layout.yaxis.ticktext || []).some(t => String(t).endsWith(' ' + word))) return false;
+  if (window.__t && window.__t.drawn === undefined) window.__t.drawn = performance.now();
+  return true;
+}"""
+# What a page shows: the single head's token labels, the first heatmap of the grid, and any exception.
+SHOWN = """() => {
+  const fig = name => Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(gd => ((gd.layout || {}).meta || {}).figure === name);
+  const z = fig('head_grid')._fullData.find(d => d.type === 'heatmap').z;
+  return {ticks: Array.from(fig('head_detail').layout.yaxis.ticktext || [], String),
+          z: Array.from(z, row => Array.from(row, v => (v === null || Number.isNaN(v)) ? null : v)),
+          errors: document.querySelectorAll("[data-testid='stException']").length};
+}"""
 
 
-def start_server(log: Path, timeout: float = 120) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)]
-    cmd += ["--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return proc, url
-        except OSError:
-            time.sleep(0.2)
-    proc.terminate()
-    raise RuntimeError(f"streamlit did not become healthy; see {log}")
+def chromium(playwright):
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        raise RuntimeError("Debian's chromium is required: apt-get install -y chromium")
+    return playwright.chromium.launch(executable_path=path, args=FLAGS)
 
 
-def _open(browser, url: str):
-    """A fresh browser context on the Heads page; counts WebSocket bytes received in page.ws_bytes."""
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    page.add_init_script(PROBE)
-    page.set_default_timeout(180_000)
+async def open_page(browser, base: str, text: str, word: str, timeout_ms: float):
+    """A new browser context (its own session, no shared cookies) on the Heads page with `text`; counts the bytes
+    its WebSocket receives in page.ws_bytes."""
+    page = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
+    page.set_default_timeout(timeout_ms)
     page.ws_bytes = 0
 
     def count(payload):
         page.ws_bytes += len(payload if isinstance(payload, bytes) else payload.encode())
 
     page.on("websocket", lambda ws: ws.on("framereceived", count))
-    t = time.perf_counter()
-    page.goto(url + "/")
-    page.wait_for_selector(CHART)
-    page.wait_for_selector(IDLE)
-    return page, time.perf_counter() - t
+    await page.goto(f"{base}/?text={quote(text)}", wait_until="domcontentloaded")
+    await page.wait_for_function(DRAWN, arg=[word, None], polling=50)
+    return page
 
 
-def _act(page, press) -> tuple[float, float]:
-    """(seconds to the first chart change, seconds to the end of the script run) after press()."""
-    press()
-    page.wait_for_function("() => window.__bench.first > 0 && window.__bench.done > 0")
-    page.wait_for_selector(IDLE)
-    b = page.evaluate("window.__bench")
-    return (b["first"] - b["t0"]) / 1000, (b["done"] - b["t0"]) / 1000
+async def act(page, press, word: str | None = None, layer: int | None = None) -> tuple[float, float]:
+    """Seconds from press() to the run's end and to the heatmaps drawn (the clock starts at the key press, or at
+    the run's start should the new value have reached the server first)."""
+    await page.evaluate(ARM)
+    await press()
+    await page.wait_for_function(DRAWN, arg=[word, layer], polling=50)
+    t = await page.evaluate("() => window.__t")
+    start = min(t.get("press", math.inf), t.get("running", math.inf))
+    if not math.isfinite(start):
+        raise RuntimeError(f"no key press or script run recorded: {t}")
+    return (t["done"] - start) / 1000, (t["drawn"] - start) / 1000
 
 
-def _new_sentence(page, text: str) -> tuple[float, float]:
+async def new_sentence(page, text: str, word: str | None) -> tuple[float, float]:
     box = page.locator("textarea[aria-label='Sentence']")
-    box.fill(text)
-    return _act(page, lambda: box.press("Control+Enter"))
+    await box.fill(text)
+    return await act(page, lambda: box.press("Control+Enter"), word=word)
 
 
-def _layer_change(page, key: str) -> tuple[float, float]:
-    slider = page.locator("[data-testid='stSidebar']").get_by_role("slider").first
-    return _act(page, lambda: slider.press(key))
+@cache
+def _words() -> tuple[str, ...]:
+    return tuple(w for w in sorted(tokenizer().get_vocab()) if w.isalpha() and w.isascii() and 6 <= len(w) <= 9)
 
 
-def _measure(browser, url: str, rounds: int, warmup: int, n_tokens: int, bytes_text: str) -> dict:
-    page, first_load = _open(browser, url)
-    times = {"sentence_s": [], "sentence_done_s": [], "layer_s": [], "layer_done_s": []}
-    for r in range(warmup + rounds):
-        key = ("ArrowRight", "ArrowLeft")[r % 2]  # layer 0 -> 1 -> 0 ...
-        got = _new_sentence(page, sentence(n_tokens, seed=100 + r)) + _layer_change(page, key)
-        for key, seconds in zip(times, got):
-            times[key] += [seconds] if r >= warmup else []
-    page.ws_bytes = 0
-    _new_sentence(page, bytes_text)
-    out = {key: ms(v) / 1000 for key, v in times.items()}
-    return {"chromium": browser.version, "first_load_s": first_load, "page_bytes": page.ws_bytes, **out}
+def marker(i: int) -> tuple[str, str]:
+    """Sentence i and a word only it has (a whole word of the bundled tokenizer, so the page shows it as one token)."""
+    word = _words()[i]
+    return f"Visitor {i} keeps thinking about the {word} all day.", word
 
 
-def run(rounds: int = 5, warmup: int = 1, n_tokens: int = 32, bytes_tokens: int = 128) -> dict:
-    """Median seconds from Ctrl+Enter on a new sentence / an arrow key on the layer slider, and the bytes
-    the Heads page receives for a sentence of bytes_tokens tokens against bertviz's for the same attention."""
-    from playwright.sync_api import sync_playwright
+async def _session(rounds: int, warmup: int, bytes_tokens: int, timeout_ms: float) -> dict:
+    from playwright.async_api import async_playwright
 
+    proc, base = serve(OUT / "browser-server.log")
+    times = {"sentence_done_s": [], "sentence_s": [], "layer_done_s": [], "layer_s": []}
+    try:
+        async with async_playwright() as p:
+            browser = await chromium(p)
+            t0 = time.perf_counter()
+            page = await open_page(browser, base, *marker(0), timeout_ms)
+            first_load = time.perf_counter() - t0
+            slider = page.locator("[data-testid='stSidebar']").get_by_role("slider").first
+            for r in range(warmup + rounds):
+                key, layer = ("ArrowRight", 1) if r % 2 == 0 else ("ArrowLeft", 0)
+                got = await new_sentence(page, *marker(r + 1))
+                got += await act(page, lambda key=key: slider.press(key), layer=layer)
+                for name, seconds in zip(times, got):
+                    times[name] += [seconds] if r >= warmup else []
+            page.ws_bytes = 0
+            await new_sentence(page, sentence(bytes_tokens, seed=7), None)
+            out = {"chromium": browser.version, "page_bytes": page.ws_bytes, "first_load_s": first_load}
+            await browser.close()
+    finally:
+        stop(proc)
+    return out | {name: ms(v) / 1000 for name, v in times.items()}
+
+
+def run(rounds: int = 5, warmup: int = 1, bytes_tokens: int = 128, timeout_s: float = 300) -> dict:
+    """Median seconds from a new sentence and from a layer change to the heatmaps drawn, and the bytes the Heads
+    page receives for a sentence of bytes_tokens tokens against bertviz's HTML for the same attention."""
     import attnviz
 
-    text = sentence(bytes_tokens, seed=7)
-    proc, url = start_server(ROOT / "bench" / "out" / "streamlit.log")
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=FLAGS)
-            res = _measure(browser, url, rounds, warmup, n_tokens, text)
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(30)
-    trace = attnviz.trace(attnviz.load_model(), text)
+    res = asyncio.run(_session(rounds, warmup, bytes_tokens, timeout_s * 1000))
+    trace = attnviz.trace(attnviz.load_model(), sentence(bytes_tokens, seed=7))
     bertviz = bertviz_bytes(trace.weights, trace.tokens)
-    res.update(tokens=n_tokens, rounds=rounds, bytes_tokens=trace.n_tokens, bertviz_bytes=bertviz)
-    return {**res, "bertviz_vs_page": bertviz / res["page_bytes"]}
+    res |= {"rounds": rounds, "warmup": warmup, "bytes_tokens": trace.n_tokens, "bertviz_bytes": bertviz}
+    return res | {"bertviz_vs_page": bertviz / res["page_bytes"]}
 
 
 def bertviz_bytes(weights, tokens) -> int:

@@ -35,22 +35,9 @@ def tokenizer():
 
 
 def sentence(n_tokens: int, seed: int = 0) -> str:
-    """A sentence of exactly n_tokens tokens of the bundled tokenizer, special tokens included."""
-    rng, tok = random.Random(seed), tokenizer()
-    words = [rng.choice(WORDS) for _ in range(n_tokens - len(tok("")["input_ids"]))]
-    for _ in range(n_tokens):
-        n = len(tok(" ".join(words))["input_ids"])
-        if n == n_tokens:
-            return " ".join(words)
-        words = words[:-1] if n > n_tokens else [*words, rng.choice(WORDS)]
-    raise ValueError(f"no sentence of {n_tokens} tokens")
-
-
-def trace_bytes(trace) -> int:
-    """Bytes of the numpy arrays a trace holds."""
-    if hasattr(trace, "nbytes"):
-        return int(trace.nbytes)
-    return sum(v.nbytes for v in vars(trace).values() if isinstance(v, np.ndarray))
+    """n_tokens tokens of the bundled tokenizer with [CLS] and [SEP]: every word of WORDS is one token."""
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n_tokens - 2))
 
 
 def reference(impl: str):
@@ -73,7 +60,7 @@ def _row(n: int, fns: dict, rounds: int, warmup: int) -> dict:
     trace, attentions = fns["trace"](), fns["eager"]().attentions
     assert trace.n_tokens == n, (trace.n_tokens, n)
     t, c = interleaved(fns, rounds, warmup), one_thread_cpu(fns, rounds, warmup)
-    row = {"tokens": n, "trace_bytes": trace_bytes(trace), **{f"{name}_ms": ms(v) for name, v in t.items()}}
+    row = {"tokens": n, "trace_bytes": trace.nbytes, **{f"{name}_ms": ms(v) for name, v in t.items()}}
     row |= {f"trace_vs_{ref}": ratio(t, "trace", ref) for ref in ("sdpa", "eager")}
     row |= {f"trace_vs_{ref}_cpu1": ratio(c, "trace", ref) for ref in ("sdpa", "eager")}
     row["max_diff_vs_eager"] = float(np.abs(trace.weights - np.stack([a[0].numpy() for a in attentions])).max())
@@ -100,13 +87,6 @@ def mha(batch: int = 128, tokens: int = 64, d_model: int = 512, heads: int = 8, 
     }
     diff = float((fns["torch"]()[0] - fns["attnviz"]()[0]).abs().max())
     t, c = interleaved(fns, rounds, warmup), one_thread_cpu(fns, rounds, warmup)
-    out = {
-        "ratio_cpu1": ratio(c, "attnviz", "torch"),
-        "batch": batch,
-        "tokens": tokens,
-        "d_model": d_model,
-        "heads": heads,
-        "rounds": rounds,
-        "max_diff": diff,
-    }
-    return out | {"torch_ms": ms(t["torch"]), "attnviz_ms": ms(t["attnviz"]), "ratio": ratio(t, "attnviz", "torch")}
+    shape = {"batch": batch, "tokens": tokens, "d_model": d_model, "heads": heads, "rounds": rounds, "max_diff": diff}
+    out = {"torch_ms": ms(t["torch"]), "attnviz_ms": ms(t["attnviz"]), "ratio": ratio(t, "attnviz", "torch")}
+    return shape | out | {"ratio_cpu1": ratio(c, "attnviz", "torch")}

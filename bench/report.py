@@ -6,10 +6,35 @@ from pathlib import Path
 
 BEGIN = "<!-- bench:begin (written by `python -m bench`; edit outside these markers) -->"
 END = "<!-- bench:end -->"
+# Issue 19's goals: benchmarks, shown here and never asserted in a test. (group, model, tokens, measure, at most)
+# fmt: off
+TARGETS = [
+    ("llama", "Llama-3.2-1B layer shape", 2048, "trace_vs_sdpa", 1.2),
+    ("llama", "Llama-3.2-1B layer shape", 2048, "heads_page_ms", 1000),
+    ("llama", "tiny Llama", 16384, "bytes", 150e6),
+    ("gpu", "Llama-3-8B", 32768, "trace_vs_sdpa", 1.3),
+    ("gpu", "Llama-3-8B", 32768, "bytes", 12 * 2**30),
+    ("gpu", "Llama-3-8B", 32768, "column_ms", 50),
+    ("gpu", "Llama-3-8B", 32768, "window_ms", 50),
+    ("gpu", "Llama-3-8B", 32768, "heads_page_ms", 300),
+]
+# fmt: on
+MEASURES = {
+    "trace_vs_sdpa": ("trace / SDPA", "{:.2f}x"),
+    "heads_page_ms": ("Heads page, one layer", "{:,.0f} ms"),
+    "column_ms": ("a column", "{:,.0f} ms"),
+    "window_ms": ("a 128-query window", "{:,.0f} ms"),
+    "bytes": ("held", "{:,.0f} MB"),
+}  # fmt: skip
 
 
 def _mb(n: float) -> str:
     return f"{n / 1e6:.2f} MB"
+
+
+def _table(head: list[str], rows: list[list]) -> str:
+    align = ["---" if h in ("input", "model", "action", "goal", "measure") else "---:" for h in head]
+    return "\n".join("| " + " | ".join(map(str, r)) + " |" for r in [head, align, *rows])
 
 
 def _header(res: dict) -> str:
@@ -23,86 +48,85 @@ plotly {m["plotly"]}, playwright {m["playwright"]}. Load average (1, 5, 15 min):
 
 
 def _cpu(c: dict) -> str:
-    rows = "\n".join(
-        f"| {r['tokens']} | {r['sdpa_ms']:.1f} ms | {r['eager_ms']:.1f} ms | {r['trace_ms']:.1f} ms | "
-        f"{r['trace_vs_sdpa']:.2f}x | {r['trace_vs_eager']:.2f}x | **{r['trace_vs_sdpa_cpu1']:.2f}x** | "
-        f"**{r['trace_vs_eager_cpu1']:.2f}x** | {_mb(r['trace_bytes'])} |"
-        for r in c["rows"]
-    )
+    head = ["tokens", "SDPA forward", "eager + output_attentions", "attnviz.trace", "trace / SDPA", "trace / eager"]
+    head += ["trace / SDPA, 1 thread, CPU", "trace / eager, 1 thread, CPU", "bytes per trace"]
+    rows = [[r["tokens"], *(f"{r[k]:.1f} ms" for k in ("sdpa_ms", "eager_ms", "trace_ms"))]
+            + [f"{r['trace_vs_sdpa']:.2f}x", f"{r['trace_vs_eager']:.2f}x", f"**{r['trace_vs_sdpa_cpu1']:.2f}x**",
+               f"**{r['trace_vs_eager_cpu1']:.2f}x**", _mb(r["trace_bytes"])] for r in c["rows"]]  # fmt: skip
+    diff = max(r["max_diff_vs_eager"] for r in c["rows"])
     return f"""### attnviz.trace against the forwards it replaces (CPU, {c["model"]}, {c["layers"]}x{c["heads"]} heads)
 
-Median of {c["rounds"]} rounds, tokenizer included. A ratio is the median over rounds of trace / reference, each
-round running the three back to back: wall-clock time at the dashboard's thread count, then again with torch on one
-thread timed by the process's CPU time (*1 thread, CPU*: the work itself, which waiting for a core does not
-inflate). Bytes: the numpy arrays one trace holds. Trace weights against eager's: max abs difference
-{max(r["max_diff_vs_eager"] for r in c["rows"]):.1e}.
+Median of {c["rounds"]} rounds, tokenizer included; trace weights against eager's: max abs difference {diff:.1e}.
 
-| tokens | SDPA forward | eager + output_attentions | attnviz.trace | trace / SDPA | trace / eager | \
-trace / SDPA, 1 thread, CPU | trace / eager, 1 thread, CPU | bytes per trace |
-|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-{rows}"""
+{_table(head, rows)}"""
 
 
 def _mha(m: dict) -> str:
+    row = [f"batch {m['batch']}, {m['tokens']} tokens, d_model {m['d_model']}, {m['heads']} heads",
+           f"{m['torch_ms']:.1f} ms", f"{m['attnviz_ms']:.1f} ms", f"{m['ratio']:.2f}x", f"**{m['ratio_cpu1']:.2f}x**"]  # fmt: skip
     return f"""### attnviz.MultiHeadAttention against torch.nn.MultiheadAttention (CPU)
 
-Same weights (`MultiHeadAttention.from_torch`; outputs differ by {m["max_diff"]:.1e}); both return per-head weights
-(torch: `need_weights=True, average_attn_weights=False`). Median of {m["rounds"]} rounds, timed as above.
+Same weights, outputs differ by {m["max_diff"]:.1e}; median of {m["rounds"]} rounds.
 
-| input | torch | attnviz | attnviz / torch | attnviz / torch, 1 thread, CPU |
-|---|---:|---:|---:|---:|
-| batch {m["batch"]}, {m["tokens"]} tokens, d_model {m["d_model"]}, {m["heads"]} heads | {m["torch_ms"]:.1f} ms | \
-{m["attnviz_ms"]:.1f} ms | {m["ratio"]:.2f}x | **{m["ratio_cpu1"]:.2f}x** |"""
+{_table(["input", "torch", "attnviz", "attnviz / torch", "attnviz / torch, 1 thread, CPU"], [row])}"""
+
+
+def _long(g: dict, title: str) -> str:
+    if "skipped" in g:
+        return f"{title}\n\nNot measured: {g['skipped']}."
+    head = ["model", "tokens", "SDPA forward", "trace / SDPA", "trace / SDPA, 1 thread, CPU", "eager / SDPA"]
+    head += ["held per layer", "held in all", "a column", "a 128-query window", "Heads page, one layer"]
+    rows = [[r["model"], f"{r['tokens']:,}", f"{r['sdpa_ms']:.0f} ms", f"**{r['trace_vs_sdpa']:.2f}x**",
+             f"{r['trace_vs_sdpa_cpu1']:.2f}x" if "trace_vs_sdpa_cpu1" in r else "-",
+             f"{r['eager_vs_sdpa']:.2f}x" if "eager_vs_sdpa" in r else "not run",
+             _mb(r["bytes"] / r["layers"]), _mb(r["bytes"]),
+             *(f"{r[k]:.0f} ms" for k in ("column_ms", "window_ms", "heads_page_ms"))] for r in g["rows"]]  # fmt: skip
+    return f"{title}\n\n{g['device']}.\n\n{_table(head, rows)}"
+
+
+def _targets(res: dict) -> str:
+    rows = []
+    for group, model, n, key, limit in TARGETS:
+        got = [r[key] for r in res.get(group, {}).get("rows", []) if model in r["model"] and r["tokens"] == n]
+        name, fmt = MEASURES[key]
+        show = fmt.format if key != "bytes" else lambda v, fmt=fmt: fmt.format(v / 1e6)
+        met = "" if not got else "met" if got[0] <= limit else "**missed**"
+        rows.append([f"{model}, {n:,} tokens", name, show(limit), show(got[0]) if got else "not measured", met])
+    return "### Goals (issue 19)\n\n" + _table(["goal", "measure", "at most", "measured", "goal met"], rows)
 
 
 def _browser(b: dict) -> str:
-    return f"""### The dashboard in Chromium {b["chromium"]} (Heads page)
+    rows = [["new sentence", f"**{b['sentence_s']:.2f} s**", f"{b['sentence_done_s']:.2f} s"],
+            ["layer change", f"**{b['layer_s']:.2f} s**", f"{b['layer_done_s']:.2f} s"]]  # fmt: skip
+    return f"""### The dashboard in Chromium {b["chromium"]} (Heads page, one session)
 
-Median of {b["rounds"]} rounds after a warm-up, timed in the page from the key press (Ctrl+Enter in the sentence
-box, an arrow key on the layer slider) to the first change inside a Plotly chart, and to the end of the script run.
-Every new sentence ({b["tokens"]} tokens) is traced afresh (not cached).
+Median of {b["rounds"]} rounds after {b["warmup"]} warm-up round(s).
 
-| action | first heatmap drawn | script run over |
-|---|---:|---:|
-| new sentence | **{b["sentence_s"]:.2f} s** | {b["sentence_done_s"]:.2f} s |
-| layer change | **{b["layer_s"]:.2f} s** | {b["layer_done_s"]:.2f} s |
+{_table(["action", "heatmaps drawn", "script run over"], rows)}
 
-First page load (server healthy, model not yet loaded): {b["first_load_s"]:.1f} s.
-
-Bytes for one {b["bytes_tokens"]}-token sentence: the Heads page receives {_mb(b["page_bytes"])} over its WebSocket;
-bertviz 1.4.1's head_view HTML with every layer {_mb(b["bertviz_bytes"])} (computed as bertviz builds it, see
-`bench/browser.py`): **bertviz / Heads page = {b["bertviz_vs_page"]:.1f}x**."""
+First page load (server healthy, model not yet loaded): {b["first_load_s"]:.1f} s. For one {b["bytes_tokens"]}-token
+sentence the Heads page receives {_mb(b["page_bytes"])}; bertviz 1.4.1's head_view HTML with every layer is
+{_mb(b["bertviz_bytes"])}: **bertviz / Heads page = {b["bertviz_vs_page"]:.1f}x**."""
 
 
-def _gpu(g: dict) -> str:
-    title = "### GPU: Llama-3.2-1B-shaped model, random weights, bfloat16\n\n"
-    if "skipped" in g:
-        return title + f"Not measured: {g['skipped']}. The CPU figures above stand."
-    rows = [
-        f"| {r['tokens']} | {r['sdpa_ms']:.1f} ms | **{r['trace_vs_sdpa']:.2f}x** | {_mb(r['trace_bytes'])} | "
-        f"{r['heads_page_layer_ms']:.1f} ms | "
-        + (f"{r['eager_ms']:.1f} ms ({r['eager_vs_sdpa']:.1f}x) |" if "eager_ms" in r else f"{r['eager']} |")
-        for r in g["rows"]
-    ]
-    head = "| tokens | SDPA forward | trace / SDPA | held per trace | Heads page, one layer | eager + weights to host |"
-    table = head + "\n|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows)
-    return title + f"{g['device']}, torch {g['torch']}.\n\n{table}"
-
-
-SECTIONS = {"cpu": _cpu, "mha": _mha, "browser": _browser, "gpu": _gpu}
+SECTIONS = {
+    "cpu": _cpu,
+    "mha": _mha,
+    "llama": lambda g: _long(g, "### Long texts on Llama shapes (CPU)"),
+    "gpu": lambda g: _long(g, "### Long texts on Llama shapes (GPU)"),
+    "browser": _browser,
+}
 
 
 def render(res: dict) -> str:
     parts = [_header(res)] + [section(res[group]) for group, section in SECTIONS.items() if group in res]
+    parts += [_targets(res)] if "llama" in res or "gpu" in res else []
     parts += [f"**{group} failed**: `{err}`" for group, err in res.get("errors", {}).items()]
     return "\n\n".join(parts)
 
 
 def write(doc: Path, res: dict) -> None:
-    block = f"{BEGIN}\n\n{render(res)}\n\n{END}"
-    text = doc.read_text() if doc.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    doc.write_text(text)
+    text = doc.read_text()
+    doc.write_text(
+        text[: text.index(BEGIN)] + f"{BEGIN}\n\n{render(res)}\n\n{END}" + text[text.index(END) + len(END) :]
+    )

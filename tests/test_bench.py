@@ -1,6 +1,7 @@
 """The benchmark command still runs (smallest sizes, one round) and its report renders; no speed is asserted."""
 
-from bench import cpu, gpu, report
+from bench import cpu, llama, report
+from bench.__main__ import SMALL
 from bench.measure import load, machine
 
 
@@ -25,11 +26,13 @@ def test_cpu_groups_measure_positive_ratios_and_the_report_shows_them():
     assert "| 8 | " in text and "trace / SDPA" in text and f"**{mha['ratio_cpu1']:.2f}x**" in text
 
 
-def test_gpu_code_path_runs_on_a_tiny_llama_and_renders():
-    tiny = gpu.LLAMA_1B | {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "head_dim": 8}
-    tiny |= {"num_key_value_heads": 2, "intermediate_size": 64, "vocab_size": 100}
-    res = gpu.run(sizes=(8,), rounds=1, warmup=0, shape=tiny, device="cpu")
-    row = res["rows"][0]
-    assert row["sdpa_ms"] > 0 and row["eager_vs_sdpa"] > 0 and row["trace_vs_sdpa"] > 0
-    assert row["trace_bytes"] > 0 and row["heads_page_layer_ms"] > 0
-    assert "| 8 | " in report.render(_results(gpu=res))
+def test_llama_rows_run_on_cpu_through_the_gpu_code_path_and_render_with_the_goals():
+    (name, shape, _, _), sizes = SMALL[0], (160,)  # over one 128-token window: the last window is a real slice
+    res = llama.gpu(models=((name, shape, sizes, 2),), warmup=0, device="cpu")
+    (row,) = res["rows"]
+    assert row["tokens"] == 160 and row["layers"] == shape["num_hidden_layers"]
+    assert row["trace_vs_sdpa"] > 0 and row["eager_vs_sdpa"] > 0 and row["trace_vs_sdpa_cpu1"] > 0
+    assert min(row[k] for k in ("column_ms", "window_ms", "heads_page_ms")) > 0
+    assert row["bytes"] > 0
+    text = report.render(_results(llama=res, gpu={"skipped": "no GPU in this test"}))
+    assert "| tiny Llama | 160 |" in text and "Goals (issue 19)" in text and "not measured" in text
