@@ -17,17 +17,17 @@ import time
 
 import torch
 
-from bench import browser, cpu, llama, report
+from bench import browser, module, report, traces
 from bench.measure import OUT, ROOT, load, machine
 
-GROUPS = {"cpu": cpu.forwards, "mha": cpu.mha, "llama": llama.cpu, "browser": browser.run, "gpu": llama.gpu}
-SMALL = (("tiny Llama", llama.TINY | {"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8}, (256,), 1),)
+GROUPS = {"cpu": traces.bundled, "mha": module.mha, "llama": traces.llama, "browser": browser.run, "gpu": traces.gpu}
+SMALL = (("tiny Llama", traces.TINY | {"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8}, (256,), 1),)
 QUICK = {
     "cpu": {"sizes": (16,), "rounds": 1, "warmup": 0},
     "mha": {"batch": 2, "tokens": 16, "d_model": 64, "heads": 4, "rounds": 1, "warmup": 0},
-    "llama": {"models": SMALL, "warmup": 0},
+    "llama": {"models": SMALL},
     "browser": {"rounds": 1, "warmup": 0, "bytes_tokens": 32},
-    "gpu": {"models": SMALL, "warmup": 0},
+    "gpu": {"models": SMALL},
 }
 
 

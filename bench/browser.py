@@ -1,9 +1,5 @@
-"""The dashboard in Debian's Chromium through Playwright: one session's timings here, many sessions in bench/load.py.
-
-Times are taken inside the page with performance.now(), from the key press (Ctrl+Enter in the sentence box, an arrow
-key on the layer slider) to the end of the script run and to the head grid and the single head drawn with the new
-sentence or layer. The server is scripts/serve.sh (hosted mode, exactly as the container starts it).
-"""
+"""The dashboard (scripts/serve.sh) in Debian's Chromium through Playwright: one session here, many in bench/load.py.
+Timed inside the page from the key press to the end of the script run and to the heatmaps drawn anew."""
 
 from __future__ import annotations
 
@@ -15,8 +11,9 @@ import time
 from functools import cache
 from urllib.parse import quote
 
-from bench.cpu import sentence, tokenizer
+from attnviz.hf import bundled_model_path
 from bench.measure import OUT, ms, serve, stop
+from bench.traces import sentence
 
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 FLAGS += ["--disable-sync", "--no-first-run", "--disable-quic"]
@@ -47,15 +44,6 @@ DRAWN = """([word, layer]) => {
   if (window.__t && window.__t.drawn === undefined) window.__t.drawn = performance.now();
   return true;
 }"""
-# What a page shows: the single head's token labels, the first heatmap of the grid, and any exception.
-SHOWN = """() => {
-  const fig = name => Array.from(document.querySelectorAll('.js-plotly-plot'))
-    .find(gd => ((gd.layout || {}).meta || {}).figure === name);
-  const z = fig('head_grid')._fullData.find(d => d.type === 'heatmap').z;
-  return {ticks: Array.from(fig('head_detail').layout.yaxis.ticktext || [], String),
-          z: Array.from(z, row => Array.from(row, v => (v === null || Number.isNaN(v)) ? null : v)),
-          errors: document.querySelectorAll("[data-testid='stException']").length};
-}"""
 
 
 def chromium(playwright):
@@ -72,8 +60,8 @@ async def open_page(browser, base: str, text: str, word: str, timeout_ms: float)
     page.set_default_timeout(timeout_ms)
     page.ws_bytes = 0
 
-    def count(payload):
-        page.ws_bytes += len(payload if isinstance(payload, bytes) else payload.encode())
+    def count(data):
+        page.ws_bytes += len(data if isinstance(data, bytes) else data.encode())
 
     page.on("websocket", lambda ws: ws.on("framereceived", count))
     await page.goto(f"{base}/?text={quote(text)}", wait_until="domcontentloaded")
@@ -102,7 +90,10 @@ async def new_sentence(page, text: str, word: str | None) -> tuple[float, float]
 
 @cache
 def _words() -> tuple[str, ...]:
-    return tuple(w for w in sorted(tokenizer().get_vocab()) if w.isalpha() and w.isascii() and 6 <= len(w) <= 9)
+    from transformers import AutoTokenizer
+
+    vocab = AutoTokenizer.from_pretrained(bundled_model_path()).get_vocab()
+    return tuple(w for w in sorted(vocab) if w.isalpha() and w.isascii() and 6 <= len(w) <= 9)
 
 
 def marker(i: int) -> tuple[str, str]:

@@ -64,37 +64,29 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def machine() -> dict:
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "not installed"
+def version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:  # a GPU machine may lack the browser's packages
+        return "not installed"
 
+
+def machine() -> dict:
     with open("/proc/cpuinfo") as f:
         cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        **{name: version(name) for name in ("transformers", "streamlit", "plotly", "playwright")},
-        "load_start": load(),
-    }
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    out = {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version()}
+    out |= {name: version(name) for name in ("torch", "transformers", "streamlit", "plotly", "playwright")}
+    return out | {"threads": torch.get_num_threads(), "load_start": load()}
 
 
 def serve(log: Path, nice: int = 0, timeout: float = 120) -> tuple[subprocess.Popen, str]:
-    """scripts/serve.sh (hosted mode, as the container starts it) on a free loopback port: (process, base URL).
-
-    The script runs `python`: this interpreter's folder goes first on PATH. nice < 0 (root only) puts the server
-    ahead of other work on a shared host, as if it had its cores to itself; nice and the script exec, so the
-    process is the server itself."""
+    """scripts/serve.sh (hosted mode, as the container starts it) on a free loopback port: (the server, its URL).
+    nice < 0 (root) puts it ahead of other work on a shared host; nice and the script exec, so the pid is the server's."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # the script runs `python`
     env = dict(os.environ, PATH=path, PORT=str(port), ATTNVIZ_ADDRESS="127.0.0.1", HF_HUB_OFFLINE="1")
     cmd = (["nice", "-n", str(nice)] if nice else []) + [str(ROOT / "scripts" / "serve.sh")]
     log.parent.mkdir(parents=True, exist_ok=True)

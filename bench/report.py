@@ -18,14 +18,10 @@ TARGETS = [
     ("gpu", "Llama-3-8B", 32768, "window_ms", 50),
     ("gpu", "Llama-3-8B", 32768, "heads_page_ms", 300),
 ]
+MEASURES = {"trace_vs_sdpa": ("trace / SDPA", "{:.2f}x"), "heads_page_ms": ("Heads page, one layer", "{:,.0f} ms"),
+            "column_ms": ("a column", "{:,.0f} ms"), "window_ms": ("a 128-query window", "{:,.0f} ms"),
+            "bytes": ("held", "{:,.0f} MB")}
 # fmt: on
-MEASURES = {
-    "trace_vs_sdpa": ("trace / SDPA", "{:.2f}x"),
-    "heads_page_ms": ("Heads page, one layer", "{:,.0f} ms"),
-    "column_ms": ("a column", "{:,.0f} ms"),
-    "window_ms": ("a 128-query window", "{:,.0f} ms"),
-    "bytes": ("held", "{:,.0f} MB"),
-}  # fmt: skip
 
 
 def _mb(n: float) -> str:
@@ -47,20 +43,6 @@ plotly {m["plotly"]}, playwright {m["playwright"]}. Load average (1, 5, 15 min):
 {res["load_end"]} at the end."""
 
 
-def _cpu(c: dict) -> str:
-    head = ["tokens", "SDPA forward", "eager + output_attentions", "attnviz.trace", "trace / SDPA", "trace / eager"]
-    head += ["trace / SDPA, 1 thread, CPU", "trace / eager, 1 thread, CPU", "bytes per trace"]
-    rows = [[r["tokens"], *(f"{r[k]:.1f} ms" for k in ("sdpa_ms", "eager_ms", "trace_ms"))]
-            + [f"{r['trace_vs_sdpa']:.2f}x", f"{r['trace_vs_eager']:.2f}x", f"**{r['trace_vs_sdpa_cpu1']:.2f}x**",
-               f"**{r['trace_vs_eager_cpu1']:.2f}x**", _mb(r["trace_bytes"])] for r in c["rows"]]  # fmt: skip
-    diff = max(r["max_diff_vs_eager"] for r in c["rows"])
-    return f"""### attnviz.trace against the forwards it replaces (CPU, {c["model"]}, {c["layers"]}x{c["heads"]} heads)
-
-Median of {c["rounds"]} rounds, tokenizer included; trace weights against eager's: max abs difference {diff:.1e}.
-
-{_table(head, rows)}"""
-
-
 def _mha(m: dict) -> str:
     row = [f"batch {m['batch']}, {m['tokens']} tokens, d_model {m['d_model']}, {m['heads']} heads",
            f"{m['torch_ms']:.1f} ms", f"{m['attnviz_ms']:.1f} ms", f"{m['ratio']:.2f}x", f"**{m['ratio_cpu1']:.2f}x**"]  # fmt: skip
@@ -71,17 +53,20 @@ Same weights, outputs differ by {m["max_diff"]:.1e}; median of {m["rounds"]} rou
 {_table(["input", "torch", "attnviz", "attnviz / torch", "attnviz / torch, 1 thread, CPU"], [row])}"""
 
 
-def _long(g: dict, title: str) -> str:
+def _x(r: dict, key: str) -> str:
+    return f"{r[key]:.2f}x" if key in r else "-"  # eager is not run where its weights do not fit
+
+
+def _traces(g: dict, title: str) -> str:
     if "skipped" in g:
         return f"{title}\n\nNot measured: {g['skipped']}."
-    head = ["model", "tokens", "SDPA forward", "trace / SDPA", "trace / SDPA, 1 thread, CPU", "eager / SDPA"]
-    head += ["held per layer", "held in all", "a column", "a 128-query window", "Heads page, one layer"]
-    rows = [[r["model"], f"{r['tokens']:,}", f"{r['sdpa_ms']:.0f} ms", f"**{r['trace_vs_sdpa']:.2f}x**",
-             f"{r['trace_vs_sdpa_cpu1']:.2f}x" if "trace_vs_sdpa_cpu1" in r else "-",
-             f"{r['eager_vs_sdpa']:.2f}x" if "eager_vs_sdpa" in r else "not run",
+    head = ["model", "tokens", "rounds", "SDPA forward", "trace / SDPA", "trace / eager", "trace / SDPA, 1 thread, CPU"]
+    head += ["trace / eager, 1 thread, CPU", "held per layer", "held", "a column", "a 128-query window"]
+    rows = [[r["model"], f"{r['tokens']:,}", r["rounds"], f"{r['sdpa_ms']:,.1f} ms", f"**{_x(r, 'trace_vs_sdpa')}**",
+             _x(r, "trace_vs_eager"), _x(r, "trace_vs_sdpa_cpu1"), _x(r, "trace_vs_eager_cpu1"),
              _mb(r["bytes"] / r["layers"]), _mb(r["bytes"]),
-             *(f"{r[k]:.0f} ms" for k in ("column_ms", "window_ms", "heads_page_ms"))] for r in g["rows"]]  # fmt: skip
-    return f"{title}\n\n{g['device']}.\n\n{_table(head, rows)}"
+             *(f"{r[k]:,.1f} ms" for k in ("column_ms", "window_ms", "heads_page_ms"))] for r in g["rows"]]  # fmt: skip
+    return f"{title}\n\nDevice: {g['device']}.\n\n{_table([*head, 'Heads page, one layer'], rows)}"
 
 
 def _targets(res: dict) -> str:
@@ -110,10 +95,10 @@ sentence the Heads page receives {_mb(b["page_bytes"])}; bertviz 1.4.1's head_vi
 
 
 SECTIONS = {
-    "cpu": _cpu,
+    "cpu": lambda g: _traces(g, "### attnviz.trace against the forwards it replaces (bundled model, CPU)"),
     "mha": _mha,
-    "llama": lambda g: _long(g, "### Long texts on Llama shapes (CPU)"),
-    "gpu": lambda g: _long(g, "### Long texts on Llama shapes (GPU)"),
+    "llama": lambda g: _traces(g, "### Long texts on Llama shapes (CPU)"),
+    "gpu": lambda g: _traces(g, "### Long texts on Llama shapes (GPU)"),
     "browser": _browser,
 }
 

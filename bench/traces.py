@@ -1,0 +1,131 @@
+"""attnviz.trace against the forwards it replaces, and what a page reads from a trace.
+
+Per row: the SDPA forward (the fastest honest forward, no weights), attnviz.trace and, where its weights fit, eager
+with output_attentions copied to the host, tokenizer included in all three, timed in the same rounds; the bytes a
+trace holds; on its middle layer one column, the last 128-query window and the Heads page's work for one layer.
+`bundled`: the bundled model on CPU. `llama` (CPU) and `gpu` (whenever a GPU is available): Llama shapes with random
+weights in bfloat16, built from a LlamaConfig (nothing is downloaded).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+
+import torch
+
+import attnviz
+from attnviz.hf.capture import CAPTURE_NAME
+from attnviz.plots import heatmaps as hm
+from bench.measure import interleaved, ms, one_thread_cpu, ratio
+
+# fmt: off
+LLAMA_1B = {"num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256, "max_position_embeddings": 131072}
+LLAMA_8B = LLAMA_1B | {"num_hidden_layers": 32, "hidden_size": 4096, "head_dim": 128, "intermediate_size": 14336}
+TINY = LLAMA_1B | {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 2,
+                   "head_dim": 32, "intermediate_size": 512, "vocab_size": 1000}
+# (name, shape, tokens, rounds): a row timed once takes seconds to minutes a call
+CPU = (("Llama-3.2-1B layer shape, 4 layers", LLAMA_1B | {"num_hidden_layers": 4}, (2048,), 3),
+       ("tiny Llama (4 layers, 8 heads, 2 kv heads, width 256)", TINY, (16384,), 1))
+GPU = (("Llama-3.2-1B shape", LLAMA_1B, (2048, 8192, 32768), 3), ("Llama-3-8B shape", LLAMA_8B, (8192, 32768), 3))
+WORDS = """the cat sat on mat a dog ran away because it was tired and then slept near warm fire while rain fell outside
+old house by river where children played games every summer before school started again""".split()
+# fmt: on
+WINDOW = 128
+
+
+def sentence(n_tokens: int, seed: int = 0, special: int = 2) -> str:
+    """A text of n_tokens tokens: every word of WORDS is one token of the bundled tokenizer, which adds [CLS] and
+    [SEP] (special=2), and of the Llama rows' word-level tokenizer, which adds none (special=0)."""
+    return " ".join(random.Random(seed).choice(WORDS) for _ in range(n_tokens - special))
+
+
+def bundled(sizes=(32, 128, 512), rounds: int = 15, warmup: int = 2) -> dict:
+    loaded = attnviz.load_model()
+    rows = [row(loaded, "bundled all-MiniLM-L6-v2", sentence(n, seed=n), rounds, warmup) for n in sizes]
+    return {"device": "CPU", "rows": rows}
+
+
+def llama(models=CPU, warmup: int = 1, device: str = "cpu") -> dict:
+    if device == "cuda" and not torch.cuda.is_available():
+        return {"skipped": "no GPU on this machine (torch.cuda.is_available() is False)"}
+    rows = [r for m in models for r in _llama_rows(*m, device=device, warmup=warmup)]
+    return {"device": torch.cuda.get_device_name(0) if device == "cuda" else device.upper(), "rows": rows}
+
+
+def gpu(models=GPU, warmup: int = 1, device: str = "cuda") -> dict:
+    return llama(models, warmup, device)
+
+
+def _llama_rows(name: str, shape: dict, sizes, rounds: int, device: str, warmup: int) -> list[dict]:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModel, LlamaConfig, PreTrainedTokenizerFast
+
+    words = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="the"))
+    words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # a text of n words is n tokens, no special tokens
+    tok = PreTrainedTokenizerFast(tokenizer_object=words, model_input_names=["input_ids", "attention_mask"])
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModel.from_config(LlamaConfig(**shape), attn_implementation="sdpa", dtype=torch.bfloat16)
+    loaded = attnviz.from_model(model, tok, name)
+    rows = [row(loaded, name, sentence(n, seed=n, special=0), rounds, warmup) for n in sizes]
+    del model, loaded
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return rows
+
+
+def heads_page(trace, layer: int, head: int = 0) -> None:
+    """What the Heads page computes for one layer (app_pages/heads.py): every head in the first window, one head up
+    close, and the layer's tiles of the pooled overview. A fresh record each call, so no cached window is reused."""
+    one = dataclasses.replace(trace, layers=(trace.layers[layer],))
+    hm.head_grid(one, 0), hm.head_detail(one, 0, head), hm.overview(one)
+
+
+def _eager_fits(model, n: int) -> bool:
+    """Eager's weights (every layer, on the device and copied to the host) in a quarter of the memory."""
+    room = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if model.device.type == "cuda":
+        room = min(room, torch.cuda.get_device_properties(model.device).total_memory)
+    return model.config.num_hidden_layers * model.config.num_attention_heads * n * n * model.dtype.itemsize < room / 4
+
+
+def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
+    model = loaded.model
+    sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+
+    def forward(impl: str):
+        model.set_attn_implementation(impl)
+        with torch.inference_mode():
+            inputs = {k: v.to(model.device) for k, v in loaded.tokenizer(text, return_tensors="pt").items()}
+            out = model(**inputs, output_attentions=impl == "eager")
+            [a.cpu() for a in out.attentions or ()]  # what a viewer has to do with eager's weights
+        sync()
+
+    def trace():
+        model.set_attn_implementation(CAPTURE_NAME)  # the seam attnviz chose at load
+        out = attnviz.trace(loaded, text)
+        sync()
+        return out
+
+    tr, mid = trace(), loaded.n_layer // 2
+    n, refs = tr.n_tokens, ["sdpa", "eager"] if _eager_fits(model, tr.n_tokens) else ["sdpa"]
+    fns = {"trace": trace} | {k: lambda k=k: forward(k) for k in refs}
+    warmup = warmup if rounds > 1 else 0  # a row timed once takes seconds a call: first-call costs vanish
+    try:
+        t = interleaved(fns, rounds, warmup)
+        cpu = model.device.type == "cpu" and rounds > 1  # CPU time on one thread: waiting for a core does not count
+        c = one_thread_cpu(fns, rounds, warmup=0) if cpu else None  # warm from the rounds above
+    finally:
+        model.set_attn_implementation(CAPTURE_NAME)  # the model stays traceable
+    out = {"model": name, "tokens": n, "layers": tr.n_layer, "bytes": tr.nbytes, "rounds": rounds}
+    out |= {f"{k}_ms": ms(v) for k, v in t.items()} | {f"trace_vs_{k}": ratio(t, "trace", k) for k in refs}
+    out |= {f"trace_vs_{k}_cpu1": ratio(c, "trace", k) for k in refs} if c else {}
+    reads = {
+        "column": lambda: tr.column(mid, key=0),  # [head, query]: each row's softmax over all its keys
+        "window": lambda: tr.stages(mid, queries=(max(0, n - WINDOW), n), keys=(max(0, n - WINDOW), n)),
+        "heads_page": lambda: heads_page(tr, mid),
+    }
+    return out | {f"{k}_ms": ms(v) for k, v in interleaved(reads, rounds, warmup).items()}
