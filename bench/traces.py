@@ -84,12 +84,12 @@ def heads_page(trace, layer: int, head: int = 0) -> None:
     hm.head_grid(one, 0), hm.head_detail(one, 0, head), hm.overview(one)
 
 
-def _eager_fits(model, n: int) -> bool:
-    """Eager's weights (every layer, on the device and copied to the host) in a quarter of the memory."""
+def _room(model) -> float:
+    """A quarter of the memory where the model lives: what one measurement may take without endangering the run."""
     room = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if model.device.type == "cuda":
         room = min(room, torch.cuda.get_device_properties(model.device).total_memory)
-    return model.config.num_hidden_layers * model.config.num_attention_heads * n * n * model.dtype.itemsize < room / 4
+    return room / 4
 
 
 def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
@@ -111,7 +111,8 @@ def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
         return out
 
     tr, mid = trace(), loaded.n_layer // 2
-    n, refs = tr.n_tokens, ["sdpa", "eager"] if _eager_fits(model, tr.n_tokens) else ["sdpa"]
+    eager = model.config.num_hidden_layers * tr.n_head * tr.n_tokens**2 * model.dtype.itemsize  # its weights
+    n, refs = tr.n_tokens, ["sdpa", "eager"] if eager < _room(model) else ["sdpa"]
     fns = {"trace": trace} | {k: lambda k=k: forward(k) for k in refs}
     warmup = warmup if rounds > 1 else 0  # a row timed once takes seconds a call: first-call costs vanish
     try:
@@ -126,6 +127,12 @@ def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
     reads = {
         "column": lambda: tr.column(mid, key=0),  # [head, query]: each row's softmax over all its keys
         "window": lambda: tr.stages(mid, queries=(max(0, n - WINDOW), n), keys=(max(0, n - WINDOW), n)),
-        "heads_page": lambda: heads_page(tr, mid),
     }
-    return out | {f"{k}_ms": ms(v) for k, v in interleaved(reads, rounds, warmup).items()}
+    out |= {f"{k}_ms": ms(v) for k, v in interleaved(reads, rounds, warmup).items()}
+    need = 4 * tr.n_head * n * n * 4  # today the overview computes one layer's four float32 stages whole
+    if model.device.type == "cpu" and need > _room(model):  # out of memory, a CPU process is killed, not told
+        return out | {"heads_page": f"not run: one layer's four stages take {need / 2**30:.0f} GiB"}
+    try:
+        return out | {"heads_page_ms": ms(interleaved({"p": lambda: heads_page(tr, mid)}, rounds, warmup)["p"])}
+    except torch.cuda.OutOfMemoryError:
+        return out | {"heads_page": "not run: out of GPU memory"}
