@@ -144,10 +144,13 @@ def url_choice(widget, label: str, options, *, key: str, default=None, multi: bo
     st.session_state[key] = state
     value = widget(label, ids, key=key, format_func=fmt, **kw)
     shown = [str(v) for v in (value if multi else [value])] if value != default else []
-    if shown:
-        st.query_params[key] = shown
-    elif key in st.query_params:
-        del st.query_params[key]
+    # Write only a change: a write sends the server's copy of the whole address, which may predate a widget the
+    # browser has just moved (that widget's own write would be undone); an unchanged id needs no write.
+    if shown != st.query_params.get_all(key):
+        if shown:
+            st.query_params[key] = shown
+        else:
+            del st.query_params[key]
     st.session_state[f"url:{key}"] = shown
     return value
 
