@@ -23,7 +23,9 @@ from .attention import (
     valid_length_mask,
 )
 from .errors import AttnvizError, InputError, ModelLoadError
+from .generation import Generation, Segment
 from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, module_from_layer, trace_pretrained
+from .hf.generate import generate
 from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from .notebook import Figures, show
 from .scratch import ModuleSource, trace_module
@@ -57,6 +59,7 @@ __all__ = [
     "BUNDLED",
     "DEFAULT_FILL",
     "Figures",
+    "Generation",
     "InputError",
     "LawRow",
     "LayerRecord",
@@ -66,6 +69,7 @@ __all__ = [
     "MultiHeadAttention",
     "Provenance",
     "STAGES",
+    "Segment",
     "Seq2SeqTrace",
     "Stages",
     "attention",
@@ -73,6 +77,7 @@ __all__ = [
     "causal_mask",
     "default_scale",
     "from_model",
+    "generate",
     "load_model",
     "module_from_layer",
     "seeded_module",

@@ -20,6 +20,7 @@ import torch
 
 from .attention import DEFAULT_FILL, Stages, check_scale
 from .errors import AttnvizError, InputError, check_index
+from .generation import Generation
 from .given import weights_array
 from .trace_layers import (
     CAPABILITIES,
@@ -58,8 +59,7 @@ class AttentionTrace:
     """Every stage of attention for one input; numpy out, axis order [layer, head, query, key].
 
     Whole-trace arrays (`weights`, `scores`, `scaled`, `masked`, `mask`, `scale`, `fill`) stack every layer and suit
-    small traces; pages read a window with `stages`.
-    """
+    small traces; pages read a window with `stages`."""
 
     tokens: tuple[str, ...]  # query tokens
     layers: tuple[LayerRecord | GivenWeights, ...] = ()
@@ -71,6 +71,7 @@ class AttentionTrace:
     sequence_ids: tuple | None = None  # 0 = the first text, 1 = the second of a pair, None = special tokens
     key_word_ids: tuple | None = None  # the key side's, given only when keys are other tokens (cross-attention)
     key_sequence_ids: tuple | None = None
+    generation: Generation | None = None  # a generated continuation: which tokens are prompt, which output (generate)
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)

@@ -47,16 +47,27 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
 
     options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); max_tokens caps the text.
     """
-    limit = loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
-    enc = encode(loaded.tokenizer, text, pair, limit, pad_to)
+    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded, max_tokens), pad_to)
+    return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
+
+
+def token_limit(loaded: LoadedModel, max_tokens=None) -> int:
+    """The most tokens a trace of `loaded` takes: the caller's `max_tokens` within the model's positions."""
+    return loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
+
+
+def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, **options) -> AttentionTrace:
+    """Trace tokens already encoded (a text, or a prompt and what the model generated); `asked` joins the
+    provenance's options, `generation` (attnviz.generation.Generation) says which tokens the model wrote."""
     exp = experiment(loaded, len(enc.tokens), **options)
-    asked = dict(pair=enc.pair, pad_to=pad_to, **{k: getattr(exp, k) for k in options})  # the pair as traced
+    asked = dict(asked, **{k: getattr(exp, k) for k in options})
     provenance = Provenance(
         model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
         attn_implementation=IMPLEMENTATION[_route(loaded)], options=tuple(sorted(asked.items())),
         input_ids=tuple(enc.ids), n_dropped=enc.n_dropped,
     )  # fmt: skip
-    common = dict(d_head=loaded.d_head, provenance=provenance, word_ids=enc.word_ids, sequence_ids=enc.sequence_ids)
+    common = dict(d_head=loaded.d_head, provenance=provenance, word_ids=enc.word_ids, sequence_ids=enc.sequence_ids,
+                  generation=generation)  # fmt: skip
     if loaded.reproduced:
         _check_own(loaded, exp)
     if loaded.captures or loaded.reproduced:
@@ -122,8 +133,7 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
         raise InputError(f"Layer {layer} does not exist: the model has layers 0..{loaded.n_layer - 1}.")
     if not loaded.attention_modules:
         raise InputError(f"{loaded.label} computes attention in its own code; its attention inputs cannot be read.")
-    limit = loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
-    enc = encode(loaded.tokenizer, text, pair, limit)
+    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded, max_tokens))
     seen = {}
 
     def grab(module, args, kwargs):
