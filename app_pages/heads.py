@@ -22,7 +22,7 @@ with left:
 if stage != "weights":
     ui.scale_note(tr, layer)
 colours = ui.colour_range(stage, right)
-span = ui.token_window(tr, hm.MAX_SHOWN)
+span = ui.generation_steps(tr, hm.MAX_SHOWN) or ui.token_window(tr, hm.MAX_SHOWN)  # a generation: its step
 boundary = ui.pair_boundary(src, tr)
 
 st.subheader(f"Every head of {where}")

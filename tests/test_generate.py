@@ -145,7 +145,7 @@ def test_bounds_give_attnviz_errors(pair):
 
 
 def test_models_that_cannot_generate_are_refused_in_words(bundled, tiny_xlnet_dir, tmp_path):
-    with pytest.raises(attnviz.InputError, match="without a language-model head"):
+    with pytest.raises(attnviz.InputError, match="cannot write a continuation: it cannot predict tokens"):
         attnviz.generate(bundled, TINY_TEXT, 2)  # an encoder
     with pytest.raises(attnviz.InputError, match="no target already generates"):
         attnviz.generate(attnviz.load_model(str(build("t5", tmp_path / "t5"))), TINY_TEXT, 2)

@@ -33,9 +33,9 @@ def can_generate(loaded: LoadedModel) -> str | None:
     if not loaded.captures and not loaded.reproduced:
         return (f"{loaded.label} gives its final weights only ({loaded.note or 'its own attention code'}): attnviz "
                 "cannot check that its attention is causal, which a generation timeline relies on.")  # fmt: skip
-    if not callable(getattr(model, "can_generate", None)) or not model.can_generate():
-        return (f"{loaded.label} was loaded without a language-model head ({type(model).__name__}), so it cannot "
-                "predict a next token: load a decoder with its head (a *ForCausalLM or *LMHeadModel class).")  # fmt: skip
+    if loaded.lm_head != "causal" or not callable(getattr(model, "generate", None)):
+        what = "predicts the token at a mask, not the next one" if loaded.lm_head == "masked" else loaded.lm_head_words
+        return f"{loaded.label} cannot write a continuation: it {what}."
     return None
 
 

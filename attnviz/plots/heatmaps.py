@@ -38,6 +38,7 @@ from .common import (
     tick_labels,
     token_axis,
 )
+from .generation import add_spans
 from .pairs import add_boundary
 from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
@@ -250,7 +251,8 @@ def head_grid(
         margin=dict(l=100, r=10, t=60, b=10),
         title=dict(text=f"{_where(trace, layer)} · {label}{note}", font_size=14, x=0, xanchor="left"),
     )
-    return add_boundary(fig, boundary, ((start, stop), (kstart, kstop)), n_head)
+    drawn = ((start, stop), (kstart, kstop))
+    return add_spans(add_boundary(fig, boundary, drawn, n_head), trace, drawn, n_head)  # spans: a generation's parts
 
 
 def head_detail(
@@ -310,7 +312,8 @@ def head_detail(
         margin=dict(l=10, r=10, t=50 if note else 40, b=10),
         title=dict(text=title + (f"<br><sup>{escape(note)}</sup>" if note else ""), font_size=14, x=0, xanchor="left"),
     )
-    return add_boundary(fig, boundary, ((start, stop), (kstart, kstop)))
+    drawn = ((start, stop), (kstart, kstop))
+    return add_spans(add_boundary(fig, boundary, drawn), trace, drawn)
 
 
 def overview(

@@ -14,9 +14,11 @@ from .. import settings, trace_file
 from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
+from ..hf.generate import generate
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
+from .generation import generation_request
 from .literal import literal, show_error
 from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs
 
@@ -74,6 +76,8 @@ def _compute_trace(model_name: str, module_key: tuple | None, text: str, options
         return trace_module(ModuleSource(loaded, **dict(module_key)), text, **opts)
     if loaded.is_seq2seq:
         return trace_seq2seq(loaded, text, **opts)
+    if "generate" in opts:  # the sidebar asked the model to write a continuation (ui.generation)
+        return generate(loaded, text, opts.pop("generate"), **opts)
     return trace_pretrained(loaded, text, **opts)
 
 
@@ -99,7 +103,8 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     if not text or not text.strip():
         st.info("Type a sentence in the sidebar to see its attention.")
         return None
-    tr = _shown_trace(src, text, trace_options(src, {"pair": pair, **options}))
+    asked = generation_request(src.model) if src.pretrained and not options and pair is None else {}
+    tr = _shown_trace(src, text, trace_options(src, {"pair": pair, **options} if not asked else asked))
     if tr is None:
         return None
     shown = st.session_state.setdefault("_notes_shown", set())

@@ -11,6 +11,7 @@ from ..hf import BUNDLED, LoadedModel
 from ..plots.scores import LABELS as SCORE_LABELS
 from ..scratch import INPUTS, WEIGHTS, ModuleSource
 from .data import get_model
+from .generation import generation_settings
 from .literal import literal
 from .state import (
     DEFAULT_TEXT,
@@ -65,6 +66,8 @@ def sidebar() -> Selection:
             # a warning with a stack trace on every click (the default is min_value, 0, all the same)
             layer = st.slider(what, 0, n_layer - 1, key="layer", bind=URL, help="Layer 0 is nearest the input.")
         module = module_settings(loaded, layer) if kind == "module" else None
+        if kind != "module":
+            generation_settings(loaded)  # decoders with a language-model head only
         st.caption(f"Running on **{loaded.device}** in **{loaded.dtype}**; stages are computed in float32.")
         st.radio("Save charts as", ["png", "svg"], key="img_fmt", bind=URL, horizontal=True,
                              help="What the camera button above each chart saves (white background, dark text).")  # fmt: skip
