@@ -198,23 +198,51 @@ CASES = {
         ],
     ),
     "export": (SENTENCE, 0, [lambda t: pick(t, "scores"), lambda t: slide(t, "Head", 6)]),
+    "heads-generate": (  # opened on the tiny Llama with a chat template (chat_model below): a decoder with its head
+        "the cat sat on the mat",
+        3,
+        [
+            lambda t: fill(t, "Generate new tokens (0 = off)", "4"),
+            lambda t: click(t, "Chat template"),
+            lambda t: slide(t, "Generation step", 2, key="ArrowLeft"),
+        ],
+    ),
 }
+CHAT = ("{% for m in messages %}<s> {{ m['role'] }} {{ m['content'] }} </s> {% endfor %}"
+        "{% if add_generation_prompt %}<s> assistant {% endif %}")  # fmt: skip
 
 
-def open_page(tab: Tab, page: str, text: str, charts: int) -> None:
+@pytest.fixture(scope="module")
+def chat_model(tiny_llama_dir, tmp_path_factory) -> str:
+    """The tiny grouped-query Llama (saved with its head) with a chat template: every generation control shows."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("links-chat-llama")
+    shutil.copytree(tiny_llama_dir, folder, dirs_exist_ok=True)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = CHAT
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+def open_page(tab: Tab, page: str, text: str, charts: int, model: str | None = None) -> None:
     from urllib.parse import quote
 
-    tab.open(f"{'' if page == 'heads' else page}?text={quote(text)}", charts=charts)  # Heads is the default page
+    hub = f"&source=hub&model={quote(model)}" if model else ""
+    tab.open(f"{'' if page == 'heads' else page}?text={quote(text)}{hub}", charts=charts)  # Heads is the default page
     thumb(tab, "Layer").wait_for(state="attached")
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browser, server, case):
+def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browser, server, case, request):
     page = case.split("-")[0]
     text, charts, actions = CASES[case]
+    model = request.getfixturevalue("chat_model") if case == "heads-generate" else None
     a, b = new_tab(browser, server), new_tab(browser, server)
     try:
-        open_page(a, page, text, charts)
+        open_page(a, page, text, charts, model)
         start = view(a)
         for i, act in enumerate(actions):
             before = a.page.url
