@@ -6,61 +6,45 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_TEXT, _wordlevel_tokenizer
 from tiny_families import build
 
 import attnviz
 from attnviz.generation import Generation, Segment
 
 N_NEW = 8
+TEXT = "the cat sat on the mat because it was tired ."  # words the tiny tokenizers know
 ATOL = 1e-5
 CHAT = ("{% for m in messages %}<s> {{ m['role'] }} {{ m['content'] }} </s> {% endfor %}"
         "{% if add_generation_prompt %}<s> assistant {% endif %}")  # fmt: skip
 
 
-def _gpt2(folder):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(1)
-    tok, n = _wordlevel_tokenizer(["<unk>", "<|endoftext|>"], "<unk>", "<|endoftext|>", "<|endoftext|>")
-    config = GPT2Config(vocab_size=n, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=1)
-    return GPT2LMHeadModel(config), tok
-
-
-def _llama(folder):
-    """Grouped-query attention: 4 query heads share 2 key/value heads."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(2)
-    tok, n = _wordlevel_tokenizer(["<unk>", "<s>", "</s>"], "<unk>", "</s>", "<s>")
-    tok.chat_template = CHAT
-    config = LlamaConfig(vocab_size=n, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         intermediate_size=64, max_position_embeddings=64, bos_token_id=1, eos_token_id=2)  # fmt: skip
-    return LlamaForCausalLM(config), tok
-
-
-@pytest.fixture(scope="module", params=[_gpt2, _llama], ids=["gpt2", "llama-gqa"])
-def pair(request, tmp_path_factory):
-    """(attnviz's LoadedModel, the same weights loaded apart with eager attention)."""
+@pytest.fixture(scope="module", params=["gpt2", "llama-gqa"])
+def pair(request, tiny_gpt2_dir, tiny_llama_dir):
+    """(attnviz's LoadedModel, the same weights loaded apart with eager attention): the tiny GPT-2 and grouped-query
+    Llama (4 query heads over 2 key/value heads) saved with their heads; the Llama's tokenizer gets a chat template."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = tmp_path_factory.mktemp(request.param.__name__)
-    model, tok = request.param(folder)
-    model.save_pretrained(folder, safe_serialization=True)
-    tok.save_pretrained(folder)
-    load = lambda impl: AutoModelForCausalLM.from_pretrained(folder, attn_implementation=impl).eval()  # noqa: E731
-    return attnviz.from_model(load("sdpa"), AutoTokenizer.from_pretrained(folder)), load("eager")
+    folder = tiny_gpt2_dir if request.param == "gpt2" else tiny_llama_dir
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = CHAT if request.param == "llama-gqa" else None
+
+    def load(impl):
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation=impl).eval()
+        model.generation_config.eos_token_id = tok.eos_token_id  # GPT-2's config names 50256, past the tiny vocabulary
+        return model
+
+    return attnviz.from_model(load("sdpa"), tok), load("eager")
 
 
 def _prompt_ids(loaded) -> torch.Tensor:
-    return torch.tensor([loaded.tokenizer(TINY_TEXT)["input_ids"]])
+    return torch.tensor([loaded.tokenizer(TEXT)["input_ids"]])
 
 
 def test_greedy_tokens_equal_transformers_generate(pair):
     loaded, eager = pair
     ids = _prompt_ids(loaded)
     expected = eager.generate(ids, max_new_tokens=N_NEW, do_sample=False)[0].tolist()
-    tr = attnviz.generate(loaded, TINY_TEXT, max_new_tokens=N_NEW)
+    tr = attnviz.generate(loaded, TEXT, max_new_tokens=N_NEW)
     gen = tr.generation
     assert list(tr.provenance.input_ids) == expected
     assert gen.prompt_length == ids.shape[1] and list(gen.new_ids) == expected[ids.shape[1] :]
@@ -73,7 +57,7 @@ def test_each_step_row_equals_the_attention_generate_used_and_the_full_sequence(
     ids = _prompt_ids(loaded)
     out = eager.generate(ids, max_new_tokens=N_NEW, do_sample=False, return_dict_in_generate=True,
                          output_attentions=True)  # fmt: skip
-    tr = attnviz.generate(loaded, TINY_TEXT, max_new_tokens=N_NEW)
+    tr = attnviz.generate(loaded, TEXT, max_new_tokens=N_NEW)
     P, steps = ids.shape[1], out.attentions  # step 0: the prompt's rows; step s: one row over P + s keys
     assert len(steps) == tr.generation.n_new
     for s, per_layer in enumerate(steps):
@@ -89,7 +73,7 @@ def test_each_step_row_equals_the_attention_generate_used_and_the_full_sequence(
 
 def test_sampling_with_a_seed_is_reproducible_and_equals_transformers_sampling(pair):
     loaded, eager = pair
-    one, two, other = (attnviz.generate(loaded, TINY_TEXT, N_NEW, sample=True, seed=s).generation for s in (7, 7, 8))
+    one, two, other = (attnviz.generate(loaded, TEXT, N_NEW, sample=True, seed=s).generation for s in (7, 7, 8))
     assert one == two and one.new_ids != other.new_ids and one.sampled and one.seed == 7
     torch.manual_seed(7)  # transformers samples with torch's global generator; ours has its own, seeded alike
     ref = eager.generate(_prompt_ids(loaded), max_new_tokens=N_NEW, do_sample=True, top_k=0, top_p=1.0,
@@ -105,7 +89,7 @@ def test_stopping_at_the_end_of_sequence_token_is_said(pair):
     bias[eos] = 1e4  # the head now always prefers the end-of-sequence token
     handle = model.get_output_embeddings().register_forward_hook(lambda m, i, o: o + bias)
     try:
-        gen = attnviz.generate(loaded, TINY_TEXT, N_NEW).generation
+        gen = attnviz.generate(loaded, TEXT, N_NEW).generation
     finally:
         handle.remove()
     assert gen.new_ids == (eos,) and gen.stopped == "eos"
@@ -115,7 +99,7 @@ def test_chat_template_segments_and_its_ids(pair):
     loaded, _ = pair
     if loaded.tokenizer.chat_template is None:
         with pytest.raises(attnviz.InputError, match="no chat template"):
-            attnviz.generate(loaded, TINY_TEXT, 2, chat=True)
+            attnviz.generate(loaded, TEXT, 2, chat=True)
         return
     tr = attnviz.generate(loaded, "the cat sat", 2, chat=True)
     expected = loaded.tokenizer.apply_chat_template([{"role": "user", "content": "the cat sat"}],
@@ -134,25 +118,25 @@ def test_bounds_give_attnviz_errors(pair):
     loaded, _ = pair
     for bad in (0, -1, 257, "many"):
         with pytest.raises(attnviz.InputError, match="max_new_tokens"):
-            attnviz.generate(loaded, TINY_TEXT, bad)
+            attnviz.generate(loaded, TEXT, bad)
     with pytest.raises(attnviz.InputError, match="max_new_tokens must be 1..7"):
-        attnviz.generate(loaded, TINY_TEXT, 8, max_tokens=8)
+        attnviz.generate(loaded, TEXT, 8, max_tokens=8)
     with pytest.raises(attnviz.InputError, match="empty"):
         attnviz.generate(loaded, "   ", 2)
-    tr = attnviz.generate(loaded, " ".join([TINY_TEXT] * 10), 4, max_tokens=20)  # the prompt is cut to leave room
+    tr = attnviz.generate(loaded, " ".join([TEXT] * 10), 4, max_tokens=20)  # the prompt is cut to leave room
     assert tr.generation.prompt_length == 16 and tr.n_tokens <= 20
     assert any("kept the first 16" in n for n in tr.notes)
 
 
 def test_models_that_cannot_generate_are_refused_in_words(bundled, tiny_xlnet_dir, tmp_path):
     with pytest.raises(attnviz.InputError, match="cannot write a continuation: it cannot predict tokens"):
-        attnviz.generate(bundled, TINY_TEXT, 2)  # an encoder
+        attnviz.generate(bundled, TEXT, 2)  # an encoder
     with pytest.raises(attnviz.InputError, match="no target already generates"):
-        attnviz.generate(attnviz.load_model(str(build("t5", tmp_path / "t5"))), TINY_TEXT, 2)
+        attnviz.generate(attnviz.load_model(str(build("t5", tmp_path / "t5"))), TEXT, 2)
     with pytest.raises(attnviz.InputError, match="final weights only"):
-        attnviz.generate(attnviz.load_model(str(tiny_xlnet_dir)), TINY_TEXT, 2)
+        attnviz.generate(attnviz.load_model(str(tiny_xlnet_dir)), TEXT, 2)
     with pytest.raises(attnviz.InputError, match="our own module"):
-        attnviz.generate(attnviz.ModuleSource(bundled), TINY_TEXT, 2)
+        attnviz.generate(attnviz.ModuleSource(bundled), TEXT, 2)
 
 
 def test_generation_steps_and_spans():
