@@ -72,19 +72,20 @@ def build_tiny_bert(folder: Path) -> Path:
 
 
 def build_tiny_gpt2(folder: Path) -> Path:
-    from transformers import GPT2Config, GPT2Model
+    """Saved with its language-model head (GPT2LMHeadModel): attnviz loads it as that class and traces inside it."""
+    from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(1)
     tok, n_vocab = _wordlevel_tokenizer(["<unk>", "<|endoftext|>"], "<unk>", "<|endoftext|>", "<|endoftext|>")
     config = GPT2Config(vocab_size=n_vocab, n_embd=32, n_layer=2, n_head=4, n_positions=64)
-    GPT2Model(config).save_pretrained(folder, safe_serialization=True)
+    GPT2LMHeadModel(config).save_pretrained(folder, safe_serialization=True)
     tok.save_pretrained(folder)
     return folder
 
 
 def build_tiny_llama(folder: Path) -> Path:
-    """Grouped-query attention: 4 query heads share 2 key/value heads."""
-    from transformers import LlamaConfig, LlamaModel
+    """Grouped-query attention: 4 query heads share 2 key/value heads; saved with its head (LlamaForCausalLM)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(2)
     tok, n_vocab = _wordlevel_tokenizer(["<unk>", "<s>", "</s>"], "<unk>", "</s>", "<s>")
@@ -97,7 +98,7 @@ def build_tiny_llama(folder: Path) -> Path:
         intermediate_size=64,
         max_position_embeddings=64,
     )
-    LlamaModel(config).save_pretrained(folder, safe_serialization=True)
+    LlamaForCausalLM(config).save_pretrained(folder, safe_serialization=True)
     tok.save_pretrained(folder)
     return folder
 

@@ -19,6 +19,7 @@ from . import capture, own
 from .access import check_before_loading
 from .encode import encode, forward_inputs
 from .failures import explain, reported
+from .lm import KINDS, head_of, model_class
 
 BUNDLED = "bundled"
 BUNDLED_LABEL = "all-MiniLM-L6-v2 (bundled)"
@@ -46,6 +47,17 @@ class LoadedModel:
     reproduced: bool = False  # own-code family whose stages attnviz reads from its attention modules (attnviz.hf.own)
     note: str = ""  # why the model is weights-only, when it is and the reason is more than "its own code"
     inputs: frozenset | None = None  # the encoded inputs its forward names (None: it names none we know)
+    lm_head: str = ""  # what its language-model head predicts: "causal", "masked", "seq2seq"; "" when it has none
+    lm_note: str = ""  # why it cannot predict tokens, when it has no head (attnviz.hf.lm)
+
+    @property
+    def has_lm_head(self) -> bool:
+        """Whether it can predict tokens (attnviz.hf.lm.next_token_logits); `lm_note` says why not."""
+        return bool(self.lm_head)
+
+    @property
+    def lm_head_words(self) -> str:
+        return KINDS.get(self.lm_head, f"cannot predict tokens: {self.lm_note}")
 
     @property
     def is_seq2seq(self) -> bool:
@@ -111,13 +123,15 @@ def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
     if label != BUNDLED:
         common["local_files_only"] = check_before_loading(label, path, DTYPES[dtype].itemsize)
     config, tokenizer = _config_and_tokenizer(label, path, common)
-    model, captures = _weights(label, path, config, dict(common, dtype=DTYPES[dtype], use_safetensors=True))
+    model, captures, missing = _weights(label, path, config, dict(common, dtype=DTYPES[dtype], use_safetensors=True))
     try:
         model.to(device)
     except (RuntimeError, torch.OutOfMemoryError) as e:
         raise ModelLoadError(f"{label!r} does not fit on {device}: {str(e).splitlines()[0][:200]}") from None
     model.eval()
-    loaded = LoadedModel(label, model, tokenizer, _max_tokens(config, tokenizer), captures, device, dtype)
+    kind, why = head_of(model, missing)
+    loaded = LoadedModel(label, model, tokenizer, _max_tokens(config, tokenizer), captures, device, dtype,
+                         lm_head=kind, lm_note=why)  # fmt: skip
     try:
         probe(loaded)
     except AttnvizError:
@@ -147,8 +161,9 @@ def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
     model.eval()
     param = next(model.parameters())
     dtype = next((k for k, v in DTYPES.items() if v == param.dtype), str(param.dtype))
+    kind, why = head_of(model)
     loaded = LoadedModel(name, model, tokenizer, _max_tokens(model.config, tokenizer), captures, str(param.device),
-                         dtype)  # fmt: skip
+                         dtype, lm_head=kind, lm_note=why)  # fmt: skip
     probe(loaded)
     return loaded
 
@@ -171,29 +186,19 @@ def _config_and_tokenizer(label: str, path: str, common: dict):
         raise explain(label, e) from None
 
 
-def model_class(config):
-    """The class to load: the seq2seq LM for encoder-decoders (it can generate a target), a saved encoder-only
-    half (T5EncoderModel) as itself, else AutoModel (the base model, no head)."""
-    import transformers
-
-    arch = (getattr(config, "architectures", None) or [""])[0]
-    if arch.endswith("EncoderModel") and arch.isidentifier() and hasattr(transformers, arch):
-        return getattr(transformers, arch)
-    if getattr(config, "is_encoder_decoder", False):
-        return transformers.AutoModelForSeq2SeqLM
-    return transformers.AutoModel
-
-
 def _weights(label: str, path: str, config, load: dict):
-    """(model, captures): with the capture seam, or eager weights-only for families that refuse the name."""
-    cls = model_class(config)
+    """(model, captures, missing weight names): with the capture seam, or eager weights-only for families that
+    refuse the name. The missing names tell a head the checkpoint has no weights for (attnviz.hf.lm.head_of)."""
+    cls, load = model_class(config), dict(load, output_loading_info=True)
     try:
         try:
-            return cls.from_pretrained(path, attn_implementation=capture.CAPTURE_NAME, **load), True
+            model, info = cls.from_pretrained(path, attn_implementation=capture.CAPTURE_NAME, **load)
+            return model, True, info.get("missing_keys", ())
         except (ValueError, KeyError) as e:  # GPT-Neo and friends look the name up in their own table: KeyError
             if "attn" not in str(e).lower() and "attention" not in str(e).lower():
                 raise
-            return cls.from_pretrained(path, attn_implementation="eager", **load), False
+            model, info = cls.from_pretrained(path, attn_implementation="eager", **load)
+            return model, False, info.get("missing_keys", ())
     except Exception as e:  # noqa: BLE001 - every loading failure becomes a clear message
         raise explain(label, e) from None
 
