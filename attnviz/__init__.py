@@ -8,6 +8,7 @@ trace.stages(0).weights.shape                   # [head, query, key]
 
 from __future__ import annotations
 
+from .ablation import Ablation, TokenChange
 from .analysis.law import LawRow, sqrt_d_law
 from .attention import (
     DEFAULT_FILL,
@@ -24,6 +25,7 @@ from .attention import (
 )
 from .errors import AttnvizError, InputError, ModelLoadError
 from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, module_from_layer, trace_pretrained
+from .hf.ablate import ablate
 from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from .notebook import Figures, show
 from .scratch import ModuleSource, trace_module
@@ -52,6 +54,7 @@ def trace(source, text: str, **options) -> AttentionTrace | Seq2SeqTrace:
 
 
 __all__ = [
+    "Ablation",
     "AttentionTrace",
     "AttnvizError",
     "BUNDLED",
@@ -68,6 +71,8 @@ __all__ = [
     "STAGES",
     "Seq2SeqTrace",
     "Stages",
+    "TokenChange",
+    "ablate",
     "attention",
     "attention_inputs",
     "causal_mask",
