@@ -23,6 +23,7 @@ PAGES = [
     st.Page("app_pages/words.py", title="Words", icon=":material/text_fields:"),
     st.Page("app_pages/pairs.py", title="Sentence pairs", icon=":material/compare_arrows:"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/difference:"),
+    st.Page("app_pages/ablation.py", title="Ablation", icon=":material/content_cut:"),
     st.Page("app_pages/export.py", title="Export", icon=":material/download:"),
 ]
 # ?embed=true (Streamlit's own switch; read with st.context): a page in an iframe of a course page or a blog shows

@@ -8,6 +8,7 @@ trace.stages(0).weights.shape                   # [head, query, key]
 
 from __future__ import annotations
 
+from .ablation import Ablation, TokenChange
 from .analysis.law import LawRow, sqrt_d_law
 from .attention import (
     DEFAULT_FILL,
@@ -25,6 +26,7 @@ from .attention import (
 from .errors import AttnvizError, InputError, ModelLoadError
 from .generation import Generation, Segment
 from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, module_from_layer, trace_pretrained
+from .hf.ablate import ablate
 from .hf.generate import generate
 from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from .notebook import Figures, show
@@ -54,6 +56,7 @@ def trace(source, text: str, **options) -> AttentionTrace | Seq2SeqTrace:
 
 
 __all__ = [
+    "Ablation",
     "AttentionTrace",
     "AttnvizError",
     "BUNDLED",
@@ -72,6 +75,8 @@ __all__ = [
     "Segment",
     "Seq2SeqTrace",
     "Stages",
+    "TokenChange",
+    "ablate",
     "attention",
     "attention_inputs",
     "causal_mask",

@@ -38,9 +38,10 @@ TEXT_LIMITS = {
     "model": 500,  # hub ids are under 100 characters; a local folder's path may be longer
     "cmp_text": 2_000,
     "cmp_model": 500,
+    "abl_target": 100,  # one token
 }
 FIELD_NAMES = {"text": "sentence", "pair": "second sentence", "target": "target text", "model": "model id",
-               "cmp_text": "sentence b", "cmp_model": "model b"}  # fmt: skip
+               "cmp_text": "sentence b", "cmp_model": "model b", "abl_target": "target token"}  # fmt: skip
 
 # Streamlit writes a bound widget's new value into the address bar with history.replaceState, so changing
 # the layer twice and pressing Back leaves the app. This makes those writes push a history entry instead;

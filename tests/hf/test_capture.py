@@ -38,9 +38,11 @@ def case(request, eager_copy, tiny_text):
 
 
 def _trace_with_output(loaded, text, **options):
-    """Trace `text` and grab the model's last_hidden_state from that very forward pass."""
+    """Trace `text` and grab the model's last_hidden_state from that very forward pass (from its base model: a
+    checkpoint saved with its language-model head is loaded as that class, whose output is the logits)."""
     seen = []
-    handle = loaded.model.register_forward_hook(lambda mod, args, out: seen.append(out.last_hidden_state[0].clone()))
+    base = loaded.model.base_model
+    handle = base.register_forward_hook(lambda mod, args, out: seen.append(out.last_hidden_state[0].clone()))
     try:
         tr = attnviz.trace(loaded, text, **options)
     finally:

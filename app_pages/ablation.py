@@ -1,0 +1,62 @@
+"""Ablation: remove heads from the forward pass and watch the next-token prediction and the later heads change.
+Layout only."""
+
+import streamlit as st
+
+from attnviz import ui
+from attnviz.ablation import MODES
+from attnviz.plots import ablation as ap
+from attnviz.ui import ablation as ua
+
+src = ui.current()
+st.title("Ablation")
+st.markdown(
+    "Does this head matter? Remove some heads' outputs from the forward pass and see what the model predicts "
+    "without them. A head's output is its slice of what enters its layer's output projection: **zero** sets it to "
+    "0, **mean** replaces it by its average over the positions (the head still adds what it adds on average, but no "
+    "longer depends on where it looks). The model runs twice on your sentence, with and without the heads."
+)
+tr = ui.get_trace(src)
+if tr is None:
+    st.stop()
+why = ua.why_no_ablation(src)
+if why:
+    st.info(ui.literal(why))  # the reason names the model (a user's id)
+    ui.stop(tr)
+heads = ua.heads_to_remove(src)
+c1, c2 = st.columns(2)
+with c1:
+    mode = ui.url_choice(st.segmented_control, "Remove them by", ua.MODE_LABELS, key="abl_mode", required=True)
+with c2:
+    target = st.text_input("Target token (empty: the most likely one before)", key="abl_target", bind=ui.URL,
+                           max_chars=ua.TARGET_CHARS, help="A token of the model's vocabulary (as listed below) whose "
+                           "logit change is reported.")  # fmt: skip
+if not heads:
+    st.info("Choose at least one head to remove.")
+    ui.stop(tr)
+text, pair = ui.text_inputs()
+if pair:
+    st.caption("The second sentence is left out here: the prediction is the next token after your sentence.")
+result = ua.get_ablation(src, heads, mode, target)
+if result is None:
+    ui.stop(tr)
+
+before, after = result.target_probs
+shown = ", ".join(f"L{layer} H{head}" for layer, head in result.heads)
+st.caption(f"Removed: {shown} ({MODES[mode]}). The prediction is read after the last token, "
+           f"**{ui.literal(result.tokens[result.position])}**.")  # fmt: skip
+m1, m2, m3 = st.columns(3)
+m1.metric(f"Target {ui.literal(result.target_token)}: probability before", f"{before:.4f}")
+m2.metric("after", f"{after:.4f}", delta=f"{after - before:+.4f}")
+m3.metric("logit change (after − before)", f"{result.target_logit_change:+.4f}")
+st.plotly_chart(ap.prediction_bars(result, "Most likely next tokens, with the heads (before) and without (after)"),
+                theme=None, config=ui.chart_config("ablation", "prediction", mode))  # fmt: skip
+st.subheader("Which later heads changed", divider="gray")
+st.caption(
+    "Each cell: how far that head's attention moved, the Jensen-Shannon divergence of its weights after vs before "
+    "(nats, averaged over its query rows; 0 = the same, at most ln 2 ≈ 0.693). Removed heads are outlined in red; "
+    "grey layers come before or at the first removed head and cannot change."
+)
+st.plotly_chart(ap.change_grid(result.attention_change(), result, "Attention change per head (JSD after vs before)"),
+                theme=None, config=ui.chart_config("ablation", "change", mode))  # fmt: skip
+ui.provenance(tr)
