@@ -6,6 +6,7 @@ import json
 
 import streamlit as st
 
+from ..export import short_model_name
 from ..plots import common
 from ..plots import heatmaps as hm
 from ..plots.heatmaps import COLOUR_RANGES
@@ -136,5 +137,8 @@ def section(fig, title: str, why: str, key: str, *name_parts) -> None:
 
 
 def chart_config(*name_parts) -> dict:
-    """The modebar config of every chart: the camera saves the format chosen in the sidebar (PNG or SVG)."""
-    return common.chart_config(*name_parts, fmt=st.session_state.get("img_fmt", "png"))
+    """The modebar config of every chart: the camera saves the format chosen in the sidebar (PNG or SVG), in a file
+    named after the model (our module: "module") and what the page passes (layer, head, stage)."""
+    src = st.session_state.get("_source")
+    model = None if src is None else short_model_name(src.model.label) if src.pretrained else "module"
+    return common.chart_config(model, *name_parts, fmt=st.session_state.get("img_fmt", "png"))
