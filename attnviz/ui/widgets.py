@@ -33,11 +33,9 @@ def open_head(src: Selection, layer: int, head: int) -> None:
 
 def scroll_to(anchor: str) -> None:
     """Bring the heading with this anchor into view (after a click that opened something further up the page)."""
-
-    from streamlit.components.v1 import html
-
-    target = json.dumps(f"#{anchor}")
-    html(f"<script>window.parent.document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>", 0)
+    target = json.dumps(f"#{anchor}")  # st.html runs the script in the app's own page: its document is the app's
+    st.html(f"<script>document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>",
+            unsafe_allow_javascript=True)  # fmt: skip
 
 
 def stage_picker(trace: AttentionTrace) -> str:
