@@ -103,9 +103,9 @@ def max_tokens() -> int:
     return cap if not isinstance(chosen, int) else max(2, min(chosen, cap))
 
 
-def token_limits(model_tokens: int) -> dict[int, str]:
-    """The Token limit's choices: powers of two from 32, and the largest the model and the server allow."""
-    top = max(2, min(model_tokens, server_max_tokens()))
+def token_limits(model_tokens: int, device_tokens: int | None = None) -> dict[int, str]:
+    """The Token limit's choices: powers of two from 32, and the largest the model, the server and the device allow."""
+    top = max(2, min(model_tokens, server_max_tokens(), device_tokens or model_tokens))
     stops = [n for n in (2**i for i in range(5, 20)) if n < top] + [top]
     return {n: f"{n:,}" for n in stops}
 
