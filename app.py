@@ -1,10 +1,18 @@
 """attnviz: the frame around every page (shared sidebar, URL state) and the navigation."""
 
+import sys
+
 import streamlit as st
 
-from attnviz import ui
-
 st.set_page_config(page_title="attnviz: see transformer attention", page_icon="🔍", layout="wide")
+# A cold start imports torch and transformers for seconds before anything could be drawn: say so first (only then).
+starting = st.empty()
+if "attnviz.ui" not in sys.modules:
+    starting.info("Starting attnviz: loading torch, transformers and the model…", icon=":material/hourglass_top:")
+
+from attnviz import ui  # noqa: E402 - after the notice above, on purpose
+
+starting.empty()
 ui.setup()
 
 EMBED_STYLE = (

@@ -8,6 +8,7 @@ from attnviz.analysis import compare as C
 from attnviz.errors import AttnvizError
 from attnviz.plots import compare as cp
 from attnviz.plots import heatmaps as hm
+from attnviz.plots.common import readable_tokens as readable
 
 MODES = {"sentences": "Two sentences (a minimal pair)", "models": "Two models", "layers": "Two layers"}
 
@@ -51,7 +52,9 @@ try:
         if swapped:
             st.caption(
                 "Tokens that differ: "
-                + ", ".join(f"{i} ({ui.literal(tr.tokens[i])} → {ui.literal(b.tokens[i])})" for i in swapped)
+                + ", ".join(
+                    f"{i} ({ui.literal(readable(tr.tokens)[i])} → {ui.literal(readable(b.tokens)[i])})" for i in swapped
+                )
             )
     elif mode == "models":
         name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model", bind=ui.URL,

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import masks as analysis
+from attnviz.plots import common
 from attnviz.plots import heatmaps as hm
 from attnviz.plots import masks as mp
 
@@ -65,7 +66,7 @@ causal = c2.toggle("Causal mask (no looking ahead)", src.part != "cross", key="c
                    help="This model is causal: its own mask always hides future keys." if own else CROSS_CAUSAL
                    if src.part == "cross" else None) and not own
 hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
-                    options={i: f"{i:02d} {base.key_tokens[i]}" for i in range(base.n_keys)})
+                    options=dict(enumerate(common.numbered(base.key_tokens))))
 apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=not src.pretrained)
 head = ui.head_picker(src, c4)
 # fmt: on
@@ -174,7 +175,7 @@ dead = (
 show(
     mp.fill_demo_figure(rep.fills, with_mask.key_tokens, ui.FILL_IDS[fill]),
     "4 · A row with every key masked",
-    f"The scaled row of query {rep.demo_query} ({ui.literal(with_mask.tokens[rep.demo_query])}), softmaxed with each fill value. "
+    f"The scaled row of query {rep.demo_query} ({ui.literal(common.readable_tokens(with_mask.tokens)[rep.demo_query])}), softmaxed with each fill value. "
     "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "
     f"−inf gives zeros (it attends to nothing). With some keys visible, every fill gives the same weights.{dead} "
     + mp.fill_demo_note(with_mask.n_keys),

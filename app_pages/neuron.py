@@ -6,6 +6,7 @@ import streamlit as st
 from attnviz import ui
 from attnviz.analysis import neuron as N
 from attnviz.errors import AttnvizError
+from attnviz.plots import common
 from attnviz.plots import heatmaps as hm
 from attnviz.plots import neuron as nv
 from attnviz.scratch import input_vectors
@@ -21,7 +22,7 @@ tr = ui.get_trace(src)
 if tr is None:
     st.stop()
 layer = src.trace_layer
-labels = [f"{i:02d} {t}" for i, t in enumerate(tr.tokens)]
+labels = common.numbered(tr.tokens)
 left, right = ui.columns("query", 2)
 head = ui.head_picker(src, left)
 query = ui.url_choice(right.selectbox, "Query token", dict(enumerate(labels)), key="nv_query")
@@ -36,7 +37,7 @@ st.subheader(f"{ui.literal(labels[query])} in {src.where}, head {head}", divider
 st.plotly_chart(nv.vectors(view, tr.tokens, tr.key_tokens), config=ui.chart_config("neuron", layer, head, query))
 
 rows = {
-    "key": [f"{j:02d} {tr.key_tokens[j]}" for j in view.keys],
+    "key": [common.numbered(tr.key_tokens)[j] for j in view.keys],
     "q·k (scores)": view.scores,
     f"× {view.scale:.4g} (scaled)": view.scaled,
     "may attend": view.mask,

@@ -5,6 +5,7 @@ import streamlit as st
 from attnviz import ui
 from attnviz.analysis import rollout as R
 from attnviz.errors import AttnvizError
+from attnviz.plots import common
 from attnviz.plots import headstats as hp
 from attnviz.plots import heatmaps as hm
 from attnviz.plots import rollout as rp
@@ -63,7 +64,7 @@ st.markdown(
     f"It is expensive, so it is computed for one output token at a time and for texts of up to {R.MAX_FLOW_TOKENS} "
     "tokens."
 )
-labels = [f"{i:02d} {t}" for i, t in enumerate(tr.tokens)]
+labels = common.numbered(tr.tokens)
 query = ui.url_choice(st.selectbox, "Output token", dict(enumerate(labels)), key="ro_query")
 if tr.n_tokens > R.MAX_FLOW_TOKENS:
     st.info(

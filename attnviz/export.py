@@ -44,8 +44,16 @@ def _cell(token: str) -> str:
 
 def model_slug(trace: AttentionTrace) -> str:
     """The model's name as a file-name part ("module" for our module), safe for every file system."""
-    name = "module" if trace.provenance.kind == "module" else trace.model_name.split(" (")[0]
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60] or "trace"
+    return "module" if trace.provenance.kind == "module" else short_model_name(trace.model_name)
+
+
+def short_model_name(label: str) -> str:
+    """A model's label as a short file-name part: "all-MiniLM-L6-v2 (bundled)" -> "all-MiniLM-L6-v2", a hub id's
+    "/" as "-" ("org/name" -> "org-name"), a local folder by its last component only (never the server's path)."""
+    name = str(label).split(" (")[0].strip().rstrip("/\\")
+    if name.startswith((".", "/", "~", "\\")) or "\\" in name or name.count("/") > 1 or ":" in name:
+        name = re.split(r"[/\\]", name)[-1]  # a folder (absolute, relative, home, Windows): its own name
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60] or "model"
 
 
 def file_name(trace: AttentionTrace, layer: int, ext: str) -> str:

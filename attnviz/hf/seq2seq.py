@@ -120,7 +120,8 @@ def _assemble(loaded, parts, enc, tgt, target, asked: dict) -> Seq2SeqTrace:
         return Provenance(loaded.label, "pretrained", loaded.revision, loaded.dtype, loaded.device,
                           "attnviz seam over sdpa", opts, tuple(ids), enc.n_dropped)  # fmt: skip
 
-    notes = tuple(enc.notes) + (() if target else ("The target was generated greedily by the model.",))
+    generated = "" if target else loaded.tokenizer.decode(ids[1:], skip_special_tokens=True)  # after the start token
+    notes = tuple(enc.notes) + (() if target else (f"The target was generated greedily by the model: “{generated}”",))
     source = dict(word_ids=enc.word_ids, sequence_ids=enc.sequence_ids)
     common = dict(d_head=loaded.d_head, notes=notes)
     return Seq2SeqTrace(

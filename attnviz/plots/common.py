@@ -40,10 +40,51 @@ def escape(token: str) -> str:
     return html.escape(str(token), quote=False)
 
 
-def tick_labels(tokens) -> list[str]:
-    """'%03d token' labels so repeated tokens ("the" twice) stay separate positions."""
+def _byte_alphabet() -> dict[str, int]:
+    """Byte-level BPE's alphabet (GPT-2, RoBERTa, Llama 3...): each of the 256 bytes drawn as one printable character.
+    Printable Latin-1 bytes stand for themselves; the others (space, newline, control bytes) are shifted to U+0100
+    and up, which is why a space shows as "Ġ" and a newline as "Ċ"."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = [b for b in range(256) if b not in kept]
+    return {chr(b): b for b in kept} | {chr(256 + n): b for n, b in enumerate(shifted)}
+
+
+_BYTES = _byte_alphabet()
+_SHIFTED = frozenset(c for c, b in _BYTES.items() if ord(c) != b)  # the characters only byte-level BPE writes
+_VISIBLE = {" ": "·", "▁": "·", "\n": "↵", "\r": "␍", "\t": "⇥"}  # SentencePiece's ▁ is its space
+
+
+def _unbyte(token: str) -> str:
+    """A byte-level BPE token as the text it stands for; a piece of a longer UTF-8 character keeps \\x escapes."""
+    if not all(c in _BYTES for c in token):
+        return token  # not drawn in the byte alphabet (an added token): already text
+    return bytes(_BYTES[c] for c in token).decode("utf-8", errors="backslashreplace")
+
+
+def _visible(text: str) -> str:
+    return "".join(_VISIBLE.get(c, c if c.isprintable() else f"\\x{ord(c):02x}") for c in text)
+
+
+def readable_tokens(tokens) -> list[str]:
+    """Tokens as a reader wants them on an axis, in hover and in tables: byte-level BPE decoded ("Ġcat" -> "·cat",
+    "Ċ" -> "↵", "Ã©" -> "é"), SentencePiece's "▁" as "·", other whitespace and control characters made visible.
+
+    Byte-level BPE is recognised over the whole list (any token holding a character only its alphabet uses), so
+    call this on every token of a text and slice afterwards. Not escaped for Plotly: `tick_labels` does that."""
+    tokens = [str(t) for t in tokens]
+    byte_level = any(c in _SHIFTED for t in tokens for c in t)
+    return [_visible(_unbyte(t) if byte_level else t) for t in tokens]
+
+
+def numbered(tokens) -> list[str]:
+    """'%02d token' labels for widgets and tables (Markdown-free places): readable tokens, not escaped."""
     width = max(2, len(str(len(tokens) - 1)))
-    return [f"{i:0{width}d} {escape(t)}" for i, t in enumerate(tokens)]
+    return [f"{i:0{width}d} {t}" for i, t in enumerate(readable_tokens(tokens))]
+
+
+def tick_labels(tokens) -> list[str]:
+    """'%03d token' labels so repeated tokens ("the" twice) stay separate positions; readable and escaped."""
+    return [escape(label) for label in numbered(tokens)]
 
 
 def f32(a) -> np.ndarray:

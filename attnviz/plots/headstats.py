@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import WEIGHTS_SCALE, escape, f32
+from .common import WEIGHTS_SCALE, escape, f32, readable_tokens
 from .heatmaps import MAX_TICKS, ticks
 from .pairs import add_boundary
 from .windows import axis_ranges, range_note, window
@@ -65,8 +65,8 @@ def weights_matrix(
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
     if note := range_note(len(tokens), len(key_tokens), (q0, q1), (k0, k1)):
         title += "\n" + note.removeprefix(" · ")
-    q_lab = np.array([escape(t) for t in tokens[q0:q1]], dtype=object)
-    k_lab = np.array([escape(t) for t in key_tokens[k0:k1]], dtype=object)
+    q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
+    k_lab = np.array([escape(t) for t in readable_tokens(key_tokens)[k0:k1]], dtype=object)
     custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
     fig = go.Figure(
         go.Heatmap(

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import SCORES_SCALE, escape, f32, symmetric_range, thin, tick_labels
+from .common import SCORES_SCALE, escape, f32, readable_tokens, symmetric_range, thin, tick_labels
 
 
 def _panel(z: np.ndarray, ylabels, hover: str, axis: str) -> go.Heatmap:
@@ -33,15 +33,16 @@ def vectors(view, tokens, key_tokens) -> go.Figure:
     scale (bar between the panels), the products another (bar on the right).
     """
     keys = [tick_labels(key_tokens)[j] for j in view.keys]  # the keys the view holds (a window on long texts)
+    query = escape(readable_tokens(tokens)[view.query])
     n_key = len(keys)
     step = thin(n_key, 40)  # at most 40 key labels: more would overlap
     row = 22 if n_key <= 40 else 12
     fig = make_subplots(
         rows=2, cols=2, row_heights=[0.12, 0.88], vertical_spacing=0.1, horizontal_spacing=0.14,
         specs=[[{"colspan": 2}, None], [{}, {}]],
-        subplot_titles=(f"query vector q of {escape(tokens[view.query])}", "key vectors k", "q × k (elementwise)"),
+        subplot_titles=(f"query vector q of {query}", "key vectors k", "q × k (elementwise)"),
     )  # fmt: skip
-    fig.add_trace(_panel(view.q[None, :], [escape(tokens[view.query])], "q ", "coloraxis"), row=1, col=1)
+    fig.add_trace(_panel(view.q[None, :], [query], "q ", "coloraxis"), row=1, col=1)
     fig.add_trace(_panel(view.k, keys, "k ", "coloraxis"), row=2, col=1)
     fig.add_trace(_panel(view.product, keys, "q×k ", "coloraxis2"), row=2, col=2)
     ticks = dict(tickmode="array", tickvals=list(range(0, n_key, step)), ticktext=keys[::step], autorange="reversed")

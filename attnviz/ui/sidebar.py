@@ -8,6 +8,7 @@ from .. import settings
 from ..attention import SCORE_FUNCTIONS
 from ..errors import AttnvizError
 from ..hf import BUNDLED, LoadedModel
+from ..hf.capacity import device_tokens, trace_bytes_per_token
 from ..plots.scores import LABELS as SCORE_LABELS
 from ..scratch import INPUTS, WEIGHTS, ModuleSource
 from .data import get_model
@@ -96,15 +97,21 @@ def sentence_fields() -> None:
 
 
 def token_limit(loaded: LoadedModel) -> int:
-    """The longest text traced (URL id `max_tokens`): up to the model's positions and the server's cap."""
-    cap = server_max_tokens()
-    choices = token_limits(loaded.max_tokens)
+    """The longest text traced (URL id `max_tokens`): up to the model's positions, the server's cap and what the
+    device's memory holds of a trace of this model (hosted: the trace cache's fixed budget)."""
+    cap, conf = server_max_tokens(), settings.current()
+    fits, budget = device_tokens(loaded, conf.trace_cache_bytes if conf.hosted else None)
+    choices = token_limits(loaded.max_tokens, fits)
     with st.container(key="advanced"), st.expander("Advanced"):  # keyed: see widgets.columns
         limit = url_choice(st.select_slider, "Token limit", choices, default=max(choices), key="max_tokens",
                            help="Longer text is cut to this many tokens (the page says so). Long texts trace and draw "
                            "more slowly; token-by-token charts show them through a movable window.")  # fmt: skip
         if loaded.max_tokens > cap:
             st.caption(f"This server allows at most {cap:,} tokens (its operator sets ATTNVIZ_MAX_TOKENS at start).")
+        st.caption(
+            f"Up to {min(fits, loaded.max_tokens):,} tokens on this device: model positions {loaded.max_tokens:,}, "
+            f"memory {budget / 2**20:,.0f} MB for a trace at {trace_bytes_per_token(loaded) / 1024:.1f} KB a token."
+        )
     return limit
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -48,7 +47,7 @@ FIELD_NAMES = {"text": "sentence", "pair": "second sentence", "target": "target 
 # Back then restores the previous view (Streamlit reruns on popstate with the older address). Only writes
 # made by the widget binding (its updateUrlParam method) are turned into entries: Streamlit's own
 # replaceState calls while it replays a Back stay replacements, so Forward keeps working. A fixed script
-# with no user text in it, installed into the app's page from a component frame (as widgets.scroll_to is).
+# with no user text in it, run in the app's page itself (st.html with its JavaScript allowed, as widgets.scroll_to).
 HISTORY_JS = """
 (() => {
   if (window.__attnvizHistory) return;
@@ -105,9 +104,9 @@ def max_tokens() -> int:
     return cap if not isinstance(chosen, int) else max(2, min(chosen, cap))
 
 
-def token_limits(model_tokens: int) -> dict[int, str]:
-    """The Token limit's choices: powers of two from 32, and the largest the model and the server allow."""
-    top = max(2, min(model_tokens, server_max_tokens()))
+def token_limits(model_tokens: int, device_tokens: int | None = None) -> dict[int, str]:
+    """The Token limit's choices: powers of two from 32, and the largest the model, the server and the device allow."""
+    top = max(2, min(model_tokens, server_max_tokens(), device_tokens or model_tokens))
     stops = [n for n in (2**i for i in range(5, 20)) if n < top] + [top]
     return {n: f"{n:,}" for n in stops}
 
@@ -166,14 +165,8 @@ def history_navigation() -> bool:
 
 def keep_history() -> None:
     """Make view changes browser history entries, so Back and Forward move between views (see HISTORY_JS)."""
-    from streamlit.components.v1 import html
-
-    install = (  # a script element runs in the app page's own realm, so the patch outlives the frame
-        "<script>const d = window.parent.document, s = d.createElement('script');"
-        f"s.textContent = {json.dumps(HISTORY_JS)}; d.head.appendChild(s);</script>"
-    )
-    with st.sidebar:
-        html(install, 0)
+    with st.sidebar:  # st.html runs it in the app's own page (no frame); a fixed script, never user text
+        st.html(f"<script>{HISTORY_JS}</script>", unsafe_allow_javascript=True)
 
 
 def copy_link() -> None:

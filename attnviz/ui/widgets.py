@@ -6,6 +6,7 @@ import json
 
 import streamlit as st
 
+from ..export import short_model_name
 from ..plots import common
 from ..plots import heatmaps as hm
 from ..plots.heatmaps import COLOUR_RANGES
@@ -32,11 +33,9 @@ def open_head(src: Selection, layer: int, head: int) -> None:
 
 def scroll_to(anchor: str) -> None:
     """Bring the heading with this anchor into view (after a click that opened something further up the page)."""
-
-    from streamlit.components.v1 import html
-
-    target = json.dumps(f"#{anchor}")
-    html(f"<script>window.parent.document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>", 0)
+    target = json.dumps(f"#{anchor}")  # st.html runs the script in the app's own page: its document is the app's
+    st.html(f"<script>document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>",
+            unsafe_allow_javascript=True)  # fmt: skip
 
 
 def stage_picker(trace: AttentionTrace) -> str:
@@ -136,5 +135,8 @@ def section(fig, title: str, why: str, key: str, *name_parts) -> None:
 
 
 def chart_config(*name_parts) -> dict:
-    """The modebar config of every chart: the camera saves the format chosen in the sidebar (PNG or SVG)."""
-    return common.chart_config(*name_parts, fmt=st.session_state.get("img_fmt", "png"))
+    """The modebar config of every chart: the camera saves the format chosen in the sidebar (PNG or SVG), in a file
+    named after the model (our module: "module") and what the page passes (layer, head, stage)."""
+    src = st.session_state.get("_source")
+    model = None if src is None else short_model_name(src.model.label) if src.pretrained else "module"
+    return common.chart_config(model, *name_parts, fmt=st.session_state.get("img_fmt", "png"))

@@ -1,0 +1,46 @@
+"""How many tokens a trace of a loaded model can hold on the device it runs on.
+
+A trace keeps, per attention layer and per token, q for every query head and k for every key/value head (in the
+model's dtype, on its device) and each row's two softmax normalisers per head (float32): memory linear in the tokens
+(the mask is kept by its structure). The device's free memory, of which a trace may take TRACE_SHARE, bounds the
+tokens; the rest is left to the forward pass itself and to other sessions.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .load import LoadedModel
+
+TRACE_SHARE = 0.5  # of the free memory a trace may take
+NORM_BYTES = 2 * 4  # two float32 row normalisers per head and query (attnviz.row_norms)
+
+
+def trace_bytes_per_token(loaded: LoadedModel) -> int:
+    """Bytes a trace of `loaded` holds per token: sum over attention layers of (query heads + key/value heads) x
+    head dim x the dtype's size, plus the row normalisers."""
+    itemsize = torch.finfo(getattr(torch, loaded.dtype)).bits // 8
+    n_kv = int(getattr(loaded.model.config, "num_key_value_heads", None) or loaded.n_head)
+    n_layer = len(loaded.attention_modules) or loaded.n_layer
+    return n_layer * ((loaded.n_head + n_kv) * loaded.d_head * itemsize + loaded.n_head * NORM_BYTES)
+
+
+def free_bytes(device: str) -> int:
+    """Free memory of `device`: the GPU's (torch.cuda.mem_get_info), else the host's available memory."""
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        import psutil  # comes with most installs; the page counts work the same without it
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:  # pragma: no cover - Linux without psutil
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def device_tokens(loaded: LoadedModel, budget: int | None = None) -> tuple[int, int]:
+    """(most tokens a trace may hold, the memory budget in bytes): `budget` when given (a hosted server's fixed
+    budget), else TRACE_SHARE of the device's free memory."""
+    budget = int(TRACE_SHARE * free_bytes(loaded.device)) if budget is None else int(budget)
+    return max(2, budget // max(1, trace_bytes_per_token(loaded))), budget

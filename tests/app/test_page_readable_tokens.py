@@ -1,0 +1,49 @@
+"""Every page of a byte-level BPE model (GPT-2) names its tokens as text: no "Ġcat" or "Ċ" on an axis, in hover, in a
+table or in a widget's choices; the Words page merges pieces its own way and is checked in test_page_words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import APP
+from streamlit.testing.v1 import AppTest
+from tiny_families import build_gpt2_bpe
+
+PAGES = sorted(str(p.relative_to(Path(APP).parent)) for p in (Path(APP).parent / "app_pages").glob("*.py"))
+MARKERS = ("Ġ", "Ċ")
+
+
+def _shown_text(at) -> str:
+    """What the page's charts, tables and choice widgets hold, as one string."""
+    out = [json.dumps(json.loads(el.proto.spec), ensure_ascii=False) for el in at.get("plotly_chart")]
+    out += [el.value.to_csv() for el in at.dataframe]
+    for widget in (*at.selectbox, *at.multiselect, *at.select_slider):
+        out += [str(widget.format_func(o)) if hasattr(widget, "format_func") else str(o) for o in widget.options]
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if not p.endswith("words.py")])
+def test_byte_level_tokens_read_as_text_on_every_page(page, tmp_path_factory):
+    folder = _model(tmp_path_factory)
+    at = AppTest.from_file(APP, default_timeout=120)
+    state = {"text": "The cat sat on the mat.\nThe dog ran away.", "source": "hub", "model": str(folder)}
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = _shown_text(at)
+    assert not [m for m in MARKERS if m in shown], page
+    if at.get("plotly_chart") and page not in ("app_pages/scaling.py", "app_pages/scores.py", "app_pages/pairs.py"):
+        assert "·cat" in shown or "·sat" in shown, page  # the tokens are there, spaces shown as ·
+
+
+_BUILT = {}
+
+
+def _model(factory):
+    if "gpt2" not in _BUILT:
+        _BUILT["gpt2"] = build_gpt2_bpe(factory.mktemp("gpt2-bpe-labels"))
+    return _BUILT["gpt2"]

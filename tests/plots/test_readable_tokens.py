@@ -1,0 +1,41 @@
+"""Tokens on axes, in hover and in tables read as text: byte-level BPE's alphabet decoded, spaces and newlines shown
+as marks. Checked against the tokenizer's own byte-level decoder (the Rust `tokenizers` one), token by token."""
+
+from __future__ import annotations
+
+from tiny_families import build_gpt2_bpe
+
+import attnviz
+from attnviz.plots.common import numbered, readable_tokens, tick_labels
+
+TEXT = "The cat sat on the mat.\nIt was café <b>tired</b>"
+
+
+def _marks(text: str) -> str:
+    return text.replace(" ", "·").replace("\n", "↵")
+
+
+def test_byte_level_bpe_tokens_read_as_their_text_with_visible_spaces(tmp_path):
+    loaded = attnviz.load_model(str(build_gpt2_bpe(tmp_path / "gpt2")))
+    tr = attnviz.trace(loaded, TEXT)
+    assert any(t.startswith("Ġ") for t in tr.tokens) and "Ċ" in "".join(tr.tokens)  # the raw tokens carry markers
+    own = [loaded.tokenizer.convert_tokens_to_string([t]) for t in tr.tokens]  # the tokenizer's decoder, one at a time
+    expected = [_marks(t) if "\ufffd" not in t else None for t in own]  # a lone piece of "é" decodes to U+FFFD there
+    got = readable_tokens(tr.tokens)
+    assert [g for g, e in zip(got, expected) if e is not None] == [e for e in expected if e is not None]
+    assert "·cat" in got and "↵" in got
+    assert not any(c in "".join(got) for c in "ĠĊ")
+    spelt = "".join(got).replace("·", " ").replace("↵", "\n")  # é comes in two byte pieces: each shows as \\xNN
+    assert spelt.encode().decode("unicode_escape").encode("latin-1").decode() == TEXT  # nothing lost
+    assert tick_labels(tr.tokens)[got.index("·cat")].endswith(" ·cat")  # axes use the same labels, escaped
+    assert all("<b>" not in label for label in tick_labels(tr.tokens))
+    assert numbered(tr.tokens)[1] == f"01 {got[1]}"
+
+
+def test_wordpiece_and_sentencepiece_tokens_keep_their_text():
+    assert readable_tokens(["[CLS]", "the", "cat", "##s", "[SEP]"]) == ["[CLS]", "the", "cat", "##s", "[SEP]"]
+    assert readable_tokens(["▁The", "▁cat", "s", "</s>"]) == ["·The", "·cat", "s", "</s>"]
+    assert readable_tokens(["né", "ß"]) == [
+        "né",
+        "ß",
+    ]  # Latin-1 letters of a non-byte-level vocabulary stay as they are
