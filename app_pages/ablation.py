@@ -45,7 +45,9 @@ if result is None:
 before, after = result.target_probs
 shown = ", ".join(f"L{layer} H{head}" for layer, head in result.heads)
 last = ui.literal(result.tokens[result.position])
-st.caption(f"Removed: {shown} ({MODES[mode]}). The prediction is the token after the last one, **“{last}”**.")
+st.caption(
+    f"Removed: {ui.literal(shown)} ({MODES[mode]}). The prediction is the token after the last one, **“{last}”**."
+)
 st.subheader("The prediction", divider="gray")
 m1, m2, m3 = st.columns(3)
 m1.metric(f"Target {ui.literal(result.target_token)}: probability before", f"{before:.4f}")
