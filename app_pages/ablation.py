@@ -5,6 +5,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.ablation import MODES
+from attnviz.analysis import compare as C
 from attnviz.plots import ablation as ap
 from attnviz.ui import ablation as ua
 
@@ -43,14 +44,18 @@ if result is None:
 
 before, after = result.target_probs
 shown = ", ".join(f"L{layer} H{head}" for layer, head in result.heads)
-st.caption(f"Removed: {shown} ({MODES[mode]}). The prediction is read after the last token, "
-           f"**{ui.literal(result.tokens[result.position])}**.")  # fmt: skip
+last = ui.literal(result.tokens[result.position])
+st.caption(
+    f"Removed: {ui.literal(shown)} ({MODES[mode]}). The prediction is the token after the last one, **“{last}”**."
+)
+st.subheader("The prediction", divider="gray")
 m1, m2, m3 = st.columns(3)
 m1.metric(f"Target {ui.literal(result.target_token)}: probability before", f"{before:.4f}")
-m2.metric("after", f"{after:.4f}", delta=f"{after - before:+.4f}")
-m3.metric("logit change (after − before)", f"{result.target_logit_change:+.4f}")
-st.plotly_chart(ap.prediction_bars(result, "Most likely next tokens, with the heads (before) and without (after)"),
-                theme=None, config=ui.chart_config("ablation", "prediction", mode))  # fmt: skip
+m2.metric("after", f"{after:.4f}", delta=C.short_number(after - before))
+m3.metric("logit change (after − before)", C.short_number(result.target_logit_change))
+st.caption("The most likely next tokens with the heads (before) and without them (after); a token that only one "
+           "side ranks high is listed too.")  # fmt: skip
+st.plotly_chart(ap.prediction_bars(result), theme=None, config=ui.chart_config("ablation", "prediction", mode))
 st.subheader("Which later heads changed", divider="gray")
 st.caption(
     "Each cell: how far that head's attention moved, the Jensen-Shannon divergence of its weights after vs before "

@@ -46,10 +46,26 @@ def _zeroed(folder, heads, d_head):
     return model
 
 
-@pytest.fixture(params=["gpt2", "llama"])
+@pytest.fixture(scope="module")
+def gpt2_bpe_dir(tmp_path_factory):
+    """GPT-2 with its byte-level BPE tokenizer, trained offline (tests/tiny_families.py)."""
+    from tiny_families import build_gpt2_bpe
+
+    return build_gpt2_bpe(tmp_path_factory.mktemp("ablate-gpt2-bpe"))
+
+
+@pytest.fixture(scope="module")
+def gpt2_bpe(gpt2_bpe_dir):
+    return attnviz.load_model(str(gpt2_bpe_dir))
+
+
+@pytest.fixture(params=["gpt2_bpe", "llama"])
 def decoder(request):
-    which = request.param
-    return request.getfixturevalue(f"tiny_{which}"), request.getfixturevalue(f"tiny_{which}_dir")
+    """(loaded, folder): a causal GPT-2 with a byte-level BPE tokenizer, a grouped-query Llama (4 query heads over 2
+    key/value heads) with its own tokenizer."""
+    if request.param == "llama":
+        return request.getfixturevalue("tiny_llama"), request.getfixturevalue("tiny_llama_dir")
+    return request.getfixturevalue("gpt2_bpe"), request.getfixturevalue("gpt2_bpe_dir")
 
 
 def test_zero_ablation_equals_zeroed_projection_weights_and_eager_attention(decoder, tiny_text):

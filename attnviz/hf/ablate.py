@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import numbers
 
 import torch
 
@@ -162,7 +163,7 @@ def target_id(loaded: LoadedModel, target, logits: torch.Tensor) -> int:
     n = int(logits.shape[-1])
     if target is None or (isinstance(target, str) and not target.strip()):
         return int(torch.argmax(logits))
-    if isinstance(target, int) and not isinstance(target, bool):
+    if isinstance(target, numbers.Integral) and not isinstance(target, bool):
         return check_index("target token id", target, n)
     if not isinstance(target, str) or len(target) > 100:
         raise InputError("The target is a token (at most 100 characters) or a token id.")

@@ -19,7 +19,7 @@ from . import capture, own
 from .access import check_before_loading
 from .encode import encode, forward_inputs
 from .failures import explain, reported
-from .lm import KINDS, head_of, model_class
+from .lm import head_of, model_class
 
 BUNDLED = "bundled"
 BUNDLED_LABEL = "all-MiniLM-L6-v2 (bundled)"
@@ -54,10 +54,6 @@ class LoadedModel:
     def has_lm_head(self) -> bool:
         """Whether it can predict tokens (attnviz.hf.lm.next_token_logits); `lm_note` says why not."""
         return bool(self.lm_head)
-
-    @property
-    def lm_head_words(self) -> str:
-        return KINDS.get(self.lm_head, f"cannot predict tokens: {self.lm_note}")
 
     @property
     def is_seq2seq(self) -> bool:

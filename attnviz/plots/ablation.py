@@ -13,7 +13,7 @@ CHANGE_SCALE = "Cividis"  # sequential from 0 (no change); set explicitly with z
 REMOVED = "#ff4b4b"
 
 
-def prediction_bars(result: Ablation, title: str) -> go.Figure:
+def prediction_bars(result: Ablation) -> go.Figure:
     """The top tokens' probabilities with the heads and without them, one pair of bars per token (most likely before
     at the top). Tokens sit on positional rows: two tokens that look alike stay two rows."""
     top = result.top
@@ -32,7 +32,8 @@ def prediction_bars(result: Ablation, title: str) -> go.Figure:
         )  # fmt: skip
     fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=names, autorange="reversed", title_text="token")
     fig.update_xaxes(title_text="probability", rangemode="tozero")
-    finish(fig, "ablation_prediction", height=140 + 26 * len(top), top=70, barmode="group", title=dict(text=title))
+    finish(fig, "ablation_prediction", height=110 + 26 * len(top), top=40, barmode="group")
+    fig.update_layout(legend=dict(y=1.02, x=1, xanchor="right"))
     fig.update_layout(meta={"figure": "ablation_prediction", "heads": [list(h) for h in result.heads],
                             "mode": result.mode})  # fmt: skip
     return fig
@@ -47,9 +48,9 @@ def change_grid(change: np.ndarray, result: Ablation, title: str) -> go.Figure:
     fig = go.Figure(
         go.Heatmap(
             z=v, x=list(range(n_head)), y=list(range(n_layer)), colorscale=CHANGE_SCALE, zmin=0.0, zmax=top,
-            text=np.char.mod("%.3f", v.astype(np.float64)), texttemplate="%{text}" if v.size <= 256 else None,
+            text=np.char.mod("%.3g", v.astype(np.float64)), texttemplate="%{text}" if v.size <= 256 else None,
             hovertemplate="layer %{y}, head %{x}<br>JSD after vs before = %{z:.5f} nats<extra></extra>",
-            colorbar=dict(title=dict(text="JSD (nats)", side="right")),
+            colorbar=dict(title=dict(text="JSD (nats)", side="right"), tickformat=".2~g"),
         )
     )  # fmt: skip
     for layer, head in result.heads:

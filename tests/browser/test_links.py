@@ -82,6 +82,13 @@ def choose(tab: Tab, label: str, option: str) -> None:
     tab.page.get_by_role("option", name=option).first.click()
 
 
+def add_option(tab: Tab, label: str, option: str) -> None:
+    """Add `option` to the multiselect labelled `label`, then close its menu (an open menu hides the page from
+    assistive lookups such as get_by_role)."""
+    choose(tab, label, option)
+    tab.page.keyboard.press("Escape")
+
+
 def click(tab: Tab, text: str) -> None:
     """Click a toggle's or an expander's text."""
     target = tab.page.get_by_text(text, exact=True).first
@@ -207,6 +214,15 @@ CASES = {
             lambda t: slide(t, "Generation step", 2, key="ArrowLeft"),
         ],
     ),
+    "ablation": (  # a decoder with its language-model head (DECODER_CASES): the bundled model cannot predict tokens
+        SENTENCE,
+        2,
+        [
+            lambda t: add_option(t, "Heads to remove (at most 16)", "L1 H2"),
+            lambda t: pick(t, "mean over positions"),
+            lambda t: fill(t, "Target token (empty: the most likely one before)", "Ġcat"),
+        ],
+    ),
 }
 CHAT = ("{% for m in messages %}<s> {{ m['role'] }} {{ m['content'] }} </s> {% endfor %}"
         "{% if add_generation_prompt %}<s> assistant {% endif %}")  # fmt: skip
@@ -227,10 +243,21 @@ def chat_model(tiny_llama_dir, tmp_path_factory) -> str:
     return str(folder)
 
 
+#: Cases opened on a tiny GPT-2 saved with its language-model head (a folder the server loads as a local model).
+DECODER_CASES = {"ablation"}
+
+
+@pytest.fixture(scope="module")
+def decoder_folder(tmp_path_factory):
+    from tiny_families import build_gpt2_bpe
+
+    return build_gpt2_bpe(tmp_path_factory.mktemp("links-gpt2"))
+
+
 def open_page(tab: Tab, page: str, text: str, charts: int, model: str | None = None) -> None:
     from urllib.parse import quote
 
-    hub = f"&source=hub&model={quote(model)}" if model else ""
+    hub = f"&source=hub&model={quote(str(model))}" if model else ""
     tab.open(f"{'' if page == 'heads' else page}?text={quote(text)}{hub}", charts=charts)  # Heads is the default page
     thumb(tab, "Layer").wait_for(state="attached")
 
@@ -239,7 +266,10 @@ def open_page(tab: Tab, page: str, text: str, charts: int, model: str | None = N
 def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browser, server, case, request):
     page = case.split("-")[0]
     text, charts, actions = CASES[case]
-    model = request.getfixturevalue("chat_model") if case == "heads-generate" else None
+    model = (
+        request.getfixturevalue("chat_model") if case == "heads-generate"
+        else request.getfixturevalue("decoder_folder") if case in DECODER_CASES else None
+    )  # fmt: skip
     a, b = new_tab(browser, server), new_tab(browser, server)
     try:
         open_page(a, page, text, charts, model)
