@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from .. import trace_cache
 from ..analysis.pooling import pooled_stage
+from ..analysis.values import VALUE_WEIGHTED, value_share
 from ..errors import AttnvizError
 from ..trace import AttentionTrace
 from .common import (
@@ -45,9 +46,22 @@ MAX_TICKS = 40  # more labels than this on one axis become unreadable: label eve
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
-STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights"}
+STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights",
+                VALUE_WEIGHTED: "value-weighted"}  # fmt: skip
+#: What can be drawn on a 0..1 scale: the weights, and value-weighted attention (rows that also sum to 1).
+PROBABILITIES = ("weights", VALUE_WEIGHTED)
+#: What value-weighted attention is, under its figures.
+VALUE_WEIGHTED_NOTE = (
+    "weights × ‖v W_O‖ (the size of what each key's value adds through the output projection), each row rescaled "
+    "to sum to 1: Kobayashi et al. 2020, “Attention is not only a weight”"
+)
 
 # --- small pure helpers -----------------------------------------------------------------------------
+
+
+def drawable(trace: AttentionTrace) -> tuple[str, ...]:
+    """The stages this trace can draw, then value-weighted attention when it keeps values."""
+    return (*trace.available_stages, *((VALUE_WEIGHTED,) if trace.has("values") else ()))
 
 
 def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, keys=None) -> np.ndarray:
@@ -56,6 +70,9 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, ke
     queries / keys: (start, stop) windows; only the window's rows are computed (every key still in the softmax),
     so a long text never builds a layer's full [head, query, key] stages for a 128-token view."""
     rows, cols = queries or (0, trace.n_tokens), keys or (0, trace.n_keys)
+    if stage == VALUE_WEIGHTED:  # computed once per window: the grid and the head up close draw the same cells
+        compute = lambda: value_share(trace, layer, queries=rows, keys=cols)  # noqa: E731
+        return np.array(trace_cache.memo(trace, (VALUE_WEIGHTED, layer, tuple(rows), tuple(cols)), compute))
     if not trace.has(stage):
         raise AttnvizError(trace.why_not(stage))
     z = np.array(getattr(trace_cache.stages(trace, layer, queries=rows, keys=cols), stage), dtype=np.float32)
@@ -72,7 +89,7 @@ def colour(stage: str, values: np.ndarray, robust: bool = False, mode: str = "li
     `mode` (a COLOUR_RANGES id) applies to weights, which are then drawn as `colour_values(...)`: log spans
     log10(LOG_FLOOR)..0, every other mode 0..1.
     """
-    if stage == "weights":
+    if stage in PROBABILITIES:
         low, high = (math.log10(LOG_FLOOR), 0.0) if mode == "log" else (0.0, 1.0)
         return dict(colorscale=WEIGHTS_SCALE, zmin=low, zmax=high)
     r = symmetric_range(values)
@@ -91,7 +108,7 @@ LOG_FLOOR = 1e-4  # the log range's bottom: weights below it share the darkest c
 
 def transformed(stage: str, mode: str) -> bool:
     """True when the colours are not the values themselves (hover must carry the true weight)."""
-    return stage == "weights" and mode in COLOUR_RANGES and mode != "linear"
+    return stage in PROBABILITIES and mode in COLOUR_RANGES and mode != "linear"
 
 
 def colour_values(stage: str, values: np.ndarray, mode: str = "linear") -> np.ndarray:
@@ -155,6 +172,13 @@ def _where(trace: AttentionTrace, layer: int) -> str:
 
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
+    if stage == VALUE_WEIGHTED:
+        return (
+            "Value-weighted attention (Kobayashi et al. 2020, “Attention is not only a weight”): each weight times "
+            "‖v W_O‖, the size of what that key's value writes into the residual stream through the output projection "
+            "(its bias left out), each row rescaled to sum to 1. A key with a large weight but a small value, often a "
+            "sink such as the first token, fades."
+        )
     if stage == "weights" and trace.n_tokens <= MAX_SHOWN:  # near-uniform rows: a short text's puzzle
         w = trace_cache.stages(trace, layer).weights
         if trace.n_keys > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_keys):
@@ -247,10 +271,16 @@ def head_grid(
     fig.update_layout(
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 100,
-        margin=dict(l=100, r=10, t=60, b=10),
-        title=dict(text=f"{_where(trace, layer)} · {label}{note}", font_size=14, x=0, xanchor="left"),
+        margin=dict(l=100, r=10, t=80 if stage == VALUE_WEIGHTED else 60, b=10),
+        title=dict(text=f"{_where(trace, layer)} · {label}{note}{_subtitle(stage)}", font_size=14, x=0, xanchor="left"),
     )
     return add_boundary(fig, boundary, ((start, stop), (kstart, kstop)), n_head)
+
+
+def _subtitle(stage: str, note: str = "") -> str:
+    """A second title line: what value-weighted attention is, or `note`."""
+    text = VALUE_WEIGHTED_NOTE if stage == VALUE_WEIGHTED else note
+    return f"<br><sup>{escape(text)}</sup>" if text else ""
 
 
 def head_detail(
@@ -274,6 +304,9 @@ def head_detail(
         custom = np.concatenate([pairs, *(a[..., None] for a in numbers)], axis=-1)
         hover += "<br>scores %{customdata[3]}<br>scaled %{customdata[4]}"
         note = ""
+    if stage == VALUE_WEIGHTED:
+        custom = np.concatenate([custom, _fmt(z)[..., None]], axis=-1)
+        hover += f"<br>value-weighted %{{customdata[{custom.shape[-1] - 1}]}}"
     label = STAGE_LABELS[stage]
     fig = go.Figure(
         go.Heatmap(
@@ -307,8 +340,8 @@ def head_detail(
     fig.update_layout(
         meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
         height=side,
-        margin=dict(l=10, r=10, t=50 if note else 40, b=10),
-        title=dict(text=title + (f"<br><sup>{escape(note)}</sup>" if note else ""), font_size=14, x=0, xanchor="left"),
+        margin=dict(l=10, r=10, t=50 if note or stage == VALUE_WEIGHTED else 40, b=10),
+        title=dict(text=title + _subtitle(stage, note), font_size=14, x=0, xanchor="left"),
     )
     return add_boundary(fig, boundary, ((start, stop), (kstart, kstop)))
 
