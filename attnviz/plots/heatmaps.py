@@ -40,6 +40,7 @@ from .common import (
     token_axis,
 )
 from .pairs import add_boundary
+from .value_weighted import PROBABILITIES, VALUE_WEIGHTED_CAPTION, VALUE_WEIGHTED_NOTE, drawable  # noqa: F401
 from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
 MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
@@ -48,20 +49,8 @@ TILE = 24  # the overview pools every head to at most TILE x TILE cells
 #: One name per stage, used in titles, colour bars and the page that explains them.
 STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights",
                 VALUE_WEIGHTED: "value-weighted"}  # fmt: skip
-#: What can be drawn on a 0..1 scale: the weights, and value-weighted attention (rows that also sum to 1).
-PROBABILITIES = ("weights", VALUE_WEIGHTED)
-#: What value-weighted attention is, under its figures.
-VALUE_WEIGHTED_NOTE = (
-    "weights × ‖v W_O‖ (the size of what each key's value adds through the output projection), each row rescaled "
-    "to sum to 1: Kobayashi et al. 2020, “Attention is not only a weight”"
-)
 
 # --- small pure helpers -----------------------------------------------------------------------------
-
-
-def drawable(trace: AttentionTrace) -> tuple[str, ...]:
-    """The stages this trace can draw, then value-weighted attention when it keeps values."""
-    return (*trace.available_stages, *((VALUE_WEIGHTED,) if trace.has("values") else ()))
 
 
 def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, keys=None) -> np.ndarray:
@@ -173,12 +162,7 @@ def _where(trace: AttentionTrace, layer: int) -> str:
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
     if stage == VALUE_WEIGHTED:
-        return (
-            "Value-weighted attention (Kobayashi et al. 2020, “Attention is not only a weight”): each weight times "
-            "‖v W_O‖, the size of what that key's value writes into the residual stream through the output projection "
-            "(its bias left out), each row rescaled to sum to 1. A key with a large weight but a small value, often a "
-            "sink such as the first token, fades."
-        )
+        return VALUE_WEIGHTED_CAPTION
     if stage == "weights" and trace.n_tokens <= MAX_SHOWN:  # near-uniform rows: a short text's puzzle
         w = trace_cache.stages(trace, layer).weights
         if trace.n_keys > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_keys):
