@@ -46,12 +46,13 @@ def _llama(model, i: int, x: np.ndarray):
 FAMILIES = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}
 
 
-def reference(eager, family: str, ids, attention_mask, n_head: int, **extra) -> np.ndarray:
-    """[layer, head, query, key] float64 value norms from transformers' eager model, computed in numpy."""
+def reference(eager, family: str, ids, attention_mask, n_head: int, **extra):
+    """([layer, head, query, key] value norms, [layer, head, key, d] values per query head), float64 from
+    transformers' eager model, computed in numpy."""
     with torch.no_grad():
         out = eager(input_ids=torch.tensor([ids]), attention_mask=torch.tensor([attention_mask]),
                     output_attentions=True, output_hidden_states=True, **extra)  # fmt: skip
-    layers = []
+    layers, values = [], []
     for i, weights in enumerate(out.attentions):
         v, w_o = FAMILIES[family](eager, i, _np(out.hidden_states[i][0]))
         n_kv = v.shape[-1] * n_head // w_o.shape[0]  # value heads: the value width over the head width
@@ -61,7 +62,8 @@ def reference(eager, family: str, ids, attention_mask, n_head: int, **extra) -> 
             [np.linalg.norm(v[h // (n_head // n_kv)] @ w_o[h * d : (h + 1) * d], axis=-1) for h in range(n_head)]
         )  # [head, key]
         layers.append(np.abs(_np(weights[0])) * written[:, None, :])
-    return np.stack(layers)
+        values.append(v[np.arange(n_head) // (n_head // n_kv)])
+    return np.stack(layers), np.stack(values)
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +83,11 @@ def test_value_norms_equal_the_models_own_weights(models, family, pad):
     ids = list(tr.provenance.input_ids)
     visible = [0 if pad and i >= len(ids) - pad else 1 for i in range(len(ids))]
     extra = {"token_type_ids": torch.zeros(1, len(ids), dtype=torch.long)} if family == "bert" else {}
-    expected = reference(eager, family, ids, visible, tr.n_head, **extra)
+    expected, values = reference(eager, family, ids, visible, tr.n_head, **extra)
     assert tr.has("values") and tr.why_not("values") is None
     for layer in range(tr.n_layer):
+        for head in range(tr.n_head):  # the values themselves, value heads shared out as the model shares them
+            np.testing.assert_allclose(tr.values(layer, head), values[layer, head], rtol=1e-4, atol=1e-5)
         got = value_norms(tr, layer)
         assert got.dtype == np.float32 and got.shape == expected[layer].shape
         np.testing.assert_allclose(got, expected[layer], rtol=2e-4, atol=1e-6, err_msg=f"{family} layer {layer}")
@@ -98,7 +102,7 @@ def test_a_sentence_pair_equals_the_models_own_weights(bundled, bundled_eager):
     n = len(enc["input_ids"])
     assert ids[:n] == enc["input_ids"] and len(ids) == 20
     types = torch.tensor([enc["token_type_ids"] + [0] * (20 - n)])
-    expected = reference(bundled_eager, "bert", ids, [1] * n + [0] * (20 - n), tr.n_head, token_type_ids=types)
+    expected, _ = reference(bundled_eager, "bert", ids, [1] * n + [0] * (20 - n), tr.n_head, token_type_ids=types)
     np.testing.assert_allclose(value_norms(tr, 4), expected[4], rtol=2e-4, atol=1e-6)
     share = value_share(tr, 4)
     np.testing.assert_allclose(share.sum(-1), 1.0, atol=1e-5)
