@@ -59,9 +59,8 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, ke
     queries / keys: (start, stop) windows; only the window's rows are computed (every key still in the softmax),
     so a long text never builds a layer's full [head, query, key] stages for a 128-token view."""
     rows, cols = queries or (0, trace.n_tokens), keys or (0, trace.n_keys)
-    if stage == VALUE_WEIGHTED:  # computed once per window: the grid and the head up close draw the same cells
-        compute = lambda: value_share(trace, layer, queries=rows, keys=cols)  # noqa: E731
-        return np.array(trace_cache.memo(trace, (VALUE_WEIGHTED, layer, tuple(rows), tuple(cols)), compute))
+    if stage == VALUE_WEIGHTED:  # a window's rows: never a long text's whole layer (and nothing kept per window)
+        return np.array(value_share(trace, layer, queries=rows, keys=cols))
     if not trace.has(stage):
         raise AttnvizError(trace.why_not(stage))
     z = np.array(getattr(trace_cache.stages(trace, layer, queries=rows, keys=cols), stage), dtype=np.float32)
