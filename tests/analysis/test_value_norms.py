@@ -140,6 +140,14 @@ def test_our_module_value_norms_equal_its_own_projections(bundled):
     np.testing.assert_allclose(value_norms(tr, 0), _np(stages.weights) * written[:, None, :], rtol=2e-4, atol=1e-6)
 
 
+def test_a_family_read_from_its_own_code_has_stages_but_says_why_it_has_no_values(tiny_deberta_dir):
+    tr = attnviz.trace(attnviz.load_model(str(tiny_deberta_dir)), TEXT)
+    assert tr.has("scores") and not tr.has("values")
+    assert "own attention code" in tr.why_not("values") and "values" in tr.why_not("values")
+    with pytest.raises(InputError, match="own attention code"):
+        value_share(tr, 0)
+
+
 def test_weights_only_traces_say_why_in_words(tiny_xlnet_dir, bundled):
     given = AttentionTrace.from_weights(["a", "b"], np.full((1, 2, 2, 2), 0.5, np.float32))
     assert not given.has("values") and "value vectors" in given.why_not("values")
