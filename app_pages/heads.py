@@ -19,7 +19,7 @@ where = src.where + ("" if src.pretrained else " (a single layer)")  # "layer 3"
 left, right = ui.columns("stage", [2, 3], vertical_alignment="bottom")
 with left:
     stage = ui.stage_picker(tr)
-if stage != "weights":
+if stage not in hm.PROBABILITIES:
     ui.scale_note(tr, layer)
 colours = ui.colour_range(stage, right)
 span = ui.generation_steps(tr, hm.MAX_SHOWN) or ui.token_window(tr, hm.MAX_SHOWN)  # a generation: its step
@@ -44,8 +44,8 @@ with left:
         "**How to read it.** Each **row** is a query: the token that is looking. Each **column** is a key: "
         "the token being looked at. A bright cell means the row's token takes a lot from the column's token."
     )
-    if stage == "weights":
-        st.markdown("Every row of **weights** sums to 1: it is how the query shares its attention among the keys.")
+    if stage in hm.PROBABILITIES:
+        st.markdown(f"Every row of **{stage}** sums to 1: it is how the query shares its attention among the keys.")
     else:
         st.markdown("Score stages are not probabilities: red is above 0, blue below, white is 0.")
     st.caption(

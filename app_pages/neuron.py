@@ -9,7 +9,6 @@ from attnviz.errors import AttnvizError
 from attnviz.plots import common
 from attnviz.plots import heatmaps as hm
 from attnviz.plots import neuron as nv
-from attnviz.scratch import input_vectors
 
 src = ui.current()
 st.title("Neuron view")
@@ -44,26 +43,30 @@ rows = {
     "masked": view.masked,
     "weight": view.weights,
 }
-values, msrc = None, src.module_source()  # our module's values can be recomputed; a pretrained model's are not kept
-if msrc is not None:
-    text, pair = ui.text_inputs()
-    x, _, _ = input_vectors(msrc, text, pair, ui.max_tokens())
-    values = N.module_values(msrc.build(), x)[head]  # [every key, d_head]
+values = tr.values(layer, head) if tr.has("values") else None  # [every key, d_value], as the model used them
+if values is not None:
     weighted, output = view.with_values(values)
     rows["|weight × v|"] = np.linalg.norm(weighted, axis=-1)
+    rows["‖v W_O‖"] = view.written
+    rows["weight × ‖v W_O‖"] = view.value_norms
 st.dataframe(rows, hide_index=True, key="nv_table")
 st.caption(
     "Masked cells hold the fill the model uses (a huge negative number), so their weight is 0. "
     "Weights sum to 1 over the keys."
+    + (
+        " ‖v W_O‖ is the size of what this head writes into the residual stream from each key per unit of weight (its "
+        "value through the head's slice of the output projection); weight × ‖v W_O‖ is what the query really takes "
+        "from it (Kobayashi et al. 2020, “Attention is not only a weight”): a large weight on a small value adds little."
+        if values is not None
+        else ""
+    )
 )
 
 st.subheader("Weights × values", divider="gray")
 if values is None:
     st.info(
-        "A trace keeps the query and key vectors (all the four stages need) but not the value vectors: keeping them "
-        "would double its memory, and for pretrained models the values are computed inside the model's own code. "
-        "Choose **Our module** as the source in the sidebar to see each key's value vector, scaled by its weight, "
-        "and their sum: the head's output for this token."
+        f"{ui.literal(tr.why_not('values'))} Choose the bundled model or **Our module** as the source in the sidebar "
+        "to see each key's value vector, scaled by its weight, and their sum: the head's output for this token."
     )
 else:
     st.markdown(

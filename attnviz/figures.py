@@ -31,8 +31,8 @@ SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "<s>", "</s>", "
 
 def heads(trace: AttentionTrace, layer: int = 0, head: int = 0, stage: str = "weights", colours: str = "linear"):
     """Every head of a layer on one scale, one head up close (every stage in its hover), every layer x head."""
-    if stage not in trace.available_stages:
-        raise InputError(f"stage {stage!r} is not available here; choose one of {', '.join(trace.available_stages)}.")
+    if stage not in hm.drawable(trace):
+        raise InputError(f"stage {stage!r} is not available here; choose one of {', '.join(hm.drawable(trace))}.")
     where = "our module" if trace.provenance.kind == "module" else f"layer {layer}"
     out = [
         (f"Every head of {where} · {stage}", hm.head_grid(trace, layer, stage, colours=colours)),

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import output_norms
 from .attention import DEFAULT_FILL, SCORE_FUNCTIONS, MultiHeadAttention, check_scale, seeded_module, seeded_vectors
 from .errors import InputError
 from .hf import LoadedModel, attention_inputs, module_from_layer
 from .hf.encode import encode
-from .trace import AttentionTrace, LayerRecord, Provenance
+from .trace import AttentionTrace, LayerRecord, Provenance, Values
 
 INPUTS = ("embeddings", "hidden", "random")
 WEIGHTS = ("random", "pretrained")
@@ -188,16 +189,18 @@ def trace_module(
         full_mask = module.build_mask(1, len(tokens), len(key_tokens), mask, causal=causal)[
             0, 0
         ]  # what forward applies
-        qh, kh, _ = module.project(x[None], kv[None], kv[None])  # [1, head, T, d_head]
+        qh, kh, vh = module.project(x[None], kv[None], kv[None])  # [1, head, T, d_head]
         # a dot product is kept as q and k (stages computed when asked); other score functions as their scores
         scores = None if module.score in ("dot", "scaled_dot") else module.score_fn(qh, kh)[0]
+        written = output_norms.table(vh[0], output_norms.head_slices(module.w_o.weight, module.n_head))
     used_scale = module.score_fn.default_scale(module.d_head) if scale is None else scale
     causal_used = module.causal if causal is None else causal
     hidden = tuple(sorted({int(i) for i in hide}))
     options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hidden, scale=scale, fill=fill).items()))
-    record = LayerRecord(qh[0], kh[0], used_scale, full_mask, fill)
+    values = dict(values=Values(vh[0], written))  # what each head writes from each key: v @ its slice of w_o
+    record = LayerRecord(qh[0], kh[0], used_scale, full_mask, fill, **values)
     if scores is not None:
-        record = LayerRecord(None, None, used_scale, full_mask, fill, scores=scores)
+        record = LayerRecord(None, None, used_scale, full_mask, fill, scores=scores, **values)
     provenance = Provenance(model=src.describe(), kind="module", options=options)
     return AttentionTrace(tokens, (record,), key_tokens=key_tokens, d_head=module.d_head,
                           provenance=provenance, notes=tuple(notes))  # fmt: skip

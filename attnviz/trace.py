@@ -28,15 +28,20 @@ from .trace_layers import (
     GivenWeights,
     LayerFacts,
     LayerRecord,
+    Values,
     check_layers,
     given_layers,
     kv_groups,
     records_from_scores,
 )
 from .trace_read import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids
+from .trace_values import ValueReads
 
-__all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance"]
-_WHAT = {"vectors": "query and key vectors"}  # what `why_not` calls a capability; the stages by their own names
+__all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance", "Values"]
+_WHAT = {
+    "vectors": "query and key vectors",
+    "values": "value vectors",
+}  # what `why_not` calls a capability; the stages by their own names
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class Provenance:
 
 
 @dataclass(frozen=True, eq=False)
-class AttentionTrace:
+class AttentionTrace(ValueReads):
     """Every stage of attention for one input; numpy out, axis order [layer, head, query, key].
 
     Whole-trace arrays (`weights`, `scores`, `scaled`, `masked`, `mask`, `scale`, `fill`) stack every layer and suit

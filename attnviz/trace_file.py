@@ -278,5 +278,5 @@ def _layer_record(arrays: dict, rec: dict, i: int) -> LayerRecord:
     return LayerRecord(
         None, None, check_scale(rec["scale"][i]), torch.from_numpy(arrays["mask"][i]), float(rec["fill"][i]),
         bias=opt("bias"), scores=torch.from_numpy(arrays["scores"][i]), softcap=softcap, sinks=opt("sinks"),
-        scale_on=(rec.get("scale_on") or ["scores"] * (i + 1))[i],
+        scale_on=(rec.get("scale_on") or ["scores"] * (i + 1))[i], no_values="a saved trace file holds no value vectors",
     )  # fmt: skip

@@ -23,8 +23,10 @@ from .mask_structure import StructuredMask, as_structured
 from .row_norms import RowNorms
 
 STAGES = ("scores", "scaled", "masked", "weights")
-#: What a trace may be asked for with `has`: the four stages, and the query and key vectors (the neuron view).
-CAPABILITIES = (*STAGES, "vectors")
+#: What a trace may be asked for with `has`: the four stages, the query and key vectors (the neuron view) and the
+#: values with the size of what each head writes from each key (attnviz.analysis.values).
+CAPABILITIES = (*STAGES, "vectors", "values")
+NO_VALUES = "it keeps no value vectors"
 NORM_CELLS = 2**22  # score cells per step while computing the row norms (16 MB of float32 per intermediate)
 ALL = slice(None)
 
@@ -65,6 +67,28 @@ class LayerFacts:
 
 
 @dataclass(frozen=True, eq=False)
+class Values:
+    """A layer's values and what each head writes from each key (Kobayashi et al. 2020; attnviz.analysis.values).
+
+    v       [kv_head, key, d_value]  values as the model used them (key/value heads not expanded, like k)
+    written [head, key]              ||v[kv(h), j] @ W_O[h]||: what query head h writes into the residual stream from
+                                     key j per unit of weight (attnviz.output_norms), computed while tracing
+    """
+
+    v: torch.Tensor
+    written: torch.Tensor
+
+    def output_norms(self, heads, keys=ALL) -> torch.Tensor:
+        """[head, key] float32 of `heads` for a window of keys."""
+        return self.written[heads][:, keys].float()
+
+    def of_heads(self, heads) -> torch.Tensor:
+        """v [head, key, d_value] float32 of `heads`, value heads shared out as the model shares them."""
+        kv = torch.div(heads, self.written.shape[0] // self.v.shape[0], rounding_mode="floor")
+        return self.v[kv].float()
+
+
+@dataclass(frozen=True, eq=False)
 class LayerRecord:
     """A recorded layer: what its stages are made from (one batch item).
 
@@ -84,6 +108,8 @@ class LayerRecord:
                                        scores * scale in every case
     norms [head, query] x 2           each row's softmax normaliser (attnviz.row_norms), computed from the record
                                        when not given (the seam gives them from the kernel that ran the layer)
+    values                             the values and what each head writes from each key (`Values`), else None and
+                                       no_values says why
     """
 
     q: torch.Tensor | None
@@ -97,6 +123,8 @@ class LayerRecord:
     sinks: torch.Tensor | None = None
     scale_on: str = "scores"
     norms: RowNorms | None = None
+    values: Values | None = None
+    no_values: str = NO_VALUES
 
     def __post_init__(self):
         object.__setattr__(self, "mask", as_structured(self.mask))
@@ -118,6 +146,8 @@ class LayerRecord:
     def missing(self, stage: str) -> str | None:
         if stage == "vectors" and self.q is None:
             return "it keeps its scores, not query and key vectors (a score that is not a dot product, or saved scores)"
+        if stage == "values" and self.values is None:
+            return self.no_values or NO_VALUES
         return None
 
     def stages(self, heads=None, queries=ALL, keys=ALL, scale=None, mask=None, fill=None) -> Stages:
@@ -206,7 +236,8 @@ class LayerRecord:
                           self.softcap, _numpy(self.sinks))  # fmt: skip
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        held = (self.q, self.k, self.bias, self.scores, self.sinks, *self.mask.tensors(), *self.norms)
+        values = () if self.values is None else (self.values.v, self.values.written)
+        held = (self.q, self.k, *values, self.bias, self.scores, self.sinks, *self.mask.tensors(), *self.norms)
         return tuple(t for t in held if t is not None)
 
 
@@ -253,8 +284,9 @@ def records_from_scores(scores, scale, mask=None, fill=None, bias=None) -> tuple
     masks = torch.ones(n_layer, *scores.shape[2:], dtype=torch.bool) if mask is None else mask
     masks = torch.as_tensor(np.asarray(masks, bool))
     biases = [None] * n_layer if bias is None else [torch.as_tensor(np.asarray(b)) for b in bias]
+    why = "it was made from stage arrays, which hold no value vectors"
     return tuple(
-        LayerRecord(None, None, check_scale(s), m, float(f), b, x)
+        LayerRecord(None, None, check_scale(s), m, float(f), b, x, no_values=why)
         for x, s, m, f, b in zip(scores.clone(), per(scale), masks, per(fill), biases)
     )
 

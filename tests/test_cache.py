@@ -37,8 +37,9 @@ def test_nbytes_counts_what_a_trace_stores(bundled):
 
     tr = attnviz.trace(bundled, "The cat sat on the mat.")
     T, L, H, d = tr.n_tokens, tr.n_layer, tr.n_head, tr.d_head
-    # q and k in float32 for every layer and each row's softmax normaliser (max and log-sum, [H, T] float32 each);
-    # the mask hides nothing, so its structure holds no array at all
-    assert nbytes(tr) == L * 2 * H * T * d * 4 + L * 2 * H * T * 4
+    # q, k and v in float32 for every layer, each row's softmax normaliser (max and log-sum, [H, T] float32 each) and
+    # what each head writes from each key (||v W_O||, [H, T] float32); the mask hides nothing, so its structure holds
+    # no array at all
+    assert nbytes(tr) == L * 3 * H * T * d * 4 + L * 2 * H * T * 4 + L * H * T * 4
     padded = attnviz.trace(bundled, "The cat sat on the mat.", pad_to=T + 3)
     assert nbytes(padded) == nbytes(tr) * (T + 3) // T + (T + 3)  # and one bool per key: padding, shared by all layers

@@ -76,11 +76,11 @@ def test_layer_arrays_are_read_only_and_fields_cannot_be_reassigned(bundled):
 
 def test_stored_size_grows_linearly_with_the_tokens(bundled):
     short, long = attnviz.trace(bundled, "word " * 60), attnviz.trace(bundled, "word " * 240)
-    ratio = long.nbytes / short.nbytes  # 4x the tokens: q and k grow 4x, the one shared mask 16x
+    ratio = long.nbytes / short.nbytes  # 4x the tokens: q, k and v grow 4x, the one shared mask 16x
     assert long.n_tokens / short.n_tokens == pytest.approx(3.9, abs=0.1)
     assert ratio < 6, ratio
     every_stage = 4 * long.weights.nbytes  # what storing the four stages of every layer would hold
-    assert long.nbytes < every_stage / 10
+    assert long.nbytes < every_stage / 8  # q, k, v: 3 x 32 numbers a token and head, against 4 x 242 stage cells
 
 
 def test_weights_only_trace_has_only_the_weights_stage():

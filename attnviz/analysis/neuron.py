@@ -6,9 +6,10 @@ the scaled score, the mask, the masked score and the softmax weight. The score s
 equals what the Heads page shows; longer texts compute the query's row alone, equal to float32 rounding). For
 grouped-query models each query head reads its shared key head, as the model does (`trace.kv_groups`).
 
-A trace keeps q and k but not v (values are not needed for the four stages, and keeping them would double
-the memory), so the weights x values part is available only for our own module, whose values `module_values`
-recomputes with the same projection (MultiHeadAttention.project) on the same input vectors.
+Where the trace keeps values (the capture seam's families and our module; attnviz.analysis.values), the view also holds
+each key's ||v W_O||, the size of what the head writes from it per unit of weight, and the product weight x ||v W_O||
+(Kobayashi et al. 2020): a large weight on a small value adds little. `module_values` recomputes our module's values
+with the same projection (MultiHeadAttention.project) on the same input vectors, for a check from outside the trace.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ class NeuronView:
     masked: np.ndarray  # [key]
     weights: np.ndarray  # [key]
     row_weights: np.ndarray  # [every key]: the whole row, for the head's output
+    written: np.ndarray | None = None  # [key] ||v W_O||: what the head writes from each key per unit of weight
+
+    @property
+    def value_norms(self) -> np.ndarray | None:
+        """[key] weight x ||v W_O||: the size of what this query takes from each key (None: the trace keeps no values)."""
+        return None if self.written is None else self.weights * self.written
 
     def with_values(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """v: [every key, d_head]. (weight * v of the shown keys [key, d_head], the sum over every key: this head's
@@ -74,10 +81,11 @@ def neuron_view(trace: AttentionTrace, layer: int, head: int, query: int, keys=N
     stages = trace.stages(layer, queries=rows)
     row = lambda a: np.asarray(a[head, query - rows[0]])  # noqa: E731 ([head, query, key] -> [every key])
     facts = trace.facts(layer)
+    written = trace.output_norms(layer, heads=head)[0][shown] if trace.has("values") else None
     return NeuronView(
         layer, head, query, shown, q, k, q[None, :] * k, row(stages.scores)[shown], float(facts.scale),
         row(stages.scaled)[shown], facts.mask[query][shown], row(stages.masked)[shown], row(stages.weights)[shown],
-        row(stages.weights),
+        row(stages.weights), written,
     )  # fmt: skip
 
 

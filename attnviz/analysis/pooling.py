@@ -11,6 +11,7 @@ import torch
 
 from ..errors import AttnvizError
 from ..trace import AttentionTrace
+from .values import VALUE_WEIGHTED, value_share_tensor
 
 
 def block_starts(n: int, size: int) -> torch.Tensor:
@@ -48,13 +49,14 @@ def pool(values: torch.Tensor, size: int, sum_keys: bool = False) -> torch.Tenso
 
 def pooled_stage(trace: AttentionTrace, stage: str, size: int) -> np.ndarray:
     """[layer, head, size, size] float32: one stage of every layer pooled; masked cells are NaN in "masked"."""
-    if not trace.has(stage):
-        raise AttnvizError(trace.why_not(stage))
+    shares = stage == VALUE_WEIGHTED  # value-weighted attention: rows that sum to 1, pooled as the weights are
+    if not trace.has("values" if shares else stage):
+        raise AttnvizError(trace.why_not("values" if shares else stage))
     out = []
     for i in range(trace.n_layer):
-        with torch.inference_mode():
-            values = getattr(trace.stages(i, device=True), stage)  # computed and pooled where the trace lives
+        with torch.inference_mode():  # computed and pooled where the trace lives
+            values = value_share_tensor(trace, i) if shares else getattr(trace.stages(i, device=True), stage)
             if stage == "masked":
                 values = values.masked_fill(~torch.as_tensor(trace.layer_mask(i), device=values.device), torch.nan)
-            out.append(pool(values, size, sum_keys=stage == "weights").float().cpu().numpy())
+            out.append(pool(values, size, sum_keys=stage in ("weights", VALUE_WEIGHTED)).float().cpu().numpy())
     return np.stack(out)

@@ -30,13 +30,19 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import output_norms
 from ..attention import DEFAULT_FILL, causal_mask
 from ..errors import InputError
 from ..mask_structure import StructuredMask, recognise
-from ..trace import LayerRecord
+from ..trace import LayerRecord, Values
 from . import kernels
 
 CAPTURE_NAME = "attnviz"
+#: Why a layer has no values: read from a family's own attention code (q and k only), or no output projection found.
+OWN_CODE_VALUES = "attnviz reads this family's queries and keys from its own attention code, but not its values"
+UNKNOWN_OUTPUT = (
+    "attnviz does not know where this family's attention output projection is, so it cannot size what a head writes"
+)
 
 #: Arguments that only steer other kernels (flash, paged caches) or are already part of the mask.
 IGNORED_ARGUMENTS = frozenset(
@@ -104,6 +110,8 @@ class Recorder:
     own_code: bool = False  # attnviz.hf.own's hooks record only into such a Recorder (an own-code family's trace)
     roles: dict = field(default_factory=dict)  # encoder-decoder: attention module -> encoder / decoder / cross
     masks: list = field(default_factory=list)  # (the dense mask seen, its structure) of the latest distinct masks
+    outputs: dict = field(default_factory=dict)  # attention module -> OutputProjection (attnviz.hf.output_projection)
+    value_widths: list = field(default_factory=list)  # each call's value width (None: no values seen), for the load
 
     def position(self, module) -> tuple[str | None, int]:
         """(part, layer within the part) of the attention call `module` is making now; (None, call index) for a
@@ -129,13 +137,14 @@ class Recorder:
         return found
 
     def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on="scores",
-             norms=None) -> None:  # fmt: skip
+             norms=None, value=None, no_values: str = OWN_CODE_VALUES) -> None:  # fmt: skip
         """Record batch item 0 of one attention call, its mask by structure (`structure`).
 
         allowed: a StructuredMask, or the boolean mask [batch or 1, 1, query, key] (None: all visible). extra: bias
         ([batch or 1, head or 1, query, key]), softcap and sinks, each None when the model has none. scale_on: where
         the model applied the scale ("scores", "q", "k", "q and k"; see LayerRecord). norms: the row norms the kernel
-        gave (None: the record computes them).
+        gave (None: the record computes them). value: [batch, kv_head, key, d_value], kept with what each head writes
+        from each key (`written`) when the module's output projection is known; else no_values says why there is none.
         """
         n_q, n_k = query.shape[-2], key.shape[-2]
         mask = allowed if isinstance(allowed, StructuredMask) else self.structure(allowed, query, key)
@@ -146,10 +155,15 @@ class Recorder:
             sinks = (
                 sinks.detach().reshape(-1) if sinks.dim() <= 1 else sinks.detach().expand(query.shape[0], -1, n_q)[0]
             )
+        proj = self.outputs.get(module)
+        values = None
+        if value is not None and proj is not None:
+            values = Values(value[0], output_norms.table(value[0], proj.heads(query.shape[1])))
         record = LayerRecord(query[0], key[0], scale, mask, fill, bias, softcap=extra["softcap"], sinks=sinks,
-                             scale_on=scale_on, norms=norms)  # fmt: skip
+                             scale_on=scale_on, norms=norms, values=values, no_values=no_values)  # fmt: skip
         self.layers.append(record)
         self.modules.append(module)
+        self.value_widths.append(None if value is None else int(value.shape[-1]))
 
 
 def check_arguments(kwargs: dict) -> None:
@@ -249,7 +263,7 @@ def capture_attention(
     else:
         out, norms = kernels.chunked(query, key, value, scale, allowed, fill, extra, dropout, module.training)
     if rec is not None:
-        rec.keep(module, query, key, scale, structure, fill, extra, scale_on, norms)
+        rec.keep(module, query, key, scale, structure, fill, extra, scale_on, norms, value, UNKNOWN_OUTPUT)
     return out, None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..errors import AttnvizError, InputError, ModelLoadError
-from . import capture, own
+from . import capture, output_projection, own
 from .access import check_before_loading
 from .encode import encode, forward_inputs
 from .failures import explain, reported
@@ -49,6 +49,7 @@ class LoadedModel:
     inputs: frozenset | None = None  # the encoded inputs its forward names (None: it names none we know)
     lm_head: str = ""  # what its language-model head predicts: "causal", "masked", "seq2seq"; "" when it has none
     lm_note: str = ""  # why it cannot predict tokens, when it has no head (attnviz.hf.lm)
+    outputs: dict = field(default_factory=dict, repr=False)  # attention module -> its output projection (values)
 
     @property
     def has_lm_head(self) -> bool:
@@ -346,6 +347,7 @@ def _learn_shapes(loaded: LoadedModel, rec) -> None:
     loaded.attention_modules = list(rec.modules)
     loaded.n_layer, loaded.n_head = len(rec.layers), int(rec.layers[0].q.shape[0])
     loaded.d_head = int(rec.layers[0].q.shape[-1])
+    loaded.outputs = output_projection.find_all(loaded.model, rec)
     if getattr(loaded.model.config, "is_encoder_decoder", False):
         names = {m: n for n, m in loaded.model.named_modules()}
         loaded.roles = {m: role_of(names[m]) for m in rec.modules}

@@ -84,7 +84,7 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     ids, *tgt_facts = target_encoding(loaded, inputs, target, limit)
     inputs["decoder_input_ids"] = torch.tensor([ids], device=loaded.device)
     exp = _experiment(loaded, part, len(ids if part == "decoder" else enc.tokens), options)
-    rec = capture.Recorder(experiment=exp, roles=loaded.roles)
+    rec = capture.Recorder(experiment=exp, roles=loaded.roles, outputs=loaded.outputs)
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:

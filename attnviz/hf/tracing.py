@@ -95,7 +95,7 @@ def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tup
         inputs["attention_mask"] = torch.ones_like(
             inputs["attention_mask"]
         )  # layers outside the experiment put it back
-    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=loaded.reproduced)
+    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=loaded.reproduced, outputs=loaded.outputs)
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:

@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from .. import trace_cache
 from ..analysis.pooling import pooled_stage
+from ..analysis.values import VALUE_WEIGHTED, value_share
 from ..errors import AttnvizError
 from ..trace import AttentionTrace
 from .common import (
@@ -40,13 +41,15 @@ from .common import (
 )
 from .generation import add_spans
 from .pairs import add_boundary
+from .value_weighted import PROBABILITIES, VALUE_WEIGHTED_CAPTION, VALUE_WEIGHTED_NOTE, drawable  # noqa: F401
 from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
 MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
-STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights"}
+STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights",
+                VALUE_WEIGHTED: "value-weighted"}  # fmt: skip
 
 # --- small pure helpers -----------------------------------------------------------------------------
 
@@ -57,6 +60,8 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, ke
     queries / keys: (start, stop) windows; only the window's rows are computed (every key still in the softmax),
     so a long text never builds a layer's full [head, query, key] stages for a 128-token view."""
     rows, cols = queries or (0, trace.n_tokens), keys or (0, trace.n_keys)
+    if stage == VALUE_WEIGHTED:  # a window's rows: never a long text's whole layer (and nothing kept per window)
+        return np.array(value_share(trace, layer, queries=rows, keys=cols))
     if not trace.has(stage):
         raise AttnvizError(trace.why_not(stage))
     z = np.array(getattr(trace_cache.stages(trace, layer, queries=rows, keys=cols), stage), dtype=np.float32)
@@ -73,7 +78,7 @@ def colour(stage: str, values: np.ndarray, robust: bool = False, mode: str = "li
     `mode` (a COLOUR_RANGES id) applies to weights, which are then drawn as `colour_values(...)`: log spans
     log10(LOG_FLOOR)..0, every other mode 0..1.
     """
-    if stage == "weights":
+    if stage in PROBABILITIES:
         low, high = (math.log10(LOG_FLOOR), 0.0) if mode == "log" else (0.0, 1.0)
         return dict(colorscale=WEIGHTS_SCALE, zmin=low, zmax=high)
     r = symmetric_range(values)
@@ -92,7 +97,7 @@ LOG_FLOOR = 1e-4  # the log range's bottom: weights below it share the darkest c
 
 def transformed(stage: str, mode: str) -> bool:
     """True when the colours are not the values themselves (hover must carry the true weight)."""
-    return stage == "weights" and mode in COLOUR_RANGES and mode != "linear"
+    return stage in PROBABILITIES and mode in COLOUR_RANGES and mode != "linear"
 
 
 def colour_values(stage: str, values: np.ndarray, mode: str = "linear") -> np.ndarray:
@@ -156,6 +161,8 @@ def _where(trace: AttentionTrace, layer: int) -> str:
 
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
+    if stage == VALUE_WEIGHTED:
+        return VALUE_WEIGHTED_CAPTION
     if stage == "weights" and trace.n_tokens <= MAX_SHOWN:  # near-uniform rows: a short text's puzzle
         w = trace_cache.stages(trace, layer).weights
         if trace.n_keys > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_keys):
@@ -248,11 +255,17 @@ def head_grid(
     fig.update_layout(
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 100,
-        margin=dict(l=100, r=10, t=60, b=10),
-        title=dict(text=f"{_where(trace, layer)} · {label}{note}", font_size=14, x=0, xanchor="left"),
+        margin=dict(l=100, r=10, t=80 if stage == VALUE_WEIGHTED else 60, b=10),
+        title=dict(text=f"{_where(trace, layer)} · {label}{note}{_subtitle(stage)}", font_size=14, x=0, xanchor="left"),
     )
     drawn = ((start, stop), (kstart, kstop))
     return add_spans(add_boundary(fig, boundary, drawn, n_head), trace, drawn, n_head)  # spans: a generation's parts
+
+
+def _subtitle(stage: str, note: str = "") -> str:
+    """A second title line: what value-weighted attention is, or `note`."""
+    text = VALUE_WEIGHTED_NOTE if stage == VALUE_WEIGHTED else note
+    return f"<br><sup>{escape(text)}</sup>" if text else ""
 
 
 def head_detail(
@@ -276,6 +289,9 @@ def head_detail(
         custom = np.concatenate([pairs, *(a[..., None] for a in numbers)], axis=-1)
         hover += "<br>scores %{customdata[3]}<br>scaled %{customdata[4]}"
         note = ""
+    if stage == VALUE_WEIGHTED:
+        custom = np.concatenate([custom, _fmt(z)[..., None]], axis=-1)
+        hover += f"<br>value-weighted %{{customdata[{custom.shape[-1] - 1}]}}"
     label = STAGE_LABELS[stage]
     fig = go.Figure(
         go.Heatmap(
@@ -309,8 +325,8 @@ def head_detail(
     fig.update_layout(
         meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
         height=side,
-        margin=dict(l=10, r=10, t=50 if note else 40, b=10),
-        title=dict(text=title + (f"<br><sup>{escape(note)}</sup>" if note else ""), font_size=14, x=0, xanchor="left"),
+        margin=dict(l=10, r=10, t=50 if note or stage == VALUE_WEIGHTED else 40, b=10),
+        title=dict(text=title + _subtitle(stage, note), font_size=14, x=0, xanchor="left"),
     )
     drawn = ((start, stop), (kstart, kstop))
     return add_spans(add_boundary(fig, boundary, drawn), trace, drawn)

@@ -45,19 +45,21 @@ def stage_picker(trace: AttentionTrace) -> str:
         return "weights"
     stage = st.segmented_control(
         "Stage",
-        trace.available_stages,
+        hm.drawable(trace),  # the four stages, then value-weighted attention when the trace keeps values
         default="weights",
         required=True,
         key="stage",
         bind=URL,
-        help="scores = q·k → scaled (× scale) → masked (forbidden pairs removed) → weights (softmax).",
+        help="scores = q·k → scaled (× scale) → masked (forbidden pairs removed) → weights (softmax). "
+        "value-weighted = weights × ‖v W_O‖ (how much each key's value adds), rows rescaled to sum to 1 "
+        "(Kobayashi et al. 2020, “Attention is not only a weight”).",
     )
     return stage or "weights"
 
 
 def colour_range(stage: str, container=None) -> str:
     """The colour range of weights heatmaps (URL key "colour", short ids); "linear" for the score stages."""
-    if stage != "weights":
+    if stage not in hm.PROBABILITIES:
         return "linear"
     return url_choice(
         (container or st).radio,

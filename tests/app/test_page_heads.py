@@ -144,3 +144,29 @@ def test_a_text_longer_than_the_limit_is_cut_and_the_page_says_so():
     at = heads(text="word " * (MAX_TEXT_CHARS // 4))
     assert any(f"first {MAX_TEXT_CHARS:,}" in i for i in texts(at, "info")), texts(at, "info")
     assert figures(at)["head_grid"]
+
+
+def test_value_weighted_attention_is_drawn_beside_the_weights(default):
+    """The stage picker offers value-weighted attention after weights; the grid draws value_share (0..1, rows of 1) and
+    the head up close says what it is, citing Kobayashi et al. 2020; the overview pools it."""
+    import attnviz
+    from attnviz.analysis.values import value_share
+
+    at = heads(stage="value-weighted", layer=1)
+    picker = next(w for w in at.get("button_group") if w.proto.label == "Stage")
+    assert list(picker.options) == ["scores", "scaled", "masked", "weights", "value-weighted"]
+    assert picker.value == "value-weighted"
+    figs = figures(at)
+    grid, detail = figs["head_grid"], figs["head_detail"]
+    assert grid["layout"]["meta"]["stage"] == "value-weighted" and figs["overview"]["layout"]["meta"]["stage"] == (
+        "value-weighted"
+    )
+    assert {(t["zmin"], t["zmax"]) for t in heatmaps(grid)} == {(0.0, 1.0)}
+    tr = attnviz.trace(attnviz.load_model(), "The cat sat on the mat because it was tired.")
+    expected = value_share(tr, 1)
+    for h, z in enumerate(z_arrays(grid)):
+        np.testing.assert_allclose(z, expected[h], atol=1e-6)
+    weights = z_arrays(figures(heads(layer=1))["head_grid"])[0]
+    assert not np.allclose(z_arrays(grid)[0], weights, atol=1e-3)  # a different picture from the weights
+    assert "Kobayashi et al. 2020" in detail["layout"]["title"]["text"]
+    assert any("Kobayashi et al. 2020" in c for c in texts(at, "caption"))

@@ -9,6 +9,7 @@ from helpers import array, figures, run_page, texts
 
 import attnviz
 from attnviz.analysis import neuron as N
+from attnviz.analysis.values import value_norms
 
 PAGE = "app_pages/neuron.py"
 TEXT = "The cat sat on the mat."
@@ -20,7 +21,7 @@ def page(**state):
     return at
 
 
-def test_pretrained_view_equals_the_trace_and_explains_missing_values(bundled):
+def test_pretrained_view_equals_the_trace_and_shows_weights_times_values(bundled):
     tr = attnviz.trace(bundled, TEXT)
     at = page(layer=3, head=4, nv_query=2)
     fig = figures(at)["neuron_vectors"]
@@ -32,8 +33,14 @@ def test_pretrained_view_equals_the_trace_and_explains_missing_values(bundled):
     table = at.dataframe[0].value
     np.testing.assert_array_equal(table["weight"].to_numpy(np.float32), tr.layer(3).weights[4, 2])
     np.testing.assert_array_equal(table["q·k (scores)"].to_numpy(np.float32), tr.layer(3).scores[4, 2])
-    assert any("Our module" in s for s in texts(at, "info"))
-    assert len(at.dataframe) == 1
+    # a pretrained model's values are kept now: per key ||v W_O|| and weight x ||v W_O|| (Kobayashi et al. 2020)
+    np.testing.assert_allclose(table["weight × ‖v W_O‖"].to_numpy(), value_norms(tr, 3)[4, 2], rtol=1e-6)
+    np.testing.assert_allclose(table["‖v W_O‖"].to_numpy(), tr.output_norms(3)[4], rtol=1e-6)
+    assert any("Kobayashi et al. 2020" in c for c in texts(at, "caption"))
+    assert len(at.dataframe) == 2 and not texts(at, "info")
+    vals = at.dataframe[1].value
+    v = np.stack([vals[c].to_numpy() for c in vals.columns if c.startswith("v of")])
+    np.testing.assert_allclose(v, tr.values(3, 4), atol=1e-7)
 
 
 def test_our_module_shows_weights_times_values(bundled):

@@ -123,6 +123,7 @@ CASES = {
             lambda t: slide(t, "Layer", 2),
             lambda t: pick(t, "scaled"),
             lambda t: pick(t, "weights"),
+            lambda t: pick(t, "value-weighted"),  # weights x ||v W_O||, rows renormalised: the link carries it too
             lambda t: pick(t, "log"),
             lambda t: slide(t, "Head", 4),
             lambda t: pick(t, "svg"),

@@ -1,0 +1,37 @@
+"""The part of a trace's read path about values: what each head writes from each key and the values themselves.
+
+AttentionTrace takes these methods from `ValueReads`, so the trace's own class stays the stages and what they are made
+from; both read through the same checked heads and windows (attnviz.trace_read).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .errors import InputError, check_index
+from .trace_read import frozen, head_index, span
+
+
+class ValueReads:
+    """Reads of a trace's values (see attnviz.analysis.values for value norms and value-weighted attention)."""
+
+    def _values_of(self, layer: int):
+        """The layer's Values, or an InputError that says in words why the trace has none."""
+        if not self.has("values"):
+            raise InputError(self.why_not("values"))
+        return self.layers[check_index("layer", layer, self.n_layer)].values
+
+    def output_norms(self, layer: int, heads=None, keys=None, *, device: bool = False) -> np.ndarray:
+        """[head, key] float32: ||v[h, j] @ W_O[h]||, the size of what head h writes into the residual stream from key j
+        per unit of weight (kept while tracing; attnviz.analysis.values turns it into value norms). keys: (start, stop).
+        device=True: a float32 tensor where the trace lives."""
+        values = self._values_of(layer)
+        out = values.output_norms(head_index(heads, self.n_head), span("keys", keys, self.n_keys))
+        return out if device else frozen(out)
+
+    def values(self, layer: int, head: int) -> np.ndarray:
+        """v [key, d_value] of one head as the model used it (value heads shared out as the model shares them)."""
+        values = self._values_of(layer)
+        with torch.inference_mode():
+            return frozen(values.of_heads(head_index(head, self.n_head))[0])
