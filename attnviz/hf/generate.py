@@ -34,7 +34,11 @@ def can_generate(loaded: LoadedModel) -> str | None:
         return (f"{loaded.label} gives its final weights only ({loaded.note or 'its own attention code'}): attnviz "
                 "cannot check that its attention is causal, which a generation timeline relies on.")  # fmt: skip
     if loaded.lm_head != "causal" or not callable(getattr(model, "generate", None)):
-        what = "predicts the token at a mask, not the next one" if loaded.lm_head == "masked" else loaded.lm_head_words
+        what = (
+            "predicts the token at a mask, not the next one"
+            if loaded.lm_head == "masked"
+            else f"cannot predict tokens: {loaded.lm_note}"
+        )
         return f"{loaded.label} cannot write a continuation: it {what}."
     return None
 
