@@ -83,3 +83,21 @@ def without_keys(weights: np.ndarray, keys=(0,)) -> np.ndarray:
     w[..., list(keys)] = 0.0
     total = w.sum(axis=-1, keepdims=True)
     return np.divide(w, total, out=np.zeros_like(w), where=total > 0).astype(np.float32)
+
+
+def has_learned_sinks(trace: AttentionTrace, layer: int) -> bool:
+    """True when `layer` puts a learned sink logit in every row's softmax (gpt-oss, Inkling 2)."""
+    return trace.facts(layer).sinks is not None
+
+
+def learned_sink_by_query(trace: AttentionTrace, layer: int, head: int) -> np.ndarray | None:
+    """float64 [query]: the share of each query's attention the learned sink took, 1 - the row's sum of weights.
+
+    None when the layer has no learned sink (its rows sum to 1) or the trace has only weights."""
+    if not has_learned_sinks(trace, layer):
+        return None
+    taken = np.zeros(trace.n_tokens)
+    for a in range(0, trace.n_tokens, QUERY_CHUNK):
+        w = trace.stages(layer, heads=head, queries=(a, a + QUERY_CHUNK)).weights[0]
+        taken[a : a + w.shape[0]] = 1.0 - w.sum(axis=-1, dtype=np.float64)
+    return taken

@@ -8,11 +8,12 @@ and survives page switches and reloads. Streamlit ignores and removes a query va
 take (layer=99, a head of -1, garbage), so bad links fall back to defaults instead of failing.
 """
 
+from .before_softmax import scale_note
 from .data import get_model, get_trace, loading_notice, saved_trace, setup, trace_of_text
-from .extras import scale_note, sinks_and_softcap
 from .literal import literal, record_table, show_error
 from .panels import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary, provenance, stop
 from .sidebar import current, module_preview, module_settings, score_sources, sidebar
+from .sinks import sinks_and_softcap
 from .state import (
     DEFAULT_TEXT,
     FILL_IDS,
