@@ -101,3 +101,12 @@ def learned_sink_by_query(trace: AttentionTrace, layer: int, head: int) -> np.nd
         w = trace.stages(layer, heads=head, queries=(a, a + QUERY_CHUNK)).weights[0]
         taken[a : a + w.shape[0]] = 1.0 - w.sum(axis=-1, dtype=np.float64)
     return taken
+
+
+def window_without_keys(trace: AttentionTrace, layer: int, queries=None, keys=None, sinks=(0,)) -> np.ndarray:
+    """float32 [head, query, key] of a window: the weights with the `sinks` keys removed and each row renormalised over
+    all its other keys (`without_keys` of the whole rows, then the window's keys), so a key window reads as the rows
+    do. Whole rows of the window's queries are read: at most a window of queries times every key."""
+    keys = (0, trace.n_keys) if keys is None else keys
+    rows = without_keys(trace.stages(layer, queries=queries).weights, sink_keys(trace, sinks))
+    return rows[..., max(0, keys[0]) : keys[1]]
