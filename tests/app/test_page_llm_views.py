@@ -111,7 +111,7 @@ def test_grouped_query_heads_are_drawn_by_group_with_their_divergence(tiny_llama
     titles = [a["text"] for a in figures(at)["head_grid"]["layout"]["annotations"]]
     assert titles[:4] == [f"group 0 · JS {js[0]:.3f} · head 0", "head 1 · group 0",
                           f"group 1 · JS {js[1]:.3f} · head 2", "head 3 · group 1"]  # fmt: skip
-    table = at.dataframe(key="kv_groups_table").value
+    (table,) = [d.value for d in at.dataframe if "JS divergence" in d.value.columns]
     np.testing.assert_allclose(table["JS divergence"].to_numpy(), js, rtol=1e-4, atol=1e-6)
     assert list(table["heads"]) == ["0, 1", "2, 3"]
     assert any("share 2 key/value heads" in c for c in texts(at, "caption"))
