@@ -22,6 +22,7 @@ with left:
 if stage not in hm.PROBABILITIES:
     ui.scale_note(tr, layer)
 colours = ui.colour_range(stage, right)
+without = ui.without_sinks(tr, stage)  # key 0 left out of the weights, rows renormalised (said in the titles)
 span = ui.generation_steps(tr, hm.MAX_SHOWN) or ui.token_window(tr, hm.MAX_SHOWN)  # a generation: its step
 boundary = ui.pair_boundary(src, tr)
 
@@ -30,8 +31,9 @@ pick = "Pick the layer in the sidebar" if src.pretrained else "Its settings are 
 st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its tokens and value.")
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
+groups = ui.grid_groups(tr, layer, hm.windows(tr, span)[0])  # grouped-query heads drawn by key/value group
 st.plotly_chart(
-    hm.head_grid(tr, layer, stage, token_range=span, colours=colours, boundary=boundary),
+    hm.head_grid(tr, layer, stage, token_range=span, colours=colours, boundary=boundary, without=without, **groups),
     theme=None,
     config=ui.chart_config(f"layer{layer}", stage, "heads"),
 )
@@ -53,12 +55,13 @@ with left:
     )
 with right:
     st.plotly_chart(
-        hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours, boundary=boundary),
+        hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours, boundary=boundary, without=without),
         theme=None,
         config=ui.chart_config(f"layer{layer}", f"head{head}", stage),
     )
     ui.boundary_caption(boundary)
 ui.sinks_and_softcap(tr, layer, head)  # attention sinks (gpt-oss), logit softcapping (Gemma 2): only when present
+ui.who_reads(tr, layer, where)  # one key's column: the weight every query of every head gives it
 
 
 def _open_tile():

@@ -35,25 +35,34 @@ special = H.special_keys(tr, *H.special_tokens_of(tok))
 with st.expander("How these numbers differ from Clark et al.'s code"):
     st.markdown(H.CLARK_DIFFERENCES)
 
-hide = st.toggle(
+ui.sink_map(tr)  # first-token and learned sinks per layer x head, on one colour scale
+st.subheader("Statistics per head", divider="gray")
+left, right = ui.columns("hs-leave-out", 2)
+hide = left.toggle(
     "Hide special tokens",
     key="hs_hide",
     bind=ui.URL,
     help="Drop attention to [CLS], [SEP], BOS/EOS, padding; renormalise every row.",
 )
+leave_out = ui.leave_out_first(right)
 if hide:
     st.caption(
         f"Special tokens hidden ({int(special.sum())} of {tr.n_keys} positions): their columns are set to 0 and every "
         "row is **renormalised** to sum to 1 again, so the numbers describe how a head shares what it does not give "
         "to special tokens. Special tokens' own rows are left out of the averages."
     )
-stats = H.head_stats(tr, special, hide_special=hide)
+if leave_out:
+    st.caption(
+        "Key 0 left out: its column is set to 0 and every row renormalised over the other keys (its own row is "
+        "left out of the averages), so a head that parks its attention on the first token is ranked by the rest."
+    )
+stats = H.head_stats(tr, special, hide_special=hide, leave_out=leave_out)
 info = dict(H.STATISTICS)
 if tr.n_tokens == tr.n_keys:  # induction is self-attention's pattern: cross-attention reads another text
     rep = H.repeated_random_text(tok, n=20, seed=0)  # an encoder-decoder's decoder reads it as its target
     repeat = ui.trace_of_text(src, rep, **({"target": rep} if src.part else {}))
     if repeat is not None and len(repeat.provenance.input_ids) == repeat.n_tokens:
-        stats = stats.with_values(induction_score=H.induction_scores(repeat))
+        stats = stats.with_values(induction_score=H.induction_scores(repeat, leave_out=leave_out))
         info["induction_score"] = H.INDUCTION
 
 name = ui.url_choice(st.selectbox, "Statistic", {k: v[0] for k, v in info.items()}, key="hs_stat")
@@ -84,9 +93,11 @@ if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_clic
     # query_params={}: without it switch_page clears the URL and fails on URL-bound widgets (they rewrite it)
     st.switch_page("app_pages/heads.py", query_params={})
 w = tr.stages(choice[0], heads=choice[1]).weights[0]
-w = H.hide_keys(w, special) if hide else w
+hidden = H.left_out_keys(tr.n_keys, special if hide else None, leave_out)
+w = H.hide_keys(w, hidden) if hidden.any() else w
+left_out = " and ".join((["special tokens"] if hide else []) + (["key 0"] if leave_out else []))
 title = f"layer {choice[0]}, head {choice[1]}: weights" + (
-    " (special tokens hidden, rows renormalised)" if hide else ""
+    f" ({left_out} hidden, rows renormalised)" if left_out else ""
 )
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)

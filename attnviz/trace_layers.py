@@ -190,8 +190,12 @@ class LayerRecord:
         """q.k^T in float32, [head, query, key]; grouped-query heads read their shared key head (repeat_kv)."""
         if self.scores is not None:
             return self.scores[heads][:, queries][..., keys].float()
-        q, k = self.vectors(heads)
-        return q[:, queries] @ k[:, keys].transpose(-2, -1)
+        # the window first, then the heads and float32: a few rows never copy every query of every head
+        q, k = self.q[:, queries][heads].float(), self.k[:, keys].float().transpose(-2, -1)
+        if len(heads) == self.shape[0] and bool((heads == torch.arange(len(heads))).all()):  # every head: a group's
+            rows = q.unflatten(0, (self.n_kv, -1)).flatten(1, 2)  # queries share one product with their key head
+            return (rows @ k).unflatten(1, (-1, q.shape[1])).flatten(0, 1)
+        return q @ k[torch.div(heads, self.shape[0] // self.n_kv, rounding_mode="floor")]
 
     def _bias(self, heads, queries=ALL, keys=ALL) -> torch.Tensor | None:
         return None if self.bias is None else self.bias.expand(self.shape[0], -1, -1)[heads][:, queries, keys].float()

@@ -91,7 +91,7 @@ ESCAPERS = {"literal", "show_error", "record_table"}
 OWN_COPY = {
     ("heads.py", "note"),  # plots.heatmaps.stage_note: a fixed sentence with numbers
     ("module.py", "note"),  # the same
-    ("extras.py", "text"),  # analysis.extras.scale_site: a fixed sentence with the scale
+    ("before_softmax.py", "text"),  # analysis.scale_site.scale_site: a fixed sentence with the scale
     ("scaling.py", "text"),  # analysis.scaling.scale_label: the scale as a number or 1/√d
     ("scaling.py", "note"),  # plots.distributions.row_saturation_note: a fixed sentence
     ("sidebar.py", "note"),  # state.cut_notes: which field was cut and its limit, no user text

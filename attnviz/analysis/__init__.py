@@ -12,5 +12,8 @@ scores    dot, scaled dot, general and additive score functions
 words     sub-word tokens merged into words
 pairs     sentence-pair blocks and the crossing share
 compare   two traces or layers, heads ranked by change
-extras    where the scale was applied, the attention sink's share per query, scores before/after softcapping
+scale_site where a layer applied its scale (q, k or the scores)
+softcap   scores before and after logit softcapping
+sinks     the weight rows give a few keys (first-token sinks) and learned sinks; rows without them
+groups    query heads sharing a key/value head, and how alike they attend
 """

@@ -213,11 +213,20 @@ def live_keys(mask: np.ndarray | None, n_keys: int) -> np.ndarray:
     return np.ones(n_keys, bool) if mask is None else np.asarray(mask, bool).any(axis=0)
 
 
-def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = False) -> HeadStats:
+def left_out_keys(n_keys: int, special: np.ndarray | None = None, keys=()) -> np.ndarray:
+    """bool [key]: the keys a statistic leaves out, `special` (bool [key] or None) and the positions `keys` (e.g. (0,),
+    a first-token sink, as HeadVis leaves position 0 out of its ranking)."""
+    out = np.zeros(n_keys, bool) if special is None else np.asarray(special, bool).copy()
+    out[[k for k in keys if 0 <= k < n_keys]] = True
+    return out
+
+
+def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = False, leave_out=()) -> HeadStats:
     """Every statistic of STATISTICS for every layer x head of `trace`.
 
     special: bool [key] (see `special_keys`). hide_special: drop the special keys, renormalise every row to
     sum 1 again, and leave the special queries out of the averages (their share of specials is then 0).
+    leave_out: key positions dropped the same way (e.g. (0,): the first token, often an attention sink).
     Padding queries and rows that may attend nothing are left out of every mean and of the pattern scores'
     sums; a pad key is nobody's previous or next token.
     One head at a time, so a long text holds one [query, key] map, not a layer of them.
@@ -230,38 +239,41 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
     if square and len(ids) == trace.n_tokens:
         patterns["duplicate_score"] = duplicate_pattern(ids)
     out = {k: np.zeros((trace.n_layer, trace.n_head)) for k in STATISTICS}
+    hidden = left_out_keys(trace.n_keys, special if hide_special else None, leave_out)
     for layer in range(trace.n_layer):
         mask = trace.layer_mask(layer)
         rows, keys = query_rows(mask, square), live_keys(mask, trace.n_keys)
         rows = np.ones(trace.n_tokens, bool) if rows is None else rows
-        if hide_special and square:
-            rows = rows & ~special[: trace.n_tokens]
+        if square:
+            rows = rows & ~hidden[: trace.n_tokens]
         for head in range(trace.n_head):
             w = np.asarray(trace.stages(layer, heads=head).weights, np.float64)  # [1, query, key]
-            w = hide_keys(w, special) if hide_special else w
+            w = hide_keys(w, hidden) if hidden.any() else w
             values = layer_stats(w, rows, special, punct, keys)
             kept = np.where(rows[:, None] & keys[None, :], w, 0.0)
             values |= {name: pattern_score(kept, p) for name, p in patterns.items()}
             for name, v in values.items():
                 out[name][layer, head] = v[0]
-    return HeadStats(out, bool(hide_special))
+    return HeadStats(out, bool(hidden.any()))
 
 
-def induction_scores(trace: AttentionTrace) -> np.ndarray:
+def induction_scores(trace: AttentionTrace, leave_out=()) -> np.ndarray:
     """[layer, head] TransformerLens induction score of a trace of a repeated sequence (`repeated_random_text`).
 
-    Padded query rows and pad keys are left out of both sums (TransformerLens traces one unpadded sequence)."""
+    Padded query rows and pad keys are left out of both sums (TransformerLens traces one unpadded sequence);
+    `leave_out` key positions are dropped and every row renormalised over the others (their own rows left out)."""
     ids = trace.provenance.input_ids
     if len(ids) != trace.n_tokens:
         raise ValueError("an induction score needs the trace's input ids")
-    pattern = induction_pattern(ids)
+    pattern, hidden = induction_pattern(ids), left_out_keys(trace.n_keys, None, leave_out)
     out = []
     for layer in range(trace.n_layer):
         mask = trace.layer_mask(layer)
         rows = query_rows(mask, True)
-        rows = np.ones(trace.n_tokens, bool) if rows is None else rows
+        rows = (np.ones(trace.n_tokens, bool) if rows is None else rows) & ~hidden
         keep = rows[:, None] & live_keys(mask, trace.n_keys)[None, :]
-        out.append(pattern_score(np.where(keep, trace.layer(layer).weights, 0.0), pattern))
+        w = trace.layer(layer).weights
+        out.append(pattern_score(np.where(keep, hide_keys(w, hidden) if hidden.any() else w, 0.0), pattern))
     return np.stack(out)
 
 

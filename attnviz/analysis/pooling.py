@@ -1,7 +1,8 @@
 """Every layer x head of a trace shrunk to small tiles, computed layer by layer where the trace lives.
 
-A long text's overview never holds every layer at full size: each layer's stage is computed (on the GPU for a
-GPU model), pooled to tile x tile blocks there, and only the tiles move to the host.
+A long text's overview never holds a layer at full size: each layer's stage is read a chunk of query rows at a time
+through the trace's read path (on the GPU for a GPU model), its block sums gathered there, and only the tiles move to
+the host.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import torch
 from ..errors import AttnvizError
 from ..trace import AttentionTrace
 from .values import VALUE_WEIGHTED, value_share_tensor
+
+SHARES = ("weights", VALUE_WEIGHTED)  # rows that sum to 1: pooled tiles keep them distributions
+
+CHUNK_CELLS = 1 << 24  # cells of one chunk of query rows (64 MB a float32 stage): the most one read computes
 
 
 def block_starts(n: int, size: int) -> torch.Tensor:
@@ -47,16 +52,58 @@ def pool(values: torch.Tensor, size: int, sum_keys: bool = False) -> torch.Tenso
     return torch.where(count > 0, total / count.clamp(min=1), torch.nan)
 
 
-def pooled_stage(trace: AttentionTrace, stage: str, size: int) -> np.ndarray:
-    """[layer, head, size, size] float32: one stage of every layer pooled; masked cells are NaN in "masked"."""
-    shares = stage == VALUE_WEIGHTED  # value-weighted attention: rows that sum to 1, pooled as the weights are
-    if not trace.has("values" if shares else stage):
-        raise AttnvizError(trace.why_not("values" if shares else stage))
+def pooled_stage(trace: AttentionTrace, stage: str, size: int, per_tile: int | None = None) -> np.ndarray:
+    """[layer, head, size, size] float32: one stage of every layer pooled as `pool` pools it; masked cells are NaN in
+    "masked" and left out of the means. Read a few query rows at a time through `trace.stages` (memory: one chunk of
+    at most CHUNK_CELLS cells). per_tile: read at most this many query rows of each row of tiles (a centred run;
+    every key of them), so time grows with the tiles drawn times the keys, not with tokens squared; None: every row."""
+    need = "values" if stage == VALUE_WEIGHTED else stage  # value-weighted: rows that sum to 1, pooled as weights
+    if not trace.has(need):
+        raise AttnvizError(trace.why_not(need))
+    return np.stack([pooled_layer(trace, i, stage, size, per_tile) for i in range(trace.n_layer)])
+
+
+def tile_rows(n: int, size: int, per_tile: int | None) -> list[tuple[int, int]]:
+    """The (start, stop) query rows read for each of the `size` rows of tiles over n queries: the whole block, or a
+    run of at most `per_tile` rows at its centre."""
+    edges = block_starts(n, min(size, n)).tolist()
+    runs = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        keep = b - a if per_tile is None else min(b - a, per_tile)
+        start = a + (b - a - keep) // 2
+        runs.append((start, start + keep))
+    return runs
+
+
+def pooled_layer(trace: AttentionTrace, layer: int, stage: str, size: int, per_tile: int | None = None) -> np.ndarray:
+    """[head, size, size] float32: one layer's stage pooled (see `pooled_stage`): each chunk of query rows is summed
+    over key blocks where the trace lives (a product with a 0/1 key-block matrix), only the tiles move to the host."""
+    cols = block_starts(trace.n_keys, min(size, trace.n_keys))
+    step = max(1, CHUNK_CELLS // max(1, trace.n_head * trace.n_keys))  # query rows of one chunk
     out = []
-    for i in range(trace.n_layer):
-        with torch.inference_mode():  # computed and pooled where the trace lives
-            values = value_share_tensor(trace, i) if shares else getattr(trace.stages(i, device=True), stage)
-            if stage == "masked":
-                values = values.masked_fill(~torch.as_tensor(trace.layer_mask(i), device=values.device), torch.nan)
-            out.append(pool(values, size, sum_keys=stage in ("weights", VALUE_WEIGHTED)).float().cpu().numpy())
-    return np.stack(out)
+    with torch.inference_mode():
+        for a, b in tile_rows(trace.n_tokens, size, per_tile):
+            total = count = 0.0
+            for c in range(a, b, step):
+                rows = (c, min(b, c + step))
+                x = (value_share_tensor(trace, layer, queries=rows) if stage == VALUE_WEIGHTED
+                     else getattr(trace.stages(layer, queries=rows, device=True), stage))  # [head, rows, key]  # fmt: skip
+                if stage == "masked":
+                    x = x.masked_fill(
+                        torch.as_tensor(~trace.layer_mask(layer, queries=rows), device=x.device), torch.nan
+                    )
+                blocks = _key_blocks(cols, x)
+                finite = None if stage in SHARES else torch.isfinite(x)  # weights are finite by construction
+                total = total + ((x if finite is None else x.where(finite, 0.0)) @ blocks).sum(1)  # [head, key block]
+                count = count + (0.0 if finite is None else (finite.to(x.dtype) @ blocks).sum(1))
+            if stage in SHARES:  # summed over a block's keys, averaged over its queries: rows stay distributions
+                out.append(total / (b - a))
+            else:
+                out.append(torch.where(count > 0, total / count.clamp(min=1), torch.nan))
+        return torch.stack(out, dim=1).float().cpu().numpy()
+
+
+def _key_blocks(cols: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """[key, block] 0/1 float: which block each key falls in (edges `cols`), on `like`'s device and dtype."""
+    block = torch.repeat_interleave(torch.arange(len(cols) - 1), torch.diff(cols)).to(like.device)
+    return torch.nn.functional.one_hot(block, len(cols) - 1).to(like.dtype)

@@ -83,3 +83,30 @@ def without_keys(weights: np.ndarray, keys=(0,)) -> np.ndarray:
     w[..., list(keys)] = 0.0
     total = w.sum(axis=-1, keepdims=True)
     return np.divide(w, total, out=np.zeros_like(w), where=total > 0).astype(np.float32)
+
+
+def has_learned_sinks(trace: AttentionTrace, layer: int) -> bool:
+    """True when `layer` puts a learned sink logit in every row's softmax (gpt-oss, Inkling 2)."""
+    return trace.facts(layer).sinks is not None
+
+
+def learned_sink_by_query(trace: AttentionTrace, layer: int, head: int) -> np.ndarray | None:
+    """float64 [query]: the share of each query's attention the learned sink took, 1 - the row's sum of weights.
+
+    None when the layer has no learned sink (its rows sum to 1) or the trace has only weights."""
+    if not has_learned_sinks(trace, layer):
+        return None
+    taken = np.zeros(trace.n_tokens)
+    for a in range(0, trace.n_tokens, QUERY_CHUNK):
+        w = trace.stages(layer, heads=head, queries=(a, a + QUERY_CHUNK)).weights[0]
+        taken[a : a + w.shape[0]] = 1.0 - w.sum(axis=-1, dtype=np.float64)
+    return taken
+
+
+def window_without_keys(trace: AttentionTrace, layer: int, queries=None, keys=None, sinks=(0,)) -> np.ndarray:
+    """float32 [head, query, key] of a window: the weights with the `sinks` keys removed and each row renormalised over
+    all its other keys (`without_keys` of the whole rows, then the window's keys), so a key window reads as the rows
+    do. Whole rows of the window's queries are read: at most a window of queries times every key."""
+    keys = (0, trace.n_keys) if keys is None else keys
+    rows = without_keys(trace.stages(layer, queries=queries).weights, sink_keys(trace, sinks))
+    return rows[..., max(0, keys[0]) : keys[1]]

@@ -24,6 +24,7 @@ from plotly.subplots import make_subplots
 from .. import trace_cache
 from ..analysis.pooling import pooled_stage
 from ..analysis.values import VALUE_WEIGHTED, value_share
+from ..analysis.sinks import window_without_keys
 from ..errors import AttnvizError
 from ..trace import AttentionTrace
 from .common import (
@@ -46,6 +47,7 @@ from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows
 
 MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
+PER_TILE = 16  # query rows the overview reads per row of tiles (every key of them): time grows with the keys only
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
 STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights",
@@ -54,16 +56,19 @@ STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked
 # --- small pure helpers -----------------------------------------------------------------------------
 
 
-def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, keys=None) -> np.ndarray:
+def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, keys=None, without=()) -> np.ndarray:
     """[head, query, key] float32 values of one stage, with masked cells as NaN for the masked stage.
 
     queries / keys: (start, stop) windows; only the window's rows are computed (every key still in the softmax),
-    so a long text never builds a layer's full [head, query, key] stages for a 128-token view."""
+    so a long text never builds a layer's full [head, query, key] stages for a 128-token view. `without`: sink keys
+    whose weight is removed, each row renormalised over its other keys (weights only, `sinks.window_without_keys`)."""
     rows, cols = queries or (0, trace.n_tokens), keys or (0, trace.n_keys)
     if stage == VALUE_WEIGHTED:  # a window's rows: never a long text's whole layer (and nothing kept per window)
         return np.array(value_share(trace, layer, queries=rows, keys=cols))
     if not trace.has(stage):
         raise AttnvizError(trace.why_not(stage))
+    if without and stage == "weights":
+        return window_without_keys(trace, layer, rows, cols, without)
     z = np.array(getattr(trace_cache.stages(trace, layer, queries=rows, keys=cols), stage), dtype=np.float32)
     if stage == "masked":
         z[:, ~trace.layer_mask(layer, rows, cols)] = np.nan  # only the window's cells of the mask
@@ -159,6 +164,13 @@ def _where(trace: AttentionTrace, layer: int) -> str:
     return "Our module" if trace.provenance.kind == "module" else f"Layer {layer}"
 
 
+def _without(stage: str, without) -> str:
+    """The title's note for weights drawn without their sink keys."""
+    if not without or stage != "weights":
+        return ""
+    return f" without key{'s' if len(without) > 1 else ''} {', '.join(map(str, without))} (rows renormalised)"
+
+
 def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     """A sentence for what a stage looks like here, when the picture alone would puzzle a reader."""
     if stage == VALUE_WEIGHTED:
@@ -201,21 +213,22 @@ def _grid_hover(z: np.ndarray, true_values: bool, head: str) -> dict:
 
 def head_grid(
     trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None, colours: str = "linear",
-    boundary: int | None = None,
+    boundary: int | None = None, titles=None, without=(),
 ) -> go.Figure:  # fmt: skip
     """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance.
 
     `colours`: a COLOUR_RANGES id for weights; the hover then still shows the true weight. `boundary`: where
-    sentence B of a pair starts (dashed lines on every panel, see plots.pairs), or None."""
+    sentence B of a pair starts (dashed lines on every panel, see plots.pairs), or None. `titles`: one per head
+    (e.g. its key/value group); `without`: sink keys left out of the weights, rows renormalised (see stage_values)."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
-    z_all = stage_values(trace, layer, stage, (start, stop), (kstart, kstop))
+    z_all = stage_values(trace, layer, stage, (start, stop), (kstart, kstop), without)
     n_head = z_all.shape[0]
     cols = max(1, min(cols, n_head))
     rows = math.ceil(n_head / cols)
     fig = make_subplots(
         rows=rows,
         cols=cols,
-        subplot_titles=[f"head {h}" for h in range(n_head)],
+        subplot_titles=titles or [f"head {h}" for h in range(n_head)],
         shared_xaxes=True,
         shared_yaxes=True,
         horizontal_spacing=0.02 if cols > 1 else 0.0,
@@ -256,8 +269,9 @@ def head_grid(
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 100,
         margin=dict(l=100, r=10, t=80 if stage == VALUE_WEIGHTED else 60, b=10),
-        title=dict(text=f"{_where(trace, layer)} · {label}{note}{_subtitle(stage)}", font_size=14, x=0, xanchor="left"),
-    )
+        title=dict(text=f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}",
+                   font_size=14, x=0, xanchor="left"),
+    )  # fmt: skip
     drawn = ((start, stop), (kstart, kstop))
     return add_spans(add_boundary(fig, boundary, drawn, n_head), trace, drawn, n_head)  # spans: a generation's parts
 
@@ -270,22 +284,23 @@ def _subtitle(stage: str, note: str = "") -> str:
 
 def head_detail(
     trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None, colours: str = "linear",
-    boundary: int | None = None,
+    boundary: int | None = None, without=(),
 ) -> go.Figure:  # fmt: skip
-    """One head large, with every stage in the hover (query, key, weights, scores, scaled); `colours` and
-    `boundary` as in head_grid."""
+    """One head large, with every stage in the hover (query, key, weights, scores, scaled); `colours`, `boundary`
+    and `without` as in head_grid (the hover's weights are then the renormalised ones drawn)."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
-    z_layer = stage_values(trace, layer, stage, (start, stop), (kstart, kstop))
+    z_layer = stage_values(trace, layer, stage, (start, stop), (kstart, kstop), without)
     z = z_layer[head]
     stages = trace_cache.stages(trace, layer, queries=(start, stop), keys=(kstart, kstop))
     sl = (head, slice(None), slice(None))
+    weights = z if without and stage == "weights" else stages.weights[sl]
     pairs = _token_pairs(trace, (start, stop), (kstart, kstop))
     hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weights %{customdata[2]}"
     if not trace.has("scores"):
-        custom = np.concatenate([pairs, _fmt(stages.weights[sl])[..., None]], axis=-1)
+        custom = np.concatenate([pairs, _fmt(weights)[..., None]], axis=-1)
         note = "Raw and scaled scores are unavailable: this model only gives its final weights."
     else:
-        numbers = [_fmt(stages.weights[sl]), _fmt(stages.scores[sl]), _fmt(stages.scaled[sl])]
+        numbers = [_fmt(weights), _fmt(stages.scores[sl]), _fmt(stages.scaled[sl])]
         custom = np.concatenate([pairs, *(a[..., None] for a in numbers)], axis=-1)
         hover += "<br>scores %{customdata[3]}<br>scaled %{customdata[4]}"
         note = ""
@@ -320,7 +335,7 @@ def head_detail(
         range=[stop - 0.5, start - 0.5],
     )
     part = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
-    title = f"{_where(trace, layer)} · head {head} · {label}{part}"
+    title = f"{_where(trace, layer)} · head {head} · {label}{_without(stage, without)}{part}"
     on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
     fig.update_layout(
         meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
@@ -343,7 +358,8 @@ def overview(
     """
     n_layer, n_head = trace.n_layer, trace.n_head
     # pooled one layer at a time, so a long text never holds every layer at full size
-    pooled = trace_cache.memo(trace, ("overview", stage, tile), lambda: pooled_stage(trace, stage, tile))  # once
+    read = lambda: pooled_stage(trace, stage, tile, per_tile=PER_TILE)  # noqa: E731 - a few query rows per tile row
+    pooled = trace_cache.memo(trace, ("overview", stage, tile), read)  # once
     pooled = colour_values(stage, pooled, colours)  # the colours drawn (the overview has no value hover)
     sq, sk = pooled.shape[-2:]  # tile height (queries) and width (keys): they differ in cross-attention
     ystep, xstep = sq + 1, sk + 1  # one empty (NaN) row and column between tiles
@@ -403,6 +419,8 @@ def overview(
     )
     shrunk = sq < trace.n_tokens or sk < trace.n_keys
     pooled_note = f" · each head pooled to {sq}×{sk} blocks of tokens" if shrunk else ""
+    if trace.n_tokens > sq * PER_TILE:  # a long text: each row of tiles averages a centred run of its queries
+        pooled_note += f" (each from {PER_TILE} of its ~{trace.n_tokens // sq} queries)"
     on_paper(fig)
     fig.update_layout(
         meta={"figure": "overview", "stage": stage},

@@ -8,12 +8,15 @@ and survives page switches and reloads. Streamlit ignores and removes a query va
 take (layer=99, a head of -1, garbage), so bad links fall back to defaults instead of failing.
 """
 
+from .before_softmax import scale_note
 from .data import get_model, get_trace, loading_notice, saved_trace, setup, trace_of_text
-from .extras import scale_note, sinks_and_softcap
 from .generation import generation_settings, generation_steps
+from .kv_groups import grid_groups
 from .literal import literal, record_table, show_error
 from .panels import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary, provenance, stop
+from .readers import who_reads
 from .sidebar import current, module_preview, module_settings, score_sources, sidebar
+from .sinks import leave_out_first, sink_map, sinks_and_softcap, without_sinks
 from .state import (
     DEFAULT_TEXT,
     FILL_IDS,
@@ -56,4 +59,5 @@ __all__ = [
     "pair_boundary", "boundary_caption", "provenance", "record_table", "saved_trace", "scale_note", "score_sources",
     "scroll_to", "section", "selected_tile", "server_max_tokens", "setup", "show_error", "sidebar",
     "sinks_and_softcap", "stage_picker", "stop", "text_inputs", "token_window", "trace_of_text", "url_choice",
+    "grid_groups", "who_reads", "leave_out_first", "sink_map", "without_sinks",
 ]  # fmt: skip

@@ -28,7 +28,7 @@ def test_default_view_shows_grid_detail_and_overview(default):
     at = default
     assert [t.value for t in at.title] == ["Heads"]
     figs = figures(at)
-    assert set(figs) == {"head_grid", "head_detail", "overview"}
+    assert set(figs) == {"head_grid", "head_detail", "who_reads", "overview"}
     grid = figs["head_grid"]
     assert len(heatmaps(grid)) == 12, "all-MiniLM-L6-v2 has 12 heads per layer"
     assert {(t["zmin"], t["zmax"]) for t in heatmaps(grid)} == {(0.0, 1.0)}

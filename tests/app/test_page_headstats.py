@@ -37,7 +37,7 @@ def test_grid_table_and_head_show_the_default_statistic(default, expected):
     at = default
     assert [t.value for t in at.title] == ["Head statistics"]
     figs = figures(at)
-    assert set(figs) == {"stat_grid", "head_weights"}
+    assert set(figs) == {"sink_maps", "stat_grid", "head_weights"}
     grid = figs["stat_grid"]["data"][0]
     assert grid["colorscale"] and grid["zmin"] == 0.0  # explicit colour scale and range
     want = H.head_stats(tr, special)["entropy"]

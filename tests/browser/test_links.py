@@ -118,7 +118,7 @@ def advanced_token_limit(tab: Tab) -> None:
 CASES = {
     "heads": (
         SENTENCE,
-        3,
+        4,
         [
             lambda t: slide(t, "Layer", 2),
             lambda t: pick(t, "scaled"),
@@ -127,11 +127,13 @@ CASES = {
             lambda t: pick(t, "log"),
             lambda t: slide(t, "Head", 4),
             lambda t: pick(t, "svg"),
+            lambda t: click(t, "Without sinks"),
+            lambda t: choose(t, "Key token", "02 carry"),
         ],
     ),
     "heads-long": (
         LONG,
-        3,
+        4,
         [
             advanced_token_limit,
             lambda t: slide(t, "Queries shown (rows), at most 128 — start", 3, key="PageUp"),
@@ -140,9 +142,10 @@ CASES = {
     ),
     "headstats": (
         SENTENCE,
-        2,
+        3,
         [
             lambda t: click(t, "Hide special tokens"),
+            lambda t: click(t, "Leave out key 0"),
             lambda t: choose(t, "Statistic", "to previous token"),
             lambda t: choose(t, "Head (sorted by to previous token, highest first)", "layer 2, head 3:"),
         ],

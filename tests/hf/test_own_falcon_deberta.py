@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.analysis import extras
+from attnviz.analysis.scale_site import scale_site
 from attnviz.hf import capture, own
 from tests.hf import families as fm
 
@@ -296,7 +296,7 @@ def test_a_falcon_reading_without_the_masks_second_alibi_falls_back_to_weights_o
 
 def test_deberta_v2_says_it_scales_k(folders):
     tr = attnviz.trace(attnviz.load_model(str(folders["deberta-v3"]), device="cpu"), TEXT)
-    assert "multiplies k by the scale (0.2041) before the dot product" in extras.scale_site(tr, 0)
+    assert "multiplies k by the scale (0.2041) before the dot product" in scale_site(tr, 0)
 
 
 def test_deberta_v2_separate_query_states_are_refused(folders):

@@ -1,4 +1,4 @@
-"""Pure figure tests for attnviz.plots.extras: the sink-share bars and the softcap curve, from given numbers."""
+"""Pure figure tests for attnviz.plots.sinks and .softcap: the sink-share bars and the softcap curve, from given numbers."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 import numpy as np
 from helpers import array
 
-from attnviz.analysis.extras import Softcap
-from attnviz.plots import extras as px
+from attnviz.analysis.softcap import Softcap
+from attnviz.plots import sinks as ps
+from attnviz.plots import softcap as px
 
 
 def _json(fig) -> dict:
@@ -18,7 +19,7 @@ def _json(fig) -> dict:
 def test_sink_bars_show_each_query_share_with_escaped_tokens():
     tokens = ["<b>x</b>", "the", "the", "<br>"]
     share = np.array([0.5, 0.25, 0.125, 0.0])
-    fig = _json(px.sink_share_bars(tokens, share, head=2))
+    fig = _json(ps.sink_share_bars(tokens, share, head=2))
     assert fig["layout"]["meta"]["figure"] == "sink_share" and "Head 2" in fig["layout"]["title"]["text"]
     bar = fig["data"][0]
     np.testing.assert_allclose(array(bar["y"]), share)
@@ -28,7 +29,7 @@ def test_sink_bars_show_each_query_share_with_escaped_tokens():
 
 def test_a_long_text_is_grouped_into_at_most_64_bars_of_the_mean_share():
     share = np.linspace(0, 1, 200)
-    fig = _json(px.sink_share_bars([f"t{i}" for i in range(200)], share, head=0))
+    fig = _json(ps.sink_share_bars([f"t{i}" for i in range(200)], share, head=0))
     y = array(fig["data"][0]["y"])
     assert len(y) <= 64 and abs(y.mean() - share.mean()) < 0.01
     assert fig["data"][0]["x"][0].startswith("000–")

@@ -1,0 +1,30 @@
+"""The Heads page's "who reads this token": pick a key, see the weight every query of every head gives it (numbers
+from `AttentionTrace.column`, the figure from attnviz.plots.columns)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..plots.columns import who_reads as who_reads_figure
+from ..plots.common import tick_labels
+from ..trace import AttentionTrace
+from .state import url_choice
+from .widgets import chart_config, columns
+
+
+def who_reads(trace: AttentionTrace, layer: int, where: str) -> None:
+    """A key picker (URL key `hd_key`) and the [head, query] map of the weight every query gives that key."""
+    st.subheader("Who reads this token", anchor="who-reads")
+    left, right = columns("who-reads", [1, 3], vertical_alignment="bottom")
+    width = max(2, len(str(trace.n_keys - 1)))
+    labels = [f"{i:0{width}d} {t}" for i, t in enumerate(trace.key_tokens)]  # plain text: a selectbox
+    with left:
+        key = url_choice(st.selectbox, "Key token", dict(enumerate(labels)), key="hd_key",
+                         help="The token being read: a column of the heatmaps above.")  # fmt: skip
+    right.caption(
+        "Each row is a head, each column a query: how much of that query's attention goes to the chosen key. "
+        "A sink (often key 0) is bright in every row; a previous-token head lights one diagonal cell per head."
+    )
+    column = trace.column(layer, key)  # [head, query], exact: each row's softmax over all its keys
+    st.plotly_chart(who_reads_figure(column, trace.tokens, key, tick_labels(trace.key_tokens)[key], where.capitalize()),
+                    theme=None, config=chart_config(f"layer{layer}", f"key{key}", "readers"))  # fmt: skip
