@@ -46,6 +46,18 @@ def _numpy(t: torch.Tensor | None) -> np.ndarray | None:
     return None if t is None else t.detach().float().cpu().numpy()
 
 
+def grouped_products(q: torch.Tensor, k: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
+    """q.k^T in float32 for query heads `heads` of q [head, query, d] against k [kv head, key, d], where consecutive
+    query heads share a key head (repeat_kv). The window is cut before the float32 copy, so a few rows never copy
+    every query of every head; with every head, a group's queries share one product with their key head."""
+    n_head, n_kv = q.shape[0], k.shape[0]
+    q, k = q[heads].float(), k.float().transpose(-2, -1)
+    if len(heads) == n_head and bool((heads == torch.arange(len(heads))).all()):
+        rows = q.unflatten(0, (n_kv, -1)).flatten(1, 2)
+        return (rows @ k).unflatten(1, (-1, q.shape[1])).flatten(0, 1)
+    return q @ k[torch.div(heads, n_head // n_kv, rounding_mode="floor")]
+
+
 @dataclass(frozen=True)
 class LayerFacts:
     """What one layer's stages are made from, as numpy; None where the layer has no such thing (given weights have
@@ -190,12 +202,7 @@ class LayerRecord:
         """q.k^T in float32, [head, query, key]; grouped-query heads read their shared key head (repeat_kv)."""
         if self.scores is not None:
             return self.scores[heads][:, queries][..., keys].float()
-        # the window first, then the heads and float32: a few rows never copy every query of every head
-        q, k = self.q[:, queries][heads].float(), self.k[:, keys].float().transpose(-2, -1)
-        if len(heads) == self.shape[0] and bool((heads == torch.arange(len(heads))).all()):  # every head: a group's
-            rows = q.unflatten(0, (self.n_kv, -1)).flatten(1, 2)  # queries share one product with their key head
-            return (rows @ k).unflatten(1, (-1, q.shape[1])).flatten(0, 1)
-        return q @ k[torch.div(heads, self.shape[0] // self.n_kv, rounding_mode="floor")]
+        return grouped_products(self.q[:, queries], self.k[:, keys], heads)
 
     def _bias(self, heads, queries=ALL, keys=ALL) -> torch.Tensor | None:
         return None if self.bias is None else self.bias.expand(self.shape[0], -1, -1)[heads][:, queries, keys].float()

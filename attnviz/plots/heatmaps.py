@@ -23,8 +23,8 @@ from plotly.subplots import make_subplots
 
 from .. import trace_cache
 from ..analysis.pooling import pooled_stage
-from ..analysis.values import VALUE_WEIGHTED, value_share
 from ..analysis.sinks import window_without_keys
+from ..analysis.values import VALUE_WEIGHTED, value_share
 from ..errors import AttnvizError
 from ..trace import AttentionTrace
 from .common import (
