@@ -37,6 +37,7 @@ with left:
         hp.weights_matrix(
             roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout", boundary=boundary, token_range=span
         ),
+        theme=None,
         config=ui.chart_config("rollout", f"layers{start}-{end}"),
     )
     st.caption("Row i: how much output token i draws on each input token. Every row sums to 1.")
@@ -50,6 +51,7 @@ with right:
             boundary=boundary,
             token_range=span,
         ),
+        theme=None,
         config=ui.chart_config("raw", f"layer{end}"),
     )
     st.caption("The same layer's own weights, averaged over its heads: what one layer does, not the whole path.")
@@ -78,7 +80,9 @@ else:
         ui.show_error(e, "info")
     else:
         st.plotly_chart(
-            rp.flow_bars(tr.tokens, roll[query], flow, query), config=ui.chart_config("flow", f"query{query}")
+            rp.flow_bars(tr.tokens, roll[query], flow, query),
+            theme=None,
+            config=ui.chart_config("flow", f"query{query}"),
         )
         st.caption(
             "Each input's value is the most that could reach it alone (its maximum flow), divided by the sum over "

@@ -55,6 +55,7 @@ with left:
             word_boundary,
             max_ticks=HALF_WIDTH_TICKS,
         ),  # fmt: skip
+        theme=None,
         config=ui.chart_config("words", f"layer{layer}", f"head{head}"),
     )
     st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
@@ -69,6 +70,7 @@ with right:
             boundary,
             max_ticks=HALF_WIDTH_TICKS,
         ),  # fmt: skip
+        theme=None,
         config=ui.chart_config("tokens", f"layer{layer}", f"head{head}"),
     )
     st.caption("The same head between the tokens the model really saw.")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import WEIGHTS_SCALE, escape, f32
-from .heatmaps import MAX_TICKS, ticks
+from .common import MAX_TICKS, WEIGHTS_SCALE, escape, f32, finish, ticks
 from .pairs import add_boundary
 from .windows import axis_ranges, range_note, window
 
@@ -43,11 +42,8 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
     fig.update_layout(
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain"),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed"),
-        height=90 + 42 * n_layer,
-        margin=dict(l=60, r=20, t=30, b=50),
-        meta={"figure": "stat_grid", "statistic": label},
     )
-    return fig
+    return finish(fig, "stat_grid", 90 + 42 * n_layer, margin=dict(l=60, r=20, t=30, b=50), meta={"statistic": label})
 
 
 def weights_matrix(
@@ -86,8 +82,7 @@ def weights_matrix(
         title=dict(text=escape(title).replace("\n", "<br>")),
         xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60),
         yaxis=dict(title="query", **ticks(tokens, q0, q1, max_ticks), autorange="reversed"),
-        height=max(320, min(700, 160 + 18 * (q1 - q0))),
-        margin=dict(l=90, r=20, t=70 if "\n" in title else 50, b=90),
-        meta={"figure": figure},
     )
+    height, top = max(320, min(700, 160 + 18 * (q1 - q0))), 70 if "\n" in title else 50
+    finish(fig, figure, height, margin=dict(l=90, r=20, t=top, b=90))
     return add_boundary(fig, boundary, ((q0, q1), (k0, k1)))

@@ -27,6 +27,7 @@ from ..errors import AttnvizError
 from ..trace import AttentionTrace
 from .common import (
     MASKED_BG,
+    MAX_TICKS,
     PAPER,
     SCORES_SCALE,
     WEIGHTS_SCALE,
@@ -36,12 +37,12 @@ from .common import (
     symmetric_range,
     thin,
     tick_labels,
+    ticks,
     token_axis,
 )
 from .pairs import add_boundary
 from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
-MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
@@ -124,13 +125,6 @@ def colour_bar(stage: str, mode: str, title: str) -> dict:
         tickvals=colour_values(stage, np.array(vals), mode).tolist(),
         ticktext=[f"{v:g}" for v in vals],
     )
-
-
-def ticks(tokens, start: int, stop: int, max_ticks: int = MAX_TICKS) -> dict:
-    """Positional tick values and '%03d token' labels for tokens[start:stop], thinned to max_ticks."""
-    labels = tick_labels(tokens)
-    vals = list(range(start, stop, thin(stop - start, max_ticks)))
-    return dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals])
 
 
 def _token_pairs(trace: AttentionTrace, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:

@@ -24,7 +24,7 @@ from .common import (
     group_note,
     heatmap,
     symmetric_range,
-    thin,
+    ticks,
     token_axes,
     weights_axis,
 )
@@ -185,17 +185,9 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
             ygap=1,
         )
     )
-    step = thin(len(labels), 40 if len(labels) == len(tokens) else 32)
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(0, len(labels), step)),
-        ticktext=labels[::step],
-        tickangle=-60,
-        title_text="key",
-    )
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(ylabels))), ticktext=ylabels, autorange="reversed")
-    fig.update_xaxes(showgrid=False, zeroline=False)
-    fig.update_yaxes(showgrid=False, zeroline=False)
+    fig.update_xaxes(**ticks(labels=labels, most=40 if len(labels) == len(tokens) else 32), tickangle=-60,
+                     title_text="key")  # fmt: skip
+    fig.update_yaxes(**ticks(labels=ylabels, most=len(ylabels)), autorange="reversed")
     return finish(fig, "fill_demo", 150 + 34 * len(ylabels), top=30, coloraxis=weights_axis())
 
 
