@@ -75,8 +75,13 @@ def weights_comparison(
     its title says so instead of claiming every key is visible. `boundary` and key_tokens as in stage_pair."""
     diff = np.asarray(with_mask, np.float32) - np.asarray(without, np.float32)
     r = max(symmetric_range(diff), 1e-3)  # all-zero difference: a white map, not a scale in micro-units
-    left = "<b>weights</b>, model's own causal mask only" if own_causal else "<b>weights</b>, every key visible"
-    titles = (left, "<b>weights</b> with your masks", "difference (yours − without)")
+    # two short lines each: three titles side by side share a third of the width (they ran into each other)
+    left = (
+        "<b>weights</b> without your masks<br>(the model's own causal mask)"
+        if own_causal
+        else "<b>weights</b><br>every key visible"
+    )
+    titles = (left, "<b>weights</b><br>with your masks", "<b>difference</b><br>yours − without")
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (z, axis, what, name) in enumerate(
@@ -92,7 +97,7 @@ def weights_comparison(
                    key_tokens=key_tokens)  # fmt: skip
     diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("change", 1.09))
     side = grid_height(len(diff), 3)
-    fig = finish(fig, "mask_weights", side, top=50, coloraxis=weights_axis(x=1.0), coloraxis2=diff_axis)
+    fig = finish(fig, "mask_weights", side, top=70, coloraxis=weights_axis(x=1.0), coloraxis2=diff_axis)
     return add_boundary(fig, boundary, (start, start + len(diff)), 3)
 
 
@@ -103,8 +108,9 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
     layer) or the model's own, which a layer outside the experiment keeps: a star marks yours, the axis title says so
     (labels this short stay horizontal)."""
     layers = np.arange(report.leak_with.size)
-    names = [f"layer {i}" + ("*" if applied is not None and i in applied else "") for i in layers]
-    whose = "every layer with your masks" if applied is None else "* your masks; the others keep the model's own"
+    # numbers, not "layer 10*": a 24-layer model's labels would overlap in half the width
+    names = [f"{i}" + ("*" if applied is not None and i in applied else "") for i in layers]
+    whose = "layer (every one with your masks)" if applied is None else "layer (* your masks; others the model's own)"
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -153,7 +159,15 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
     fig.update_yaxes(tickformat=".2~%", range=[0, top * 1.25], row=1, col=1)
     fig.update_yaxes(range=[0, max(float(report.change.max(initial=0)), 0.01) * 1.25], row=1, col=2)
     fig.update_xaxes(title_text=whose, title_font_size=12)
-    return finish(fig, "mask_leak", 340, barmode="group", bargap=0.25 if layers.size > 2 else 0.7)
+    fig.update_xaxes(type="category", tickangle=0)
+    return finish(
+        fig,
+        "mask_leak",
+        340,
+        barmode="group",
+        bargap=0.25 if layers.size > 2 else 0.7,
+        uniformtext=dict(minsize=8, mode="hide"),
+    )  # values too wide for their bar are left to the hover
 
 
 def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> go.Figure:
