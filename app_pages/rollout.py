@@ -35,8 +35,14 @@ left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
         hp.weights_matrix(
-            roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout", boundary=boundary, token_range=span
-        ),
+            roll,
+            tr.tokens,
+            f"rollout, layers {start}–{end}",
+            "rollout",
+            boundary=boundary,
+            token_range=span,
+            max_ticks=hp.HALF_WIDTH_TICKS,
+        ),  # fmt: skip
         theme=None,
         config=ui.chart_config("rollout", f"layers{start}-{end}"),
     )
@@ -50,6 +56,7 @@ with right:
             "raw_last",
             boundary=boundary,
             token_range=span,
+            max_ticks=hp.HALF_WIDTH_TICKS,
         ),
         theme=None,
         config=ui.chart_config("raw", f"layer{end}"),

@@ -7,7 +7,7 @@ from attnviz.analysis import heads as H
 from attnviz.analysis import words as W
 from attnviz.plots import headstats as hp
 
-HALF_WIDTH_TICKS = 20  # labels per axis of a half-width chart: more overlap (rotated key labels ~25 px apart)
+HALF_WIDTH_TICKS = hp.HALF_WIDTH_TICKS  # labels per axis of a half-width chart: more would overlap
 
 src = ui.current()
 st.title("Words")

@@ -174,7 +174,8 @@ def heatmap(z, tokens, coloraxis: str, what: str, name: str, start: int = 0, key
 
 def colorbar(title: str, x: float = 1.0) -> dict:
     """A colour bar next to the top-aligned square heatmaps, not stretched over the tick labels below them."""
-    return dict(title=title, x=x, y=1.0, yanchor="top", len=0.75, thickness=14)
+    return dict(title=dict(text=title, side="right"), x=x, y=1.0, yanchor="top", len=0.75, thickness=14)  # beside
+    # its bar: a title on top sat on the "1" tick
 
 
 def weights_axis(x: float = 1.0, title: str = "weight") -> dict:

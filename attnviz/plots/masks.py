@@ -130,7 +130,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
                 y=f32(vals),
                 name=name,
                 marker_color=colour,
-                texttemplate="%{y:.1%}",
+                texttemplate="%{y:.1%}" if layers.size <= 4 else None,  # more: values would touch; hover has them
                 textposition="outside",
                 textfont=dict(size=11),
                 hovertemplate="%{x}: %{y:.2%} of attention<extra>" + name + "</extra>",
@@ -146,7 +146,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
             marker_color=colours,
             name="max |Δ weight|",
             showlegend=False,
-            texttemplate="%{y:.2~r}",  # two significant digits: a change of 0.004 is not "0.00"
+            texttemplate="%{y:.2~r}" if layers.size <= 8 else None,  # 2 significant digits: 0.004 is not "0.00"
             textposition="outside",
             textfont=dict(size=11),
             hovertemplate="%{x}: max change %{y:.3f} against the model's own weights<extra></extra>",

@@ -80,8 +80,8 @@ def _label_axes(fig: go.Figure, tokens, key_tokens, col: int, rows: tuple, cols:
         (fig.update_xaxes, key_tokens, cols, True),
         (fig.update_yaxes, tokens, rows, col == 1),
     ):
-        axis(**ticks(toks, a, b, 16), showticklabels=show, tickfont_size=10, row=1, col=col)
-    fig.update_xaxes(tickangle=-60, row=1, col=col)
+        axis(**ticks(toks, a, b, 10), showticklabels=show, tickfont_size=10, row=1, col=col)
+    fig.update_xaxes(tickangle=-90, row=1, col=col)  # upright: four panels leave ~15 px per label
 
 
 def spread_lines(dims, spread: dict) -> go.Figure:
