@@ -90,9 +90,12 @@ def chart_config(*parts, fmt: str = "png") -> dict:
     name = "_".join(["attnviz", *(str(p) for p in parts if p not in (None, ""))])
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:120]
     fmt = fmt if fmt in IMAGE_FORMATS else "png"
+    # width/height None: the file has the chart's size on screen. Left out, Plotly redraws it 700 px wide, which
+    # wrapped the Scaling legends onto the subplot titles; the colours are the figure's own (the white card).
+    image = {"format": fmt, "filename": name, "scale": 2 if fmt == "png" else 1, "width": None, "height": None}
     return {
         "displaylogo": False,
-        "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2 if fmt == "png" else 1},
+        "toImageButtonOptions": image,
         "modeBarButtonsToRemove": ["lasso2d", "select2d"],
     }
 

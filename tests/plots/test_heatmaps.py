@@ -272,7 +272,8 @@ def test_stage_note_explains_what_the_picture_cannot():
 
 def test_chart_config_names_the_png():
     cfg = chart_config("layer2", "head 3", "weights")
-    assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "attnviz_layer2_head-3_weights", "scale": 2}
+    assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "attnviz_layer2_head-3_weights", "scale": 2,
+                                           "width": None, "height": None}  # fmt: skip
     assert "/" not in chart_config("../../etc", "<b>")["toImageButtonOptions"]["filename"]
 
 

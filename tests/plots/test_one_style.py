@@ -137,6 +137,7 @@ def test_the_camera_asks_for_a_white_png_named_after_the_view(drawn):
     options = config["toImageButtonOptions"]
     assert options["format"] == "png" and options["filename"] == "attnviz_layer2_head3_weights"
     assert options["scale"] == 2
+    assert options["width"] is None and options["height"] is None  # the size on screen, not a 700-px reflow
     # the modebar's PNG copies the figure's own colours (Plotly has no background option for it): the white card
     fig = drawn["heatmaps.head_detail"][0]
     assert fig.layout.paper_bgcolor in WHITE and _dark(fig.layout.font.color)
