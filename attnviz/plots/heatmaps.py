@@ -286,7 +286,8 @@ def head_detail(
     n = max(stop - start, kstop - kstart)
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
     fig.update_xaxes(
-        **ticks(trace.key_tokens, kstart, kstop), tickangle=-60, title_text="key (attended to)", showgrid=False,
+        **ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2), tickangle=-60, title_text="key (attended to)",
+        showgrid=False,  # half the query labels: the plot is narrower than tall and slanted labels need ~17 px
         range=[kstart - 0.5, kstop - 0.5],
     )  # fmt: skip
     fig.update_yaxes(
