@@ -32,7 +32,8 @@ def vectors(view, tokens, key_tokens) -> go.Figure:
     The sum of a right-hand row is that key's score; red adds to it, blue takes away. q and k share one colour
     scale (bar between the panels), the products another (bar on the right).
     """
-    keys = [tick_labels(key_tokens)[j] for j in view.keys]  # the keys the view holds (a window on long texts)
+    labels = tick_labels(key_tokens)  # once: per key it cost T² escapes, 30 s at 2,048 tokens
+    keys = [labels[j] for j in view.keys]  # the keys the view holds (a window on long texts)
     n_key = len(keys)
     row = 22 if n_key <= 40 else 12
     fig = make_subplots(
