@@ -33,8 +33,9 @@ def on_paper(fig, **layout):
     toImageButtonOptions cannot change them) is always white with dark text. Heatmaps get no grid or zero lines: a
     light line over the grey of masked cells reads as data (it crossed row 0 of every masked panel).
     """
-    fig.update_layout(template="plotly_white", paper_bgcolor=PAPER, plot_bgcolor=PAPER)
-    fig.update_layout(font=dict(color=INK, family="'Source Sans', 'Source Sans Pro', sans-serif"), **layout)
+    fig.update_layout(template="plotly_white", paper_bgcolor=PAPER, plot_bgcolor=PAPER,
+                      font=dict(color=INK, family="'Source Sans', 'Source Sans Pro', sans-serif"))  # fmt: skip
+    fig.update_layout(**layout)  # after: a masked stage's grey plot background, a font size
     if any(t.type == "heatmap" for t in fig.data):
         fig.update_xaxes(showgrid=False, zeroline=False)
         fig.update_yaxes(showgrid=False, zeroline=False)
@@ -47,9 +48,9 @@ def finish(fig: go.Figure, name: str, height: int, top: int = 80, margin=None, m
 
     `top` leaves room for a legend above the subplot titles (less without one); `margin` replaces the default
     narrow margins whole; `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
-    layout = {"legend": LEGEND_ABOVE} | layout
-    fig.update_layout(height=height, margin=margin or dict(l=10, r=10, t=top, b=10), font=FONT, **layout)
-    return on_paper(fig, meta={"figure": name, **(meta or {})})
+    layout = {"legend": LEGEND_ABOVE, "font": FONT} | layout
+    margin = margin or dict(l=10, r=10, t=top, b=10)
+    return on_paper(fig, height=height, margin=margin, meta={"figure": name, **(meta or {})}, **layout)
 
 
 def escape(token: str) -> str:

@@ -199,7 +199,7 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
             ygap=1,
         )
     )
-    fig.update_xaxes(**ticks(labels=labels, most=40 if len(labels) == len(tokens) else 32), tickangle=-60,
+    fig.update_xaxes(**ticks(labels=labels, most=20), tickangle=-60,  # the row names leave the plot ~500 px
                      title_text="key")  # fmt: skip
     fig.update_yaxes(**ticks(labels=ylabels, most=len(ylabels)), autorange="reversed")
     return finish(fig, "fill_demo", 150 + 34 * len(ylabels), top=30, coloraxis=weights_axis())

@@ -132,6 +132,11 @@ def test_a_figure_that_skips_the_rule_fails_the_check():
     _check("raw", common.on_paper(fig))  # the same figure through the rule passes
 
 
+def test_masked_cells_keep_their_grey_through_the_rule(drawn):
+    for name in ("masks.stage_pair", "heatmaps.head_grid"):
+        assert drawn[name][-1].layout.plot_bgcolor == MASKED_GREY, f"{name}: removed cells would look like 0"
+
+
 def test_the_camera_asks_for_a_white_png_named_after_the_view(drawn):
     config = common.chart_config("layer2", "head3", "weights")
     options = config["toImageButtonOptions"]
