@@ -95,7 +95,7 @@ diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
 st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles, boundary=boundary, start=start,
                              key_tokens=tr.key_tokens[kstart:kstop]),
-                config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
+                theme=None, config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
 st.caption("One colour range for every panel, centred at 0 (white = no change); weights lie in 0..1, so |b − a| ≤ 1.")
 ui.boundary_caption(boundary)
 st.subheader("Heads ranked", divider="gray")

@@ -88,6 +88,7 @@ if opened is not None:
     st.plotly_chart(
         grid,
         key="ex_saved_grid",
+        theme=None,
         config=ui.chart_config("export", "saved", f"layer{saved_layer}", saved_stage),
     )
     with st.expander("Its provenance"):

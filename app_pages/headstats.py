@@ -74,7 +74,9 @@ if name == "induction_score":
         "attends to the word that followed the earlier copy of the current word. Encoders like BERT rarely have one."
     )
 pick = _head(st.session_state.get("hs_pick"))  # the head opened below, outlined on the grid
-st.plotly_chart(hp.stat_grid(stats[name], label, value_range, selected=pick), config=ui.chart_config("headstats", name))
+st.plotly_chart(
+    hp.stat_grid(stats[name], label, value_range, selected=pick), theme=None, config=ui.chart_config("headstats", name)
+)
 
 st.subheader("Every head, sortable", divider="gray")
 st.caption("Click a column header to sort. Shares and scores lie between 0 and 1; entropy is in nats.")
@@ -102,6 +104,6 @@ title = f"layer {choice[0]}, head {choice[1]}: weights" + (
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span),
-                config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip
+                theme=None, config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip
 ui.boundary_caption(boundary)
 ui.provenance(tr)

@@ -41,10 +41,12 @@ shares = P.block_shares(w, boundary, end)
 
 st.subheader(f"The four blocks, every head of {where}", divider="gray")
 st.caption("Each bar: the mean over the block's query rows of the weight they give to the block's keys.")
-st.plotly_chart(pp.block_bars(shares), config=ui.chart_config("pairs", f"layer{layer}", "blocks"))
+st.plotly_chart(pp.block_bars(shares), theme=None, config=ui.chart_config("pairs", f"layer{layer}", "blocks"))
 st.subheader("Attention crossing between the sentences", divider="gray")
 st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
-st.plotly_chart(pp.crossing_bars(shares["crossing"]), config=ui.chart_config("pairs", f"layer{layer}", "crossing"))
+st.plotly_chart(
+    pp.crossing_bars(shares["crossing"]), theme=None, config=ui.chart_config("pairs", f"layer{layer}", "crossing")
+)
 st.dataframe(
     [{"head": h, **{k: float(v[h]) for k, v in shares.items()}} for h in range(tr.n_head)],
     hide_index=True,
@@ -55,5 +57,5 @@ st.dataframe(
 st.subheader("One head with the boundary", divider="gray")
 head = ui.head_picker(src)
 fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: weights", "pair_head", tr.key_tokens, boundary)
-st.plotly_chart(fig, config=ui.chart_config("pairs", f"layer{layer}", f"head{head}"))
+st.plotly_chart(fig, theme=None, config=ui.chart_config("pairs", f"layer{layer}", f"head{head}"))
 ui.provenance(tr)

@@ -36,8 +36,15 @@ left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
         hp.weights_matrix(
-            roll, tr.tokens, f"rollout, layers {start}–{end}", "rollout", boundary=boundary, token_range=span
-        ),
+            roll,
+            tr.tokens,
+            f"rollout, layers {start}–{end}",
+            "rollout",
+            boundary=boundary,
+            token_range=span,
+            max_ticks=hp.HALF_WIDTH_TICKS,
+        ),  # fmt: skip
+        theme=None,
         config=ui.chart_config("rollout", f"layers{start}-{end}"),
     )
     st.caption("Row i: how much output token i draws on each input token. Every row sums to 1.")
@@ -50,7 +57,9 @@ with right:
             "raw_last",
             boundary=boundary,
             token_range=span,
+            max_ticks=hp.HALF_WIDTH_TICKS,
         ),
+        theme=None,
         config=ui.chart_config("raw", f"layer{end}"),
     )
     st.caption("The same layer's own weights, averaged over its heads: what one layer does, not the whole path.")
@@ -79,7 +88,9 @@ else:
         ui.show_error(e, "info")
     else:
         st.plotly_chart(
-            rp.flow_bars(tr.tokens, roll[query], flow, query), config=ui.chart_config("flow", f"query{query}")
+            rp.flow_bars(tr.tokens, roll[query], flow, query),
+            theme=None,
+            config=ui.chart_config("flow", f"query{query}"),
         )
         st.caption(
             "Each input's value is the most that could reach it alone (its maximum flow), divided by the sum over "

@@ -7,7 +7,7 @@ from attnviz.analysis import heads as H
 from attnviz.analysis import words as W
 from attnviz.plots import headstats as hp
 
-HALF_WIDTH_TICKS = 20  # labels per axis of a half-width chart: more overlap (rotated key labels ~25 px apart)
+HALF_WIDTH_TICKS = hp.HALF_WIDTH_TICKS  # labels per axis of a half-width chart: more would overlap
 
 src = ui.current()
 st.title("Words")
@@ -55,6 +55,7 @@ with left:
             word_boundary,
             max_ticks=HALF_WIDTH_TICKS,
         ),  # fmt: skip
+        theme=None,
         config=ui.chart_config("words", f"layer{layer}", f"head{head}"),
     )
     st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
@@ -69,6 +70,7 @@ with right:
             boundary,
             max_ticks=HALF_WIDTH_TICKS,
         ),  # fmt: skip
+        theme=None,
         config=ui.chart_config("tokens", f"layer{layer}", f"head{head}"),
     )
     st.caption("The same head between the tokens the model really saw.")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import WEIGHTS_SCALE, escape, f32, finish, tick_labels
-from .heatmaps import MAX_TICKS, ticks
+from .common import MAX_TICKS, WEIGHTS_SCALE, escape, f32, finish, tick_labels, ticks
 
 
 def who_reads(

@@ -21,16 +21,36 @@ PAPER = "#ffffff"
 MASKED_BG = "#c8c8c8"  # masked cells are NaN and show the plot background: a flat grey no colour scale uses
 
 
-def on_paper(fig, **layout):
-    """White paper and dark ink whatever the app's theme (pages draw with theme=None).
+LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=0)
+FONT = dict(size=13)
 
-    One look in both themes: a figure's text and lines contrast with its own background in dark mode too, and a
-    PNG from the modebar (which copies the figure's colours; toImageButtonOptions cannot change them) is always
-    white with dark text, ready for a slide or a paper.
+
+def on_paper(fig, **layout):
+    """THE style rule: every figure attnviz draws goes through here (directly or through `finish`), after its traces.
+
+    White paper and dark ink whatever the app's theme (pages draw with theme=None), so a figure looks the same on a
+    light page, a dark page and a slide, and a PNG from the modebar (which copies the figure's colours;
+    toImageButtonOptions cannot change them) is always white with dark text. Heatmaps get no grid or zero lines: a
+    light line over the grey of masked cells reads as data (it crossed row 0 of every masked panel).
     """
-    fig.update_layout(template="plotly_white", paper_bgcolor=PAPER, plot_bgcolor=PAPER)
-    fig.update_layout(font=dict(color=INK, family="'Source Sans', 'Source Sans Pro', sans-serif"), **layout)
+    fig.update_layout(template="plotly_white", paper_bgcolor=PAPER, plot_bgcolor=PAPER,
+                      font=dict(color=INK, family="'Source Sans', 'Source Sans Pro', sans-serif"))  # fmt: skip
+    fig.update_layout(**layout)  # after: a masked stage's grey plot background, a font size
+    if any(t.type == "heatmap" for t in fig.data):
+        fig.update_xaxes(showgrid=False, zeroline=False)
+        fig.update_yaxes(showgrid=False, zeroline=False)
+    fig.update_annotations(font_color=INK)  # subplot titles and notes in the same ink
     return fig
+
+
+def finish(fig: go.Figure, name: str, height: int, top: int = 80, margin=None, meta=None, **layout) -> go.Figure:
+    """on_paper, plus the figure's name (layout.meta["figure"]), height and margins: what every builder ends with.
+
+    `top` leaves room for a legend above the subplot titles (less without one); `margin` replaces the default
+    narrow margins whole; `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
+    layout = {"legend": LEGEND_ABOVE, "font": FONT} | layout
+    margin = margin or dict(l=10, r=10, t=top, b=10)
+    return on_paper(fig, height=height, margin=margin, meta={"figure": name, **(meta or {})}, **layout)
 
 
 def escape(token: str) -> str:
@@ -104,7 +124,6 @@ def thin(n: int, most: int) -> int:
 
 
 IMAGE_FORMATS = ("png", "svg")
-PRINT_BACKGROUND, PRINT_TEXT = "#ffffff", "#111111"
 
 
 def chart_config(*parts, fmt: str = "png") -> dict:
@@ -113,59 +132,46 @@ def chart_config(*parts, fmt: str = "png") -> dict:
     name = "_".join(["attnviz", *(str(p) for p in parts if p not in (None, ""))])
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:120]
     fmt = fmt if fmt in IMAGE_FORMATS else "png"
+    # width/height None: the file has the chart's size on screen. Left out, Plotly redraws it 700 px wide, which
+    # wrapped the Scaling legends onto the subplot titles; the colours are the figure's own (the white card).
+    image = {"format": fmt, "filename": name, "scale": 2 if fmt == "png" else 1, "width": None, "height": None}
     return {
         "displaylogo": False,
-        "toImageButtonOptions": {"format": fmt, "filename": name, "scale": 2 if fmt == "png" else 1},
+        "toImageButtonOptions": image,
         "modeBarButtonsToRemove": ["lasso2d", "select2d"],
     }
 
 
-# --- shared by the Scaling and Masks figures --------------------------------------------------------------
-
-FONT = dict(size=13)
+MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th position
 
 
-def finish(fig: go.Figure, name: str, height: int, top: int = 80, **layout) -> go.Figure:
-    """Name, size and common styling; `top` leaves room for a legend above the subplot titles (less without one)."""
-    on_paper(fig)
-    fig.update_layout(
-        meta={"figure": name},
-        height=height,
-        margin=dict(l=10, r=10, t=top, b=10),
-        font=FONT,
-        legend=dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=0),
-        **layout,
-    )
-    return fig
+def ticks(tokens=None, start: int = 0, stop: int | None = None, most: int = MAX_TICKS, labels=None) -> dict:
+    """THE tick-label helper: positions [start, stop) labelled '%03d token' (repeated tokens stay apart), every n-th
+    one when more than `most` would crowd the axis. `labels`: ready-made labels (one per position) instead of tokens.
+    """
+    labels = tick_labels(tokens) if labels is None else list(labels)
+    stop = len(labels) if stop is None else stop
+    vals = list(range(start, stop, thin(stop - start, most)))
+    return dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals])
 
 
 def token_axes(
     fig: go.Figure, tokens, row: int, col: int, show_y: bool = True, max_labels: int = 32, start: int = 0, stop=None,
     key_tokens=None,
 ) -> None:  # fmt: skip
-    """Positional axes with '%03d token' labels (repeated tokens stay apart); query 0 at the top.
+    """Positional axes with `ticks` labels on one subplot; query 0 at the top; hover still names every token.
 
-    Long sentences label every n-th position so the labels stay legible; hover still names every token.
     [start, stop): the window of positions drawn (the whole text by default). key_tokens: cross-attention's keys
     (another text, always drawn whole); None: the keys are the query tokens.
     """
-    labels = tick_labels(tokens)
-    stop = len(labels) if stop is None else stop
-    font = dict(size=11 if max_labels >= 32 else 10)
-
-    def ticks(labels, a, b):
-        vals = list(range(a, b, thin(b - a, max_labels)))
-        out = dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], tickfont=font)
-        return out | dict(showgrid=False, zeroline=False)  # a white zero line would cross row 0 of the grey cells
-
-    keys = ticks(labels, start, stop) if key_tokens is None else ticks(tick_labels(key_tokens), 0, len(key_tokens))
-    fig.update_xaxes(keys | dict(tickangle=-60, title_text="key"), row=row, col=col)
-    fig.update_yaxes(
-        ticks(labels, start, stop) | dict(autorange="reversed", title_text="query" if show_y else None,
-                                          showticklabels=show_y),
-        row=row,
-        col=col,
-    )  # fmt: skip
+    stop = len(tokens) if stop is None else stop
+    font = dict(tickfont_size=11 if max_labels >= 32 else 10)
+    most = max(4, max_labels // 2)  # slanted key labels need ~17 px each, and panels side by side are narrow
+    keys = ticks(tokens, start, stop, most) if key_tokens is None else ticks(key_tokens, most=most)
+    fig.update_xaxes(keys | font | dict(tickangle=-60, title_text="key"), row=row, col=col)
+    queries = ticks(tokens, start, stop, max_labels) | font
+    fig.update_yaxes(queries | dict(autorange="reversed", title_text="query" if show_y else None,
+                                    showticklabels=show_y), row=row, col=col)  # fmt: skip
 
 
 def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
@@ -173,15 +179,9 @@ def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
     their numeric coordinates (ranges and shapes) while the hover names the token. Categories before `start`
     get short placeholder names."""
     labels = tick_labels(tokens)
-    vals = list(range(start, stop, thin(stop - start, max_ticks)))
-    return dict(
-        type="category",
-        categoryorder="array",
-        categoryarray=[str(i) for i in range(start)] + labels[start:stop],
-        tickmode="array",
-        tickvals=[labels[i] for i in vals],
-        ticktext=[labels[i] for i in vals],
-    )
+    shown = ticks(labels=labels, start=start, stop=stop, most=max_ticks)["ticktext"]
+    return dict(type="category", categoryorder="array", categoryarray=[str(i) for i in range(start)] + labels[start:stop],
+                tickmode="array", tickvals=shown, ticktext=shown)  # fmt: skip
 
 
 # --- figures ----------------------------------------------------------------------------------------
@@ -220,7 +220,8 @@ def heatmap(z, tokens, coloraxis: str, what: str, name: str, start: int = 0, key
 
 def colorbar(title: str, x: float = 1.0) -> dict:
     """A colour bar next to the top-aligned square heatmaps, not stretched over the tick labels below them."""
-    return dict(title=title, x=x, y=1.0, yanchor="top", len=0.75, thickness=14)
+    return dict(title=dict(text=title, side="right"), x=x, y=1.0, yanchor="top", len=0.75, thickness=14)  # beside
+    # its bar: a title on top sat on the "1" tick
 
 
 def weights_axis(x: float = 1.0, title: str = "weight") -> dict:
@@ -228,14 +229,9 @@ def weights_axis(x: float = 1.0, title: str = "weight") -> dict:
 
 
 def print_ready(fig):
-    """A copy of `fig` with a white background and dark text whatever the dashboard's theme: for files."""
-    import plotly.graph_objects as go
-
-    out = go.Figure(fig)
-    out.update_layout(
-        template="plotly_white", paper_bgcolor=PRINT_BACKGROUND, plot_bgcolor=PRINT_BACKGROUND, font_color=PRINT_TEXT
-    )
-    return out
+    """A copy of `fig` for files, through the same rule as the screen (a figure built elsewhere gets the white card
+    too); a masked stage keeps its grey plot background."""
+    return on_paper(go.Figure(fig), plot_bgcolor=fig.layout.plot_bgcolor or PAPER)
 
 
 # --- long charts: at most LONG_CHART positions along a line or strip ----------------------------------------

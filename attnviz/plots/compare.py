@@ -8,8 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import DIFF_SCALE, escape, f32, symmetric_range
-from .heatmaps import MAX_TICKS, ticks
+from .common import DIFF_SCALE, MAX_TICKS, escape, f32, finish, symmetric_range, ticks
 from .pairs import add_boundary
 
 
@@ -54,10 +53,6 @@ def diff_grid(
     fig.update_yaxes(**ticks(tokens, 0, n, MAX_TICKS // 2), tickfont_size=9, showgrid=False, range=[n - 0.5, -0.5])
     fig.update_annotations(font_size=12)
     panel = max(160, min(320, 860 // cols))
-    fig.update_layout(
-        title=dict(text=escape(title), font_size=14, x=0, xanchor="left"),
-        height=rows * panel + 100,
-        margin=dict(l=100, r=10, t=60, b=10),
-        meta={"figure": "diff_grid", "order": order},
-    )
+    finish(fig, "diff_grid", rows * panel + 100, margin=dict(l=100, r=10, t=60, b=10), meta={"order": order},
+           title=dict(text=escape(title), font_size=14, x=0, xanchor="left"))  # fmt: skip
     return add_boundary(fig, None if boundary is None else boundary - start, (0, n), n_head)

@@ -25,7 +25,7 @@ from .common import (
     group_labels,
     group_note,
     heatmap,
-    thin,
+    ticks,
     token_axes,
     weights_axis,
 )
@@ -172,9 +172,8 @@ def row_saturation(cmp: ScalingComparison, tokens, scale_text: str) -> go.Figure
     )
     fig.update_yaxes(range=[0, 1.12], row=1, col=1)
     fig.update_yaxes(range=[0, uniform * 1.12], row=1, col=2)
-    step = thin(len(labels), 40)
     what = "query" if len(labels) == len(tokens) else "queries (groups)"
-    fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=labels[::step], tickangle=-60, title_text=what)
+    fig.update_xaxes(**ticks(labels=labels, most=16), tickangle=-60, title_text=what)  # two panels: ~25 px each
     return finish(fig, "row_saturation", 380)
 
 

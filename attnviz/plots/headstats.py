@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import WEIGHTS_SCALE, escape, f32, readable_tokens
-from .heatmaps import MAX_TICKS, ticks
+from .common import MAX_TICKS, WEIGHTS_SCALE, escape, f32, finish, readable_tokens, ticks
 from .pairs import add_boundary
 from .windows import axis_ranges, range_note, window
 
+HALF_WIDTH_TICKS = 12  # key labels of a half-width matrix (~200 px): upright, ~16 px apart, they never touch
 STAT_SCALE = "Cividis"  # sequential, readable in both themes; set explicitly with zmin/zmax
 
 
@@ -43,11 +43,8 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
     fig.update_layout(
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain"),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed"),
-        height=90 + 42 * n_layer,
-        margin=dict(l=60, r=20, t=30, b=50),
-        meta={"figure": "stat_grid", "statistic": label},
     )
-    return fig
+    return finish(fig, "stat_grid", 90 + 42 * n_layer, margin=dict(l=60, r=20, t=30, b=50), meta={"statistic": label})
 
 
 def weights_matrix(
@@ -63,6 +60,7 @@ def weights_matrix(
     rows, cols = axis_ranges(token_range)
     (q0, q1), (k0, k1) = window(len(tokens), rows), window(len(key_tokens), cols)
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
+    height, top = max(320, min(700, 160 + 18 * (q1 - q0))), 70 if "\n" in title else 50
     if note := range_note(len(tokens), len(key_tokens), (q0, q1), (k0, k1)):
         title += "\n" + note.removeprefix(" · ")
     q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
@@ -84,10 +82,9 @@ def weights_matrix(
     )
     fig.update_layout(
         title=dict(text=escape(title).replace("\n", "<br>")),
-        xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60),
-        yaxis=dict(title="query", **ticks(tokens, q0, q1, max_ticks), autorange="reversed"),
-        height=max(320, min(700, 160 + 18 * (q1 - q0))),
-        margin=dict(l=90, r=20, t=70 if "\n" in title else 50, b=90),
-        meta={"figure": figure},
-    )
+        xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60 if max_ticks > 20 else -90),
+        yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - top - 90) // 14)),
+                   autorange="reversed"),
+    )  # fmt: skip
+    finish(fig, figure, height, margin=dict(l=90, r=20, t=top, b=90))
     return add_boundary(fig, boundary, ((q0, q1), (k0, k1)))

@@ -27,17 +27,17 @@ from ..analysis.sinks import window_without_keys
 from ..analysis.values import VALUE_WEIGHTED, value_share
 from ..errors import AttnvizError
 from ..trace import AttentionTrace
+from .colours import COLOUR_RANGES, LOG_FLOOR, colour, colour_bar, colour_values, transformed  # noqa: F401
 from .common import (
     MASKED_BG,
+    MAX_TICKS,
     PAPER,
-    SCORES_SCALE,
-    WEIGHTS_SCALE,
     escape,
     f32,
     on_paper,
-    symmetric_range,
     thin,
     tick_labels,
+    ticks,
     token_axis,
 )
 from .generation import add_spans
@@ -45,7 +45,6 @@ from .pairs import add_boundary
 from .value_weighted import PROBABILITIES, VALUE_WEIGHTED_CAPTION, VALUE_WEIGHTED_NOTE, drawable  # noqa: F401
 from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
-MAX_TICKS = 40  # more labels than this on one axis become unreadable: label every n-th token
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
 PER_TILE = 16  # query rows the overview reads per row of tiles (every key of them): time grows with the keys only
 
@@ -73,75 +72,6 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, ke
     if stage == "masked":
         z[:, ~trace.layer_mask(layer, rows, cols)] = np.nan  # only the window's cells of the mask
     return z
-
-
-def colour(stage: str, values: np.ndarray, robust: bool = False, mode: str = "linear") -> dict:
-    """Explicit colour scale and range: 0..1 for weights, symmetric around 0 for the score stages.
-
-    robust=True sets the score range at the 99.5th percentile of |value| instead of the maximum, so one
-    extreme head does not wash out all the others (used by the overview, where patterns matter most).
-    `mode` (a COLOUR_RANGES id) applies to weights, which are then drawn as `colour_values(...)`: log spans
-    log10(LOG_FLOOR)..0, every other mode 0..1.
-    """
-    if stage in PROBABILITIES:
-        low, high = (math.log10(LOG_FLOOR), 0.0) if mode == "log" else (0.0, 1.0)
-        return dict(colorscale=WEIGHTS_SCALE, zmin=low, zmax=high)
-    r = symmetric_range(values)
-    if robust:
-        finite = np.abs(values[np.isfinite(values)])
-        r = float(np.percentile(finite, 99.5)) if finite.size else r
-    r = r if r > 0 else 1.0
-    return dict(colorscale=SCORES_SCALE, zmin=-r, zmax=r, zmid=0.0)
-
-
-#: Colour ranges for weights (URL id -> label). At 400 tokens most weights sit near 1/400, so a linear 0..1
-#: scale draws almost everything dark; the others show the structure. Hover always shows the true weight.
-COLOUR_RANGES = {"linear": "linear 0..1", "row": "per-row max", "sqrt": "power 0.5", "log": "log"}
-LOG_FLOOR = 1e-4  # the log range's bottom: weights below it share the darkest colour
-
-
-def transformed(stage: str, mode: str) -> bool:
-    """True when the colours are not the values themselves (hover must carry the true weight)."""
-    return stage in PROBABILITIES and mode in COLOUR_RANGES and mode != "linear"
-
-
-def colour_values(stage: str, values: np.ndarray, mode: str = "linear") -> np.ndarray:
-    """What to draw for `values` in colour range `mode`: weights / their row's max, sqrt(weights) or
-    log10(weights) (floored at LOG_FLOOR); unchanged for linear and for the score stages. Float32, NaN kept."""
-    v = np.asarray(values, dtype=np.float32)
-    if not transformed(stage, mode):
-        return v
-    if mode == "row":
-        with np.errstate(invalid="ignore"):
-            peak = np.nanmax(np.where(np.isnan(v), -np.inf, v), axis=-1, keepdims=True)
-        return np.where(peak > 0, v / np.where(peak > 0, peak, 1.0), 0.0).astype(np.float32)
-    if mode == "sqrt":
-        return np.sqrt(np.clip(v, 0.0, None))
-    return np.log10(np.clip(v, LOG_FLOOR, None))
-
-
-def colour_bar(stage: str, mode: str, title: str) -> dict:
-    """The colour bar for `colour(...)`: ticks labelled with true weights for the power and log ranges."""
-    bar = dict(title=dict(text=title, side="right"), thickness=14)
-    if not transformed(stage, mode):
-        return bar
-    if mode == "row":
-        bar["title"]["text"] = "weight ÷ row max"
-        return bar
-    vals = [1e-4, 1e-3, 0.01, 0.1, 1.0] if mode == "log" else [0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0]
-    bar["title"]["text"] = f"{title} ({'log' if mode == 'log' else '√'} scale)"
-    return bar | dict(
-        tickmode="array",
-        tickvals=colour_values(stage, np.array(vals), mode).tolist(),
-        ticktext=[f"{v:g}" for v in vals],
-    )
-
-
-def ticks(tokens, start: int, stop: int, max_ticks: int = MAX_TICKS) -> dict:
-    """Positional tick values and '%03d token' labels for tokens[start:stop], thinned to max_ticks."""
-    labels = tick_labels(tokens)
-    vals = list(range(start, stop, thin(stop - start, max_ticks)))
-    return dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals])
 
 
 def _token_pairs(trace: AttentionTrace, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
@@ -325,7 +255,8 @@ def head_detail(
     n = max(stop - start, kstop - kstart)
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
     fig.update_xaxes(
-        **ticks(trace.key_tokens, kstart, kstop), tickangle=-60, title_text="key (attended to)", showgrid=False,
+        **ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2), tickangle=-60, title_text="key (attended to)",
+        showgrid=False,  # half the query labels: the plot is narrower than tall and slanted labels need ~17 px
         range=[kstart - 0.5, kstop - 0.5],
     )  # fmt: skip
     fig.update_yaxes(

@@ -24,7 +24,7 @@ from .common import (
     group_note,
     heatmap,
     symmetric_range,
-    thin,
+    ticks,
     token_axes,
     weights_axis,
 )
@@ -75,8 +75,13 @@ def weights_comparison(
     its title says so instead of claiming every key is visible. `boundary` and key_tokens as in stage_pair."""
     diff = np.asarray(with_mask, np.float32) - np.asarray(without, np.float32)
     r = max(symmetric_range(diff), 1e-3)  # all-zero difference: a white map, not a scale in micro-units
-    left = "<b>weights</b>, model's own causal mask only" if own_causal else "<b>weights</b>, every key visible"
-    titles = (left, "<b>weights</b> with your masks", "difference (yours − without)")
+    # two short lines each: three titles side by side share a third of the width (they ran into each other)
+    left = (
+        "<b>weights</b> without your masks<br>(the model's own causal mask)"
+        if own_causal
+        else "<b>weights</b><br>every key visible"
+    )
+    titles = (left, "<b>weights</b><br>with your masks", "<b>difference</b><br>yours − without")
     fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (z, axis, what, name) in enumerate(
@@ -92,7 +97,7 @@ def weights_comparison(
                    key_tokens=key_tokens)  # fmt: skip
     diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("change", 1.09))
     side = grid_height(len(diff), 3)
-    fig = finish(fig, "mask_weights", side, top=50, coloraxis=weights_axis(x=1.0), coloraxis2=diff_axis)
+    fig = finish(fig, "mask_weights", side, top=70, coloraxis=weights_axis(x=1.0), coloraxis2=diff_axis)
     return add_boundary(fig, boundary, (start, start + len(diff)), 3)
 
 
@@ -103,8 +108,9 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
     layer) or the model's own, which a layer outside the experiment keeps: a star marks yours, the axis title says so
     (labels this short stay horizontal)."""
     layers = np.arange(report.leak_with.size)
-    names = [f"layer {i}" + ("*" if applied is not None and i in applied else "") for i in layers]
-    whose = "every layer with your masks" if applied is None else "* your masks; the others keep the model's own"
+    # numbers, not "layer 10*": a 24-layer model's labels would overlap in half the width
+    names = [f"{i}" + ("*" if applied is not None and i in applied else "") for i in layers]
+    whose = "layer (every one with your masks)" if applied is None else "layer (* your masks; others the model's own)"
     fig = make_subplots(
         rows=1,
         cols=2,
@@ -124,7 +130,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
                 y=f32(vals),
                 name=name,
                 marker_color=colour,
-                texttemplate="%{y:.1%}",
+                texttemplate="%{y:.1%}" if layers.size <= 4 else None,  # more: values would touch; hover has them
                 textposition="outside",
                 textfont=dict(size=11),
                 hovertemplate="%{x}: %{y:.2%} of attention<extra>" + name + "</extra>",
@@ -140,7 +146,7 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
             marker_color=colours,
             name="max |Δ weight|",
             showlegend=False,
-            texttemplate="%{y:.2~r}",  # two significant digits: a change of 0.004 is not "0.00"
+            texttemplate="%{y:.2~r}" if layers.size <= 8 else None,  # 2 significant digits: 0.004 is not "0.00"
             textposition="outside",
             textfont=dict(size=11),
             hovertemplate="%{x}: max change %{y:.3f} against the model's own weights<extra></extra>",
@@ -153,7 +159,15 @@ def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: b
     fig.update_yaxes(tickformat=".2~%", range=[0, top * 1.25], row=1, col=1)
     fig.update_yaxes(range=[0, max(float(report.change.max(initial=0)), 0.01) * 1.25], row=1, col=2)
     fig.update_xaxes(title_text=whose, title_font_size=12)
-    return finish(fig, "mask_leak", 340, barmode="group", bargap=0.25 if layers.size > 2 else 0.7)
+    fig.update_xaxes(type="category", tickangle=0)
+    return finish(
+        fig,
+        "mask_leak",
+        340,
+        barmode="group",
+        bargap=0.25 if layers.size > 2 else 0.7,
+        uniformtext=dict(minsize=8, mode="hide"),
+    )  # values too wide for their bar are left to the hover
 
 
 def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> go.Figure:
@@ -185,17 +199,9 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
             ygap=1,
         )
     )
-    step = thin(len(labels), 40 if len(labels) == len(tokens) else 32)
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(0, len(labels), step)),
-        ticktext=labels[::step],
-        tickangle=-60,
-        title_text="key",
-    )
-    fig.update_yaxes(tickmode="array", tickvals=list(range(len(ylabels))), ticktext=ylabels, autorange="reversed")
-    fig.update_xaxes(showgrid=False, zeroline=False)
-    fig.update_yaxes(showgrid=False, zeroline=False)
+    fig.update_xaxes(**ticks(labels=labels, most=20), tickangle=-60,  # the row names leave the plot ~500 px
+                     title_text="key")  # fmt: skip
+    fig.update_yaxes(**ticks(labels=ylabels, most=len(ylabels)), autorange="reversed")
     return finish(fig, "fill_demo", 150 + 34 * len(ylabels), top=30, coloraxis=weights_axis())
 
 

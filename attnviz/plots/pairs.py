@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import f32
+from .common import f32, finish
 
 BOUNDARY_COLOUR = "#ff4b4b"  # visible on Viridis and on the diverging scales, in both themes
 BLOCK_COLOURS = {"A->A": "#4c78a8", "A->B": "#f58518", "B->A": "#e45756", "B->B": "#72b7b2"}
@@ -55,11 +55,8 @@ def block_bars(shares: dict, blocks=("A->A", "A->B", "B->A", "B->B")) -> go.Figu
         barmode="group",
         xaxis=dict(title="head", tickmode="array", tickvals=heads),
         yaxis=dict(title="mean share of a row", range=[0, 1]),
-        height=360,
-        margin=dict(l=60, r=20, t=30, b=50),
-        meta={"figure": "pair_blocks"},
     )
-    return fig
+    return finish(fig, "pair_blocks", 360, margin=dict(l=60, r=20, t=40, b=50), legend=dict(orientation="v"))
 
 
 def crossing_bars(crossing: np.ndarray) -> go.Figure:
@@ -69,8 +66,5 @@ def crossing_bars(crossing: np.ndarray) -> go.Figure:
     fig.update_layout(
         xaxis=dict(title="head", tickmode="array", tickvals=heads),
         yaxis=dict(title="share crossing between A and B", range=[0, 1]),
-        height=300,
-        margin=dict(l=60, r=20, t=30, b=50),
-        meta={"figure": "pair_crossing"},
     )
-    return fig
+    return finish(fig, "pair_crossing", 300, margin=dict(l=60, r=20, t=30, b=50))

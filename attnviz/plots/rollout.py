@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import f32, tick_labels
+from .common import f32, finish, tick_labels, ticks
 
 ROLLOUT_COLOUR, FLOW_COLOUR = "#4c78a8", "#f58518"
 
@@ -28,10 +28,7 @@ def flow_bars(tokens, rollout_row: np.ndarray, flow: np.ndarray, query: int) -> 
         barmode="group",
         title=dict(text=f"Output token {labels[query]}: where it draws from", x=0, xanchor="left"),
         yaxis=dict(title="share (each series sums to 1)", rangemode="tozero"),
-        xaxis=dict(title="input token", tickmode="array", tickvals=x, ticktext=labels, tickangle=-60),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
-        height=400,
-        margin=dict(l=60, r=20, t=60, b=90),
-        meta={"figure": "flow", "query": int(query)},
+        xaxis=dict(title="input token", **ticks(labels=labels), tickangle=-60),
     )
-    return fig
+    return finish(fig, "flow", 400, margin=dict(l=60, r=20, t=60, b=90), meta={"query": int(query)},
+                  legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))  # fmt: skip

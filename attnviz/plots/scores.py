@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..analysis.stats import histogram
-from .common import WEIGHTS_SCALE, f32, thin, tick_labels
+from .common import WEIGHTS_SCALE, f32, finish, ticks
 from .windows import axis_ranges, range_note, window
 
 LABELS = {"dot": "dot", "scaled_dot": "scaled dot", "general": "general (bilinear)", "additive": "additive"}
@@ -38,8 +38,7 @@ def score_histograms(results: dict, bins: int = 40, what: str = "score", figure:
         )
         fig.update_xaxes(title_text=f"{what} (std {np.sqrt(h.var):.2f})", row=1, col=col)
     fig.update_yaxes(title_text="count", row=1, col=1)
-    fig.update_layout(height=300, bargap=0, margin=dict(l=60, r=20, t=40, b=50), meta={"figure": figure})
-    return fig
+    return finish(fig, figure, 300, margin=dict(l=60, r=20, t=40, b=50), bargap=0)
 
 
 def weights_side_by_side(
@@ -70,9 +69,8 @@ def weights_side_by_side(
         if tokens is not None:
             _label_axes(fig, tokens, tokens if key_tokens is None else key_tokens, col, (q0, q1), (k0, k1))
     labelled = tokens is not None
-    fig.update_layout(height=380 if labelled else 320, meta={"figure": figure},
-                      margin=dict(l=100 if labelled else 40, r=20, t=60 if cut else 40, b=100 if labelled else 40))  # fmt: skip
-    return fig
+    margin = dict(l=100 if labelled else 40, r=20, t=60 if cut else 40, b=100 if labelled else 40)
+    return finish(fig, figure, 380 if labelled else 320, margin=margin)
 
 
 def _label_axes(fig: go.Figure, tokens, key_tokens, col: int, rows: tuple, cols: tuple) -> None:
@@ -82,11 +80,8 @@ def _label_axes(fig: go.Figure, tokens, key_tokens, col: int, rows: tuple, cols:
         (fig.update_xaxes, key_tokens, cols, True),
         (fig.update_yaxes, tokens, rows, col == 1),
     ):
-        labels = tick_labels(toks)
-        vals = list(range(a, b, thin(b - a, 16)))
-        axis(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals], showticklabels=show,
-             tickfont_size=10, row=1, col=col)  # fmt: skip
-    fig.update_xaxes(tickangle=-60, row=1, col=col)
+        axis(**ticks(toks, a, b, 10), showticklabels=show, tickfont_size=10, row=1, col=col)
+    fig.update_xaxes(tickangle=-90, row=1, col=col)  # upright: four panels leave ~15 px per label
 
 
 def spread_lines(dims, spread: dict) -> go.Figure:
@@ -106,9 +101,6 @@ def spread_lines(dims, spread: dict) -> go.Figure:
         yaxis=dict(
             type="log", title="std of the scores", tickmode="array", tickvals=[t for t in LOG_TICKS if low <= t <= high]
         ),  # fmt: skip
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-        height=340,
-        margin=dict(l=60, r=20, t=40, b=50),
-        meta={"figure": "score_spread"},
     )
-    return fig
+    return finish(fig, "score_spread", 340, margin=dict(l=60, r=20, t=40, b=50),
+                  legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0))  # fmt: skip

@@ -9,7 +9,7 @@ import streamlit as st
 from ..export import short_model_name
 from ..plots import common
 from ..plots import heatmaps as hm
-from ..plots.heatmaps import COLOUR_RANGES
+from ..plots.colours import COLOUR_RANGES
 from ..trace import AttentionTrace
 from .literal import literal
 from .state import URL, Selection, url_choice

@@ -137,8 +137,8 @@ def test_padding_mask_off_in_one_layer_is_measured_against_the_models_own_trace(
     assert (np.asarray(want) > 0).all()  # layer 0 lost its mask; later layers read its changed output
     fig = figures(page)["mask_leak"]
     x = next(t for t in fig["data"] if t.get("name") == "with your masks")["x"]
-    assert x == ["layer 0*"] + [f"layer {i}" for i in range(1, 6)]  # the star: the layer with your masks
-    assert fig["layout"]["xaxis"]["title"]["text"] == "* your masks; the others keep the model's own"
+    assert x == ["0*"] + [f"{i}" for i in range(1, 6)]  # the star: the layer with your masks
+    assert fig["layout"]["xaxis"]["title"]["text"] == "layer (* your masks; others the model's own)"
     note = "Every other layer keeps the model's own mask (its padding mask)."
     assert any(note in m.value for m in page.markdown)
     assert any("ran with the model's own mask (its padding mask) in both series" in m.value for m in page.markdown)

@@ -32,6 +32,34 @@ CLIPPED_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-pl
     .map(([text, r]) => `${name}: "${text.slice(0, 40)}" at top ${Math.round(r.top - box.top)}`);
 })"""
 
+# Text of a chart drawn over other text of the same chart: tick labels, titles, subplot titles, legend entries, colour
+# bar labels, bar values. Each text's box is taken as drawn (a slanted tick label's four corners through its screen
+# matrix) and pairs are tested with the separating-axis test, so slanted labels side by side are apart while their
+# bounding rectangles overlap. Returns 'figure: "text" x "text"' per pair.
+TEXT_OVERLAPS_JS = """() => {
+  // Text boxes as drawn (rotated tick labels included: their corners through the screen matrix), tested pairwise
+  // with the separating-axis test, so two -60° labels side by side are apart while their bounding rects overlap.
+  const quad = e => { const b = e.getBBox(), m = e.getScreenCTM(), svg = e.ownerSVGElement;
+    return [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]].map(([x, y]) => {
+      const p = svg.createSVGPoint(); p.x = x; p.y = y; const q = p.matrixTransform(m); return [q.x, q.y]; }); };
+  const apart = (P, Q) => [P, Q].some(R => R.some((p, i) => {
+    const q = R[(i + 1) % 4], n = [q[1] - p[1], p[0] - q[0]], len = Math.hypot(...n) || 1;
+    const proj = S => S.map(s => (s[0] * n[0] + s[1] * n[1]) / len);
+    const a = proj(P), b = proj(Q);
+    return Math.max(...a) - 1.5 <= Math.min(...b) || Math.max(...b) - 1.5 <= Math.min(...a); }));
+  const sel = '.xtick text, .ytick text, .gtitle, .annotation-text, .g-xtitle text, .g-ytitle text, .legendtext, ' +
+              '.cbtitle text, .cbaxis text, .bartext text, .bartext';
+  return Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
+    const name = (gd.layout.meta || {}).figure || 'chart';
+    const els = Array.from(new Set(gd.querySelectorAll(sel))).filter(e => e.tagName === 'text' &&
+      (e.textContent || '').trim() && e.getBBox().width > 0 && getComputedStyle(e).opacity !== '0');
+    const quads = els.map(quad), out = [];
+    for (let i = 0; i < els.length; i++) for (let j = i + 1; j < els.length; j++)
+      if (!apart(quads[i], quads[j])) out.push(`${name}: "${els[i].textContent.slice(0, 30)}" x "${els[j].textContent.slice(0, 30)}"`);
+    return out;
+  });
+}"""
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -1,0 +1,89 @@
+"""Every page with a 2,048-token text in a real Chromium (#18): the charts are drawn, and the work each page gives the
+browser is bounded whatever the text's length, which is what keeps it fast (the seconds are written to
+test-output/screens/long-pages.txt, never asserted), and no chart's text is drawn over its other text at 1,280 x 800.
+
+A tiny Llama-shaped model with 8,192 positions (the bundled BERT stops at 512) on a server whose token limit is
+2,048 (ATTNVIZ_MAX_TOKENS), the sidebar's Token limit set to 2,048 through the link. For every chart on every page,
+read from Plotly's own data in the page: the cells and points drawn, the tick labels per axis; for every page, the
+bytes the WebSocket brought.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlencode
+
+import pytest
+from browserkit import OUT, TEXT_OVERLAPS_JS, Tab, free_port, start_server, stop
+from tiny_families import build
+
+N = 2048
+TEXT = " ".join(["the cat sat on the mat a dog ran away ."] * 200)  # 2,200 tokens: cut at 2,048
+PAIR_A = " ".join(("the cat sat on the mat a dog ran away .".split() * 200)[:2000])
+#: page path -> charts it draws at least (Export draws its charts on request)
+PAGES = {"": 3, "scaling": 4, "masks": 4, "module": 2, "headstats": 2, "rollout": 2, "neuron": 1, "scores": 5,
+         "words": 2, "pairs": 3, "compare": 1, "export": 0}  # fmt: skip
+CELLS_PER_CHART = 70_000  # 4 heads of a 128 x 128 window: 65,536 cells; the whole text's would be 4 x 2,048²
+LABELS_PER_AXIS = 64
+PAGE_BYTES = 3 * 2**20  # one 2,048 x 2,048 float32 heatmap alone is 16 MB
+
+# For each chart: its name, the cells or points its traces draw, and the most tick labels on one of its axes.
+WORK_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => {
+  const size = a => !a ? 0 : a.bdata ? String(a.shape || a.bdata.length).split(',').reduce((p, v) => p * +v, 1)
+                   : Array.isArray(a[0]) || (a[0] && a[0].length !== undefined && typeof a[0] !== 'string')
+                     ? a.length * a[0].length : a.length;
+  const cells = gd.data.reduce((s, t) => s + (t.type === 'heatmap' ? size(t.z) : size(t.y || t.x)), 0);
+  const L = gd._fullLayout, axes = Object.keys(L).filter(k => /^[xy]axis\\d*$/.test(k));
+  const labels = Math.max(0, ...axes.map(k => L[k].showticklabels === false ? 0
+                                              : gd.querySelectorAll('.' + L[k]._id + 'tick').length));
+  return [(gd.layout.meta || {}).figure || 'chart', cells, labels];
+})"""
+
+
+@pytest.fixture(scope="module")
+def long_server(tmp_path_factory):
+    folder = build("long_llama", tmp_path_factory.mktemp("long_llama"))
+    OUT.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = start_server(port, OUT.parent / "long-pages-server.log", {"ATTNVIZ_MAX_TOKENS": str(N)})
+    yield f"http://127.0.0.1:{port}", str(folder)
+    stop(proc)
+
+
+def test_every_page_draws_a_2048_token_text_with_bounded_work(browser, long_server):
+    base, folder = long_server
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(300_000)
+    received = [0]
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda d: received.__setitem__(0, received[0] + len(d))))
+    tab, report, problems = Tab(page, base), [], []
+    try:
+        for path, charts in PAGES.items():
+            text, pair = (PAIR_A, "the dog ran away .") if path == "pairs" else (TEXT, "")
+            query = urlencode(dict(source="hub", model=folder, text=text, pair=pair, max_tokens=N))
+            received[0], t0 = 0, time.perf_counter()
+            tab.open(f"{path}?{query}", charts=charts, timeout=300_000)
+            seconds = time.perf_counter() - t0
+            name = path or "heads"
+            body = page.inner_text("body")
+            problems += [f"{name}: {e[:200]}" for e in tab.errors_on_page()]
+            if "Traceback" in body:
+                problems.append(f"{name}: a traceback on the page")
+            if path != "pairs" and f"kept the first {N}" not in body:
+                problems.append(f"{name}: the page does not say it cut the text to {N} tokens")
+            work = page.evaluate(WORK_JS)
+            if len(work) < charts:
+                problems.append(f"{name}: {len(work)} charts drawn, expected {charts}")
+            problems += [f"{name}/{c}: {n:,} cells" for c, n, _ in work if n > CELLS_PER_CHART]
+            problems += [f"{name}/{c}: {k} labels on one axis" for c, n, k in work if k > LABELS_PER_AXIS]
+            problems += [f"{name}: overlapping text: {o}" for o in page.evaluate(TEXT_OVERLAPS_JS)]
+            if received[0] > PAGE_BYTES:
+                problems.append(f"{name}: {received[0] / 2**20:.1f} MB received")
+            report.append(f"{name:10s} {seconds:5.1f} s {received[0] / 2**20:5.2f} MB " + ", ".join(
+                f"{c} {n:,}/{k}" for c, n, k in work))  # fmt: skip
+    finally:
+        context.close()
+        (OUT / "long-pages.txt").write_text("\n".join(report) + "\n")  # the seconds, for a person (not asserted)
+        print("\n".join(report))
+    assert problems == [], "\n".join(problems)

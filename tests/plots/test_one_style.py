@@ -1,0 +1,173 @@
+"""One figure style (#18): every chart on a white card with dark ink, in both themes and in every download.
+
+Every public function of attnviz.plots that returns a Figure is found by inspection and watched while the notebook
+path (attnviz.figures, the same builders the pages call) and a few direct calls draw every figure the package can
+make from the bundled model's trace and small arrays. A builder nobody calls here fails the test (add it below), and
+so does a figure that skips the style rule (plots.common.on_paper / finish): a figure Plotly leaves alone has no
+paper or plot colour of its own and takes the theme's. A source scan checks that every st.plotly_chart hands the
+figure over untouched (theme=None) with the shared modebar config.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+import attnviz
+from attnviz import figures, plots
+from attnviz.analysis import scores as S
+from attnviz.analysis.softcap import Softcap
+from attnviz.plots import common
+
+ROOT = Path(__file__).resolve().parents[2]
+WHITE = {"#ffffff", "#fff", "white", "rgb(255,255,255)"}
+MASKED_GREY = common.MASKED_BG  # a masked stage's plot background: the grey its NaN (removed) cells show
+
+
+def _builders() -> dict[str, tuple[object, str]]:
+    """{module.function: (module, name)} of every public function in attnviz.plots annotated to return a Figure."""
+    found = {}
+    for info in pkgutil.iter_modules(plots.__path__):
+        module = importlib.import_module(f"attnviz.plots.{info.name}")
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ == module.__name__ and not name.startswith("_"):
+                sig = inspect.signature(fn)
+                takes_a_figure = next(iter(sig.parameters), "") == "fig"  # a helper (finish, add_boundary): no builder
+                if "Figure" in str(sig.return_annotation) and not takes_a_figure:
+                    found[f"{info.name}.{name}"] = (module, name)
+    return found
+
+
+BUILDERS = _builders()  # found before the fixture below wraps them
+
+
+def _dark(colour: str) -> bool:
+    c = colour.lstrip("#")
+    return len(c) == 6 and sum(int(c[i : i + 2], 16) for i in (0, 2, 4)) < 3 * 96
+
+
+def _check(name: str, fig: go.Figure) -> None:
+    layout = fig.layout
+    assert layout.paper_bgcolor in WHITE, f"{name}: paper {layout.paper_bgcolor}"
+    assert layout.plot_bgcolor in WHITE | {MASKED_GREY}, f"{name}: plot background {layout.plot_bgcolor}"
+    assert layout.font.color and _dark(layout.font.color), f"{name}: font colour {layout.font.color}"
+    assert layout.template.layout.paper_bgcolor in WHITE, f"{name}: a template that is not white"
+    for a in layout.annotations:  # subplot titles and notes: dark too
+        assert a.font.color is None or _dark(a.font.color), f"{name}: annotation in {a.font.color}"
+    assert isinstance(layout.meta, dict) and layout.meta.get("figure"), f"{name}: no layout.meta['figure']"
+    if any(t.type == "heatmap" for t in fig.data):  # no light line over the grey of masked cells
+        for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
+            assert axis.zeroline is False and axis.showgrid is False, f"{name}: grid or zero line over a heatmap"
+
+
+@pytest.fixture(scope="module")
+def drawn(bundled, tiny_gpt2, monkeypatch_module):
+    """{builder: [figures]} for every figure the plots package draws here."""
+    seen: dict[str, list] = {}
+    for key, (module, name) in BUILDERS.items():
+        real = getattr(module, name)
+
+        def watch(*a, _real=real, _key=key, **kw):
+            fig = _real(*a, **kw)
+            seen.setdefault(_key, []).append(fig)
+            return fig
+
+        monkeypatch_module.setattr(module, name, watch)
+    text = "The cat sat on the mat because it was tired."
+    tr = attnviz.trace(bundled, text)
+    for page in ("heads", "scaling", "headstats", "rollout", "neuron", "words", "compare"):
+        figures.page_figures(tr, page, layer=1, head=2)
+    figures.page_figures(attnviz.trace(bundled, text, pair="It slept."), "pairs", layer=1, head=2)
+    hidden = attnviz.trace(bundled, text, hide=(2, 3))
+    figures.page_figures(hidden, "masks", layer=1, head=2, unmasked=tr)
+    win = plots.heatmaps.Window((2, 6), (0, 8))
+    plots.heatmaps.head_grid(tr, 0, "masked", token_range=win, boundary=4)
+    plots.heatmaps.head_detail(tr, 0, 1, "scores", token_range=win, colours="log")
+    q, k = S.seeded_queries_keys(6, 8, 0)
+    results = S.ScoreModule.seeded(8, seed=0).all(q, k)
+    plots.scores.score_histograms(results)
+    plots.scores.weights_side_by_side(results, tr.tokens[:6], tr.tokens[:6])
+    plots.scores.spread_lines((4, 16), S.spread_by_width((4, 16), seed=0))
+    even = np.full(tr.n_tokens, 1 / tr.n_tokens)
+    plots.rollout.flow_bars(tr.tokens, even, even, query=3)
+    plots.sinks.sink_share_bars(tr.tokens, np.linspace(0, 1, tr.n_tokens), head=1)
+    plots.sinks.sink_maps(np.full((2, 3), 0.5), np.full((2, 3), 0.1))
+    plots.columns.who_reads(np.full((3, tr.n_tokens), 0.2), tr.tokens, 0, "000 [CLS]", "who reads token 0")
+    result = attnviz.ablate(tiny_gpt2, "the cat sat on the", heads=[(0, 1)])
+    plots.ablation.prediction_bars(result)
+    plots.ablation.change_grid(result.attention_change(), result, "later heads")
+    before = np.linspace(-20, 20, 9)
+    plots.softcap.softcap_curve(Softcap(before, 5 * np.tanh(before / 5), 5.0, n_cells=9), head=1)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+def test_every_figure_builder_is_drawn_here(drawn):
+    missing = sorted(set(BUILDERS) - set(drawn))
+    assert len(BUILDERS) >= 20, sorted(BUILDERS)  # the inspection finds the builders at all
+    assert not missing, f"figure builders not drawn by this test (add a call to `drawn`): {missing}"
+
+
+def test_every_figure_is_a_white_card_with_dark_ink(drawn):
+    checked = 0
+    for name, figs in drawn.items():
+        for fig in figs:
+            _check(name, fig)
+            checked += 1
+    assert checked >= 25
+
+
+def test_a_figure_that_skips_the_rule_fails_the_check():
+    fig = go.Figure(go.Heatmap(z=[[0, 1], [1, 0]]))
+    fig.update_layout(meta={"figure": "raw"})
+    with pytest.raises(AssertionError, match="paper"):
+        _check("raw", fig)
+    _check("raw", common.on_paper(fig))  # the same figure through the rule passes
+
+
+def test_masked_cells_keep_their_grey_through_the_rule(drawn):
+    for name in ("masks.stage_pair", "heatmaps.head_grid"):
+        assert drawn[name][-1].layout.plot_bgcolor == MASKED_GREY, f"{name}: removed cells would look like 0"
+
+
+def test_the_camera_asks_for_a_white_png_named_after_the_view(drawn):
+    config = common.chart_config("layer2", "head3", "weights")
+    options = config["toImageButtonOptions"]
+    assert options["format"] == "png" and options["filename"] == "attnviz_layer2_head3_weights"
+    assert options["scale"] == 2
+    assert options["width"] is None and options["height"] is None  # the size on screen, not a 700-px reflow
+    # the modebar's PNG copies the figure's own colours (Plotly has no background option for it): the white card
+    fig = drawn["heatmaps.head_detail"][0]
+    assert fig.layout.paper_bgcolor in WHITE and _dark(fig.layout.font.color)
+    printed = common.print_ready(drawn["heatmaps.head_grid"][-1])  # files (the HTML export) keep the masked grey
+    assert printed.layout.paper_bgcolor in WHITE and printed.layout.plot_bgcolor == MASKED_GREY
+
+
+def _plotly_chart_calls():
+    for path in [*ROOT.glob("app_pages/*.py"), *ROOT.glob("attnviz/ui/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "plotly_chart":
+                yield f"{path.relative_to(ROOT)}:{node.lineno}", {k.arg: k.value for k in node.keywords}
+
+
+def test_every_plotly_chart_call_draws_the_figure_as_built_with_the_shared_config():
+    calls = list(_plotly_chart_calls())
+    assert len(calls) >= 20, calls
+    for where, kw in calls:
+        assert isinstance(kw.get("theme"), ast.Constant) and kw["theme"].value is None, f"{where}: theme=None missing"
+        config = kw.get("config")
+        assert isinstance(config, ast.Call) and getattr(config.func, "attr", getattr(config.func, "id", "")) == (
+            "chart_config"
+        ), f"{where}: config is not chart_config(...)"
