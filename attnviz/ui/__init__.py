@@ -11,7 +11,8 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 from .data import get_model, get_trace, loading_notice, saved_trace, setup, trace_of_text
 from .extras import scale_note, sinks_and_softcap
 from .literal import literal, record_table, show_error
-from .panels import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary, provenance, stop
+from .pair_ui import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary
+from .provenance import provenance, stop
 from .sidebar import current, module_preview, module_settings, score_sources, sidebar
 from .state import (
     DEFAULT_TEXT,
