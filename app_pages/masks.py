@@ -7,6 +7,7 @@ from attnviz.analysis import masks as analysis
 from attnviz.plots import common
 from attnviz.plots import heatmaps as hm
 from attnviz.plots import masks as mp
+from attnviz.ui.mask_experiment import dead_note, leak_caption, mask_traces, row_window
 
 APPLY = {"layer": "this layer only", "all": "all layers"}
 CROSS_CAUSAL = ("Cross-attention: target token i may see source tokens up to i + (source length − target length), the "
@@ -15,29 +16,6 @@ CROSS_CAUSAL = ("Cross-attention: target token i may see source tokens up to i +
 
 def show(fig, title: str, why: str, key: str) -> None:
     ui.section(fig, title, why, key, "masks", src.model.name, f"layer{src.layer}")
-
-
-def dead_note(rows, fill_name: str, n_keys: int) -> str:
-    """What the model computes for queries with no visible key: the truth, not a 0% leak."""
-    names = ", ".join(str(d.query) for d in rows[:8]) + (", …" if len(rows) > 8 else "")
-    note = (
-        f"**{'Query' if len(rows) == 1 else 'Queries'} {names} {'has' if len(rows) == 1 else 'have'} no visible key**"
-    )
-    note += f" in layer {src.layer}."
-    first = rows[0]
-    if first.total == 0:
-        return note + " With the fill −inf such a row is all zeros: the query attends to nothing."
-    where = (
-        f"{first.future:.0%} of its weight on future positions that a causal model should never see, the rest on "
-        "the other masked keys"
-        if first.future > 0
-        else "all of its weight on keys it should not see"
-    )
-    return note + (
-        f" The softmax still runs: with the fill {fill_name} every masked cell holds the same value, so the row is "
-        f"uniform over all {n_keys} keys. In head {head}, query {first.query} puts {where}. Charts 2 and 3 show and "
-        "count that weight; the fill −inf would give a row of zeros instead."
-    )
 
 
 src = ui.current()
@@ -78,11 +56,10 @@ if analysis.hides_everything(hide, base.n_keys):
 layers = None if apply == "all" else (layer,)
 opts = analysis.mask_options(single_layer=not src.pretrained, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
                              layers=layers, fill=ui.fill_value(fill), part=src.part)  # fmt: skip
-with_mask = ui.get_trace(src, **opts)
-without = ui.get_trace(src, **analysis.unmasked_options(opts))
-model_own = ui.get_trace(src, **analysis.model_options(opts))  # the model as it is: what "largest change" measures from
-if with_mask is None or without is None or model_own is None:
+traces = mask_traces(src, opts)
+if traces is None:
     ui.stop(base)
+with_mask, without, model_own = traces
 if src.pretrained and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
 boundary = ui.pair_boundary(src, with_mask)
@@ -101,16 +78,13 @@ st.markdown(
     + f" Shown: layer {src.layer}, head {head}."
 )
 if rep.dead_rows:
-    st.warning(dead_note(rep.dead_rows, ui.FILL_IDS[fill], with_mask.n_keys))
+    st.warning(dead_note(rep.dead_rows, ui.FILL_IDS[fill], with_mask.n_keys, src.layer, head))
 who = f"head {head}"
 first = st.container()  # chart 1 goes here, above the window slider, so it starts on the first screen
 a, b = hm.window(with_mask.n_tokens, ui.token_window(with_mask, hm.MAX_SHOWN, keys=False))
 cross = src.part == "cross"  # keys are the source text: drawn whole, labelled with its tokens
 keys = with_mask.key_tokens if cross else None
-cut = (
-    slice(a, b),
-    slice(None) if cross else slice(a, b),
-)  # long texts: a window of tokens, every row still over all of its keys
+cut = row_window(a, b, cross)  # long texts: a window of rows, each still over all of its keys
 if (a, b) != (0, with_mask.n_tokens):
     who += f", tokens {a}–{b - 1} of {with_mask.n_tokens}"
 with first:
@@ -153,18 +127,7 @@ show(
 show(
     mp.leak_bars(rep, layers, own_causal=own),
     "3 · Leaks, layer by layer",
-    "Left: the share of a real query's attention that lands on keys it should not see (padding, future or hidden "
-    "tokens, and whatever the model's own mask hides). A mask brings it to exactly 0 where it holds, unless a query "
-    "has no visible key at all: a finite fill then spreads its whole weight over every key. "
-    + (
-        f"Layers without a star ran with the model's own mask ({kept}) in both series, not yours: a 0% there is the "
-        "model's mask holding. "
-        if layers is not None and base.n_layer > 1
-        else ""
-    )
-    + "Right: the largest change in each layer's weights against the model's own trace (no experiment); layers after "
-    "a changed one change too, because their input changed."
-    + ("" if rep.change.any() else " All 0: with these settings the experiment is what the model does anyway."),
+    leak_caption(layers, base.n_layer, kept, bool(rep.change.any())),
     "leak",
 )
 dead = (

@@ -14,8 +14,8 @@ from .errors import InputError
 
 NO_ATTENTIONS = (
     "from_attentions got no attention weights ({what}). Only eager attention returns them: with transformers' "
-    "default (sdpa), or after attnviz.from_model switched the model to attnviz's own, output_attentions=True gives "
-    'an empty tuple. Load the model with attn_implementation="eager" (AutoModel.from_pretrained(name, '
+    "default (sdpa), output_attentions=True gives an empty tuple. "
+    'Load the model with attn_implementation="eager" (AutoModel.from_pretrained(name, '
     'attn_implementation="eager")) and call it with output_attentions=True, or let attnviz run it: '
     "attnviz.trace(attnviz.from_model(model, tokenizer), text) records every stage."
 )

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from bench.browser import chromium, marker, new_sentence, open_page
 from bench.measure import OUT, ROOT, serve, stop
+from bench.report import table
 
 # What a page shows: the single head's token labels, the first heatmap of the grid, and any exception.
 SHOWN = """() => {
@@ -119,7 +120,7 @@ async def run(sessions, rounds: int, spreads, nice: int, timeout_s: float) -> li
         for spread in spreads:
             for n in sessions:
                 levels.append(await level(browser, n, rounds, spread, model, nice, timeout_s * 1000))
-                print(row(levels[-1]), flush=True)
+                print(table([row(levels[-1])]), flush=True)
         await browser.close()
     return levels
 
@@ -128,20 +129,16 @@ def _p95(values: list[float]) -> float:
     return sorted(values)[math.ceil(0.95 * len(values)) - 1]  # nearest rank
 
 
-HEADER = (
-    "| sessions | new sentences sent | → heatmaps drawn, p50 | p95 | max | → run ended, p50 | p95 | server CPU per "
-    "sentence | server cores busy | server RSS: idle → open → peak | own view checked |\n"
-    "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"
-)
+HEAD = ["sessions", "new sentences sent", "→ heatmaps drawn, p50", "p95", "max", "→ run ended, p50", "p95",
+        "server CPU per sentence", "server cores busy", "server RSS: idle → open → peak", "own view checked"]  # fmt: skip
 
 
-def row(v: Level) -> str:
-    sent = "all at once" if v.spread == 0 else f"each within {v.spread:g} s"
-    drawn = " | ".join(f"{x:.2f} s" for x in (statistics.median(v.drawn), _p95(v.drawn), max(v.drawn)))
-    runs = f"{statistics.median(v.runs):.2f} s | {_p95(v.runs):.2f} s"
+def row(v: Level) -> list:
+    s = lambda x: f"{x:.2f} s"  # noqa: E731
     ok = f"{v.checked}/{v.sessions}" + (" **FAILED**" if v.failures else "")
-    rss = " → ".join(f"{x:.0f}" for x in v.rss_mb)
-    return f"| {v.sessions} | {sent} | {drawn} | {runs} | {v.cpu_per_run:.2f} s | {v.cores:.2f} | {rss} MB | {ok} |"
+    return [v.sessions, "all at once" if v.spread == 0 else f"each within {v.spread:g} s",
+            *map(s, (statistics.median(v.drawn), _p95(v.drawn), max(v.drawn), statistics.median(v.runs), _p95(v.runs))),
+            s(v.cpu_per_run), f"{v.cores:.2f}", " → ".join(f"{x:.0f}" for x in v.rss_mb) + " MB", ok]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Playwright): {os.cpu_count()} cores shared by the server, Chromium and other work on the host; its 1-minute "
         f"load average before each level: {', '.join(f'{v.load_avg:.1f}' for v in levels)}."
     )
-    text = "\n".join([HEADER, *map(row, levels), "", note])
+    text = table([row(v) for v in levels], HEAD) + f"\n\n{note}"
     print(f"\n{text}")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "load.json").write_text(json.dumps([asdict(v) for v in levels], indent=1))

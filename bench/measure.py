@@ -3,6 +3,7 @@ as the container starts it."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import platform
@@ -64,19 +65,16 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:  # a GPU machine may lack the browser's packages
-        return "not installed"
-
-
 def machine() -> dict:
     with open("/proc/cpuinfo") as f:
         cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     out = {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version()}
-    out |= {name: version(name) for name in ("torch", "transformers", "streamlit", "plotly", "playwright")}
+    installed = {d.metadata["Name"].lower(): d.version for d in metadata.distributions()}  # a GPU box may lack some
+    out |= {
+        name: installed.get(name, "not installed")
+        for name in ("torch", "transformers", "streamlit", "plotly", "playwright")
+    }
     return out | {"threads": torch.get_num_threads(), "load_start": load()}
 
 
@@ -94,12 +92,10 @@ def serve(log: Path, nice: int = 0, timeout: float = 120) -> tuple[subprocess.Po
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return proc, url
-        except OSError:
-            time.sleep(0.3)
+        with contextlib.suppress(OSError), urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+            if r.read().strip() == b"ok":
+                return proc, url
+        time.sleep(0.3)
     stop(proc)
     raise RuntimeError(f"the server did not become healthy; see {log}")
 

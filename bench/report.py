@@ -31,9 +31,11 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
-def _table(head: list[str], rows: list[list]) -> str:
-    align = ["---" if h in ("input", "model", "action", "goal", "measure") else "---:" for h in head]
-    return "\n".join("| " + " | ".join(map(str, r)) + " |" for r in [head, align, *rows])
+def table(rows: list[list], head: list[str] | None = None) -> str:
+    """A Markdown table; text columns left-aligned, numbers right. No head: the rows alone (a table's next rows)."""
+    left = ("input", "model", "action", "goal", "measure", "new sentences sent", "server RSS: idle → open → peak")
+    align = [] if head is None else [head, ["---" if h in left else "---:" for h in head]]
+    return "\n".join("| " + " | ".join(map(str, r)) + " |" for r in [*align, *rows])
 
 
 def _header(res: dict) -> str:
@@ -53,7 +55,7 @@ def _mha(m: dict) -> str:
 
 Same weights, outputs differ by {m["max_diff"]:.1e}; median of {m["rounds"]} rounds.
 
-{_table(["input", "torch", "attnviz", "attnviz / torch", "attnviz / torch, 1 thread, CPU"], [row])}"""
+{table([row], ["input", "torch", "attnviz", "attnviz / torch", "attnviz / torch, 1 thread, CPU"])}"""
 
 
 def _x(r: dict, key: str) -> str:
@@ -68,7 +70,7 @@ def _traces(g: dict, title: str) -> str:
              _mb(r["bytes"] / r["layers"]), _mb(r["bytes"]),
              f"{r['column_ms']:,.1f} ms", f"{r['window_ms']:,.1f} ms",
              r.get("heads_page") or f"{r['heads_page_ms']:,.1f} ms"] for r in g["rows"]]  # fmt: skip
-    return f"{title}\n\nDevice: {g['device']}.\n\n{_table(list(TRACE_COLUMNS), rows)}"
+    return f"{title}\n\nDevice: {g['device']}.\n\n{table(rows, list(TRACE_COLUMNS))}"
 
 
 def _targets(res: dict) -> str:
@@ -82,7 +84,7 @@ def _targets(res: dict) -> str:
         rows.append(
             [f"{model}, {n:,} tokens", name, show(limit), value if isinstance(value, str) else show(value), met]
         )
-    return "### Goals (issue 19)\n\n" + _table(["goal", "measure", "at most", "measured", "goal met"], rows)
+    return "### Goals (issue 19)\n\n" + table(rows, ["goal", "measure", "at most", "measured", "goal met"])
 
 
 def _browser(b: dict) -> str:
@@ -92,7 +94,7 @@ def _browser(b: dict) -> str:
 
 Median of {b["rounds"]} rounds after {b["warmup"]} warm-up round(s).
 
-{_table(["action", "heatmaps drawn", "script run over"], rows)}
+{table(rows, ["action", "heatmaps drawn", "script run over"])}
 
 First page load (server healthy, model not yet loaded): {b["first_load_s"]:.1f} s. For one {b["bytes_tokens"]}-token
 sentence the Heads page receives {_mb(b["page_bytes"])}; bertviz 1.4.1's head_view HTML with every layer is

@@ -104,8 +104,8 @@ def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
             [a.cpu() for a in out.attentions or ()]  # what a viewer has to do with eager's weights
         sync()
 
-    def trace():
-        model.set_attn_implementation(CAPTURE_NAME)  # the seam attnviz chose at load
+    def trace():  # a model from load_model runs the seam it chose at load; from_model's switches per forward
+        model.set_attn_implementation(CAPTURE_NAME)
         out = attnviz.trace(loaded, text)
         sync()
         return out
@@ -115,12 +115,9 @@ def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
     n, refs = tr.n_tokens, ["sdpa", "eager"] if eager < _room(model) else ["sdpa"]
     fns = {"trace": trace} | {k: lambda k=k: forward(k) for k in refs}
     warmup = warmup if rounds > 1 else 0  # a row timed once takes seconds a call: first-call costs vanish
-    try:
-        t = interleaved(fns, rounds, warmup)
-        cpu = model.device.type == "cpu" and rounds > 1  # CPU time on one thread: waiting for a core does not count
-        c = one_thread_cpu(fns, rounds, warmup=0) if cpu else None  # warm from the rounds above
-    finally:
-        model.set_attn_implementation(CAPTURE_NAME)  # the model stays traceable
+    t = interleaved(fns, rounds, warmup)
+    cpu = model.device.type == "cpu" and rounds > 1  # CPU time on one thread: waiting for a core does not count
+    c = one_thread_cpu(fns, rounds, warmup=0) if cpu else None  # warm from the rounds above
     out = {"model": name, "tokens": n, "layers": tr.n_layer, "bytes": tr.nbytes, "rounds": rounds}
     out |= {f"{k}_ms": ms(v) for k, v in t.items()} | {f"trace_vs_{k}": ratio(t, "trace", k) for k in refs}
     out |= {f"trace_vs_{k}_cpu1": ratio(c, "trace", k) for k in refs} if c else {}

@@ -253,3 +253,22 @@ def fresh_venv(tmp_path_factory):
     import fresh_install
 
     return fresh_install.build(tmp_path_factory.mktemp("fresh-venv"))
+
+
+@pytest.fixture(scope="session")
+def family_dir(tmp_path_factory):
+    """family_dir(kind, encoder_only=False) -> a folder with a tiny random model of a family with special attention
+    (built by tests/tiny_families.py, cached)."""
+    from tiny_families import build
+
+    made = {}
+
+    def get(kind: str, encoder_only: bool = False):
+        key = (kind, encoder_only)
+        if key not in made:
+            made[key] = build(
+                kind, tmp_path_factory.mktemp(f"{kind}{'-encoder' if encoder_only else ''}"), encoder_only
+            )
+        return made[key]
+
+    return get

@@ -195,3 +195,23 @@ def _zip_with(first: bytes, first_info: zipfile.ZipInfo, name: bytes, stream: by
     )
     body = first + local + name + stream
     return body + directory + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 2, 2, len(directory), len(body), 0)
+
+
+#: Markdown an attacker puts in a shared link or a file: an image on a loopback port nothing listens on, a link to a
+#: reserved .example host (a request would only be counted, never answered).
+HOSTILE_IMAGE, HOSTILE_LINK = "![x](http://127.0.0.1:9/p.png)", "[click](http://evil.example/)"
+
+
+def hostile_upload(trace: AttentionTrace, text: str, model: str) -> bytes:
+    """An exported trace file as one made elsewhere could be: its record's model id is `model` and its notes hold
+    a Markdown image."""
+    from attnviz import export
+
+    with np.load(io.BytesIO(export.trace_npz(trace, text=text))) as z:
+        arrays = {k: z[k] for k in z.files}
+    record = json.loads(str(arrays["provenance.json"]))
+    record.update(model=model, notes=[f"saved by {HOSTILE_IMAGE}"])
+    arrays["provenance.json"] = np.array(json.dumps(record))
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()

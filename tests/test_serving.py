@@ -8,17 +8,11 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
+from browser.browserkit import free_port, stop, wait_healthy  # the browser tests' server helpers
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def listening(port: int) -> set[str]:
@@ -35,24 +29,7 @@ def listening(port: int) -> set[str]:
 
 def serve(cmd: list[str], port: int, host: str, env: dict, log: Path) -> subprocess.Popen:
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    for _ in range(240):
-        try:
-            if urllib.request.urlopen(f"http://{host}:{port}/_stcore/health", timeout=2).read() == b"ok":
-                return proc
-        except OSError:
-            time.sleep(0.5)
-        if proc.poll() is not None:
-            break
-    proc.kill()
-    raise RuntimeError(f"no health from {host}:{port}: {log.read_text()[-2000:]}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    return wait_healthy(proc, port, log, timeout=120, host=host)
 
 
 def test_streamlit_run_with_the_committed_config_listens_on_loopback_only(tmp_path):

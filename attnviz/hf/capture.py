@@ -26,6 +26,7 @@ import contextvars
 import inspect
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -345,12 +346,39 @@ def current() -> Recorder | None:
     return _CAPTURE.get()
 
 
+_LENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a user's model -> (attnviz's implementation, theirs)
+
+
+def lend(model, ours: str, theirs: str | None) -> None:
+    """A user's own model (attnviz.from_model) runs `ours` only inside attnviz's forward passes and `theirs` between
+    them, so its own output_attentions keeps working. A notebook's model is used by one thread at a time; the app's
+    cached models are attnviz's own and never lent."""
+    if theirs is None or theirs == ours:
+        return
+    _LENT[model] = (ours, theirs)
+    model.set_attn_implementation(theirs)
+
+
+@contextlib.contextmanager
+def _borrowed(model):
+    """`model` on attnviz's implementation inside the block when it is a lent user's model."""
+    lent = _LENT.get(model)
+    if lent is None:
+        yield
+        return
+    model.set_attn_implementation(lent[0])
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(lent[1])
+
+
 def forward(model, inputs: dict, rec: Recorder):
     """One forward pass with `rec` as this thread's capture state.
 
     Whatever the model raises becomes an InputError (CaptureRefused passes through for the caller to explain).
     """
-    with recording(rec):
+    with recording(rec), _borrowed(model):
         try:
             with torch.inference_mode():
                 return model(**inputs, **call_kwargs(model))
@@ -363,7 +391,7 @@ def forward(model, inputs: dict, rec: Recorder):
 def forward_eager(model, inputs: dict) -> tuple:
     """One forward pass of an eager-attention model returning its attention weights, [batch, head, q, k] per layer."""
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), _borrowed(model):
             out = model(**inputs, output_attentions=True, **call_kwargs(model))
     except CaptureRefused:
         raise

@@ -26,7 +26,7 @@ import torch
 
 from ..attention import DEFAULT_FILL
 from . import capture, own_bert
-from .own_call import Call, Reproducer, additive, both, fill_of, heads
+from .own_call import Call, Projected, Reproducer, additive, both, fill_of, heads
 
 
 def bloom(module, a: dict) -> Call:
@@ -125,15 +125,10 @@ def openai_gpt(module, a: dict) -> Call:
     return Call(q, k, 1 / math.sqrt(q.shape[-1]) if module.scale else 1.0, allowed, -1e4, extra)
 
 
-def xglm(module, a: dict) -> Call:
-    """XGLMAttention: (q_proj(x) * scaling) . k + the additive causal mask, clamped at dtype min, softmax."""
-    x, mask = a["hidden_states"], a.get("attention_mask")
-    if a.get("key_value_states") is not None:
-        raise capture.CaptureRefused("cross-attention")
-    q, k = heads(module.q_proj(x), module.num_heads), heads(module.k_proj(x), module.num_heads)
-    allowed, extra = additive(mask, x.shape[1], "XGLM")
-    fill = DEFAULT_FILL if mask is None else float(torch.finfo(mask.dtype).min)
-    return Call(q, k, float(module.scaling), allowed, fill, extra, "q")
+#: XGLMAttention: (q_proj(x) * scaling) . k + the additive causal mask, clamped at dtype min, softmax.
+XGLM = Projected(
+    "XGLM", q="q_proj", k="k_proj", heads="num_heads", scaling="scaling", scale_on="q", cross="key_value_states"
+)
 
 
 def gpt_neo(module, a: dict) -> Call:
@@ -214,24 +209,24 @@ REPRODUCERS = {
     "transformers.models.mpt.modeling_mpt.MptAttention": Reproducer("MPT", mpt),
     "transformers.models.falcon.modeling_falcon.FalconAttention": Reproducer("Falcon", falcon),
     "transformers.models.openai.modeling_openai.Attention": Reproducer("GPT", openai_gpt),
-    "transformers.models.xglm.modeling_xglm.XGLMAttention": Reproducer("XGLM", xglm),
+    "transformers.models.xglm.modeling_xglm.XGLMAttention": Reproducer("XGLM", XGLM),
     "transformers.models.gpt_neo.modeling_gpt_neo.GPTNeoSelfAttention": Reproducer("GPT-Neo", gpt_neo),
     "transformers.models.gptj.modeling_gptj.GPTJAttention": Reproducer("GPT-J", gptj),
     "transformers.models.codegen.modeling_codegen.CodeGenAttention": Reproducer("CodeGen", codegen),
     "transformers.models.xlm.modeling_xlm.MultiHeadAttention": Reproducer("XLM", xlm),
     "transformers.models.flaubert.modeling_flaubert.MultiHeadAttention": Reproducer("FlauBERT", xlm),
     "transformers.models.megatron_bert.modeling_megatron_bert.MegatronBertSelfAttention": Reproducer(
-        "MegatronBERT", own_bert.bert
+        "MegatronBERT", own_bert.BERT
     ),
-    "transformers.models.rembert.modeling_rembert.RemBertSelfAttention": Reproducer("RemBERT", own_bert.bert),
-    "transformers.models.big_bird.modeling_big_bird.BigBirdSelfAttention": Reproducer("BigBird", own_bert.bert),
-    "transformers.models.convbert.modeling_convbert.ConvBertSelfAttention": Reproducer("ConvBERT", own_bert.bert),
-    "transformers.models.roformer.modeling_roformer.RoFormerSelfAttention": Reproducer("RoFormer", own_bert.roformer),
+    "transformers.models.rembert.modeling_rembert.RemBertSelfAttention": Reproducer("RemBERT", own_bert.BERT),
+    "transformers.models.big_bird.modeling_big_bird.BigBirdSelfAttention": Reproducer("BigBird", own_bert.BERT),
+    "transformers.models.convbert.modeling_convbert.ConvBertSelfAttention": Reproducer("ConvBERT", own_bert.BERT),
+    "transformers.models.roformer.modeling_roformer.RoFormerSelfAttention": Reproducer("RoFormer", own_bert.ROFORMER),
     "transformers.models.squeezebert.modeling_squeezebert.SqueezeBertSelfAttention": Reproducer(
         "SqueezeBERT", own_bert.squeezebert, returns="masked", channels_first=True
     ),
     "transformers.models.ibert.modeling_ibert.IBertSelfAttention": Reproducer("I-BERT", own_bert.ibert),
-    "transformers.models.mpnet.modeling_mpnet.MPNetSelfAttention": Reproducer("MPNet", own_bert.mpnet),
+    "transformers.models.mpnet.modeling_mpnet.MPNetSelfAttention": Reproducer("MPNet", own_bert.MPNET),
     "transformers.models.deberta.modeling_deberta.DisentangledSelfAttention": Reproducer("DeBERTa", own_bert.deberta),
     "transformers.models.deberta_v2.modeling_deberta_v2.DisentangledSelfAttention": Reproducer(
         "DeBERTa-v2", own_bert.deberta_v2

@@ -13,40 +13,24 @@ import math
 import torch
 
 from . import capture
-from .own_call import Call, additive, fill_of, heads
+from .own_call import Call, Projected, additive, fill_of, heads
 
+#: BERT's own code before the attention interface (MegatronBERT, RemBERT, BigBird full, ConvBERT): q = query(x),
+#: k = key(x), (q.k) / sqrt(attention_head_size) + the additive mask (padding, causal for a decoder), softmax.
+#: ConvBERT's heads are its attention half only (num_attention_heads / head_ratio, each half the usual width): the
+#: span-based convolution half mixes tokens through a per-token kernel, not a query-by-key map.
+BERT = Projected()
 
-def _self_only(a: dict) -> torch.Tensor:
-    """The hidden states of a self-attention call (cross-attention is refused)."""
-    if a.get("encoder_hidden_states") is not None:
-        raise capture.CaptureRefused("cross-attention")
-    return a["hidden_states"]
+#: RoFormerSelfAttention: as BERT, q and k turned by the rotary embedding the model passes (sinusoidal_pos), with the
+#: module's own rotation (every second feature pair).
+ROFORMER = Projected("RoFormer", rotary=True)
 
+#: MPNetSelfAttention: (q.k) / sqrt(d) + the relative position bias (position_bias, one per head, computed once from
+#: bucketed relative positions) + the additive mask, softmax. The position bias is the recorded bias.
+MPNET = Projected("MPNet", q="q", k="k", bias="position_bias")
 
-def bert(module, a: dict) -> Call:
-    """BERT's own code before the attention interface (MegatronBERT, RemBERT, BigBird full, ConvBERT): q = query(x),
-    k = key(x), (q.k) / sqrt(attention_head_size) + the additive mask (padding, causal for a decoder), softmax.
-
-    ConvBERT's heads are its attention half only (num_attention_heads / head_ratio, each half the usual width): the
-    span-based convolution half mixes tokens through a per-token kernel, not a query-by-key map.
-    """
-    x, mask = _self_only(a), a.get("attention_mask")
-    h, d = module.num_attention_heads, module.attention_head_size
-    q, k = heads(module.query(x), h), heads(module.key(x), h)
-    allowed, extra = additive(mask, x.shape[1], type(module).__name__)
-    return Call(q, k, 1 / math.sqrt(d), allowed, fill_of(mask), extra)
-
-
-def roformer(module, a: dict) -> Call:
-    """RoFormerSelfAttention: as `bert`, q and k turned by the rotary embedding the model passes (sinusoidal_pos),
-    with the module's own rotation (every second feature pair)."""
-    x, mask, pos = _self_only(a), a.get("attention_mask"), a.get("sinusoidal_pos")
-    h, d = module.num_attention_heads, module.attention_head_size
-    q, k = heads(module.query(x), h), heads(module.key(x), h)
-    if pos is not None:
-        q, k = module.apply_rotary_position_embeddings(pos, q, k)
-    allowed, extra = additive(mask, x.shape[1], "RoFormer")
-    return Call(q, k, 1 / math.sqrt(d), allowed, fill_of(mask), extra)
+#: Nystromformer's exact path: q and k each divided by d^(1/4) (scale_on "q and k"), q.k + the additive mask.
+_NYSTROMFORMER_EXACT = Projected("Nystromformer", scale_on="q and k")
 
 
 def squeezebert(module, a: dict) -> Call:
@@ -71,18 +55,6 @@ def ibert(module, a: dict) -> Call:
     return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), extra)
 
 
-def mpnet(module, a: dict) -> Call:
-    """MPNetSelfAttention: (q.k) / sqrt(d) + the relative position bias (position_bias, one per head, computed once
-    from bucketed relative positions) + the additive mask, softmax. The position bias is the recorded bias."""
-    x, mask, bias = a["hidden_states"], a.get("attention_mask"), a.get("position_bias")
-    h = module.num_attention_heads
-    q, k = heads(module.q(x), h), heads(module.k(x), h)
-    allowed, extra = additive(mask, x.shape[1], "MPNet")
-    if extra is not None:
-        bias = extra if bias is None else bias + extra
-    return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), bias)
-
-
 def gpt_neox_japanese(module, a: dict) -> Call:
     """GPTNeoXJapaneseAttention: fused qkv per head [q | k | v], rotary (position_embeddings) on the first
     rotary_ndims features, baddbmm(q, k^T, alpha=1/sqrt(d)) + the additive causal mask, softmax."""
@@ -101,16 +73,12 @@ def gpt_neox_japanese(module, a: dict) -> Call:
 
 
 def nystromformer(module, a: dict) -> Call:
-    """NystromformerSelfAttention on its exact path (num_landmarks == segment_means_seq_len): q and k each divided by
-    d^(1/4) (scale_on "q and k"), q.k + the additive mask, softmax. With fewer landmarks it approximates softmax
-    through landmark means and an iterative pseudo-inverse (Nyström), which no q.k map reproduces: refused."""
+    """NystromformerSelfAttention on its exact path (num_landmarks == segment_means_seq_len). With fewer landmarks it
+    approximates softmax through landmark means and an iterative pseudo-inverse (Nyström), which no q.k map
+    reproduces: refused."""
     if module.num_landmarks != module.seq_len:
         raise capture.CaptureRefused("Nyström-approximated attention (fewer landmarks than segment_means_seq_len)")
-    x, mask = a["hidden_states"], a.get("attention_mask")
-    h = module.num_attention_heads
-    q, k = heads(module.query(x), h), heads(module.key(x), h)
-    allowed, extra = additive(mask, x.shape[1], "Nystromformer")
-    return Call(q, k, 1 / math.sqrt(module.attention_head_size), allowed, fill_of(mask), extra, "q and k")
+    return _NYSTROMFORMER_EXACT(module, a)
 
 
 def deberta(module, a: dict) -> Call:

@@ -17,7 +17,8 @@ from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
 from . import capture
 from .encode import cut_text, encode, token_facts
-from .load import LoadedModel, decoder_start, model_inputs
+from .load import LoadedModel
+from .probe import decoder_start, model_inputs
 from .tracing import experiment
 
 ROLES = ("encoder", "decoder", "cross")

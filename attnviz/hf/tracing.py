@@ -10,7 +10,8 @@ from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
 from . import capture, own
 from .encode import Encoded, encode
-from .load import LoadedModel, model_inputs
+from .load import LoadedModel
+from .probe import model_inputs
 
 WEIGHTS_ONLY_NOTE = "{}: only the weights stage is available ({})."
 #: Why a family traced through eager attention gives no other stage (`AttentionTrace.why_not` says it).

@@ -13,7 +13,8 @@ from .data import get_model, get_trace, loading_notice, saved_trace, setup, trac
 from .generation import generation_settings, generation_steps
 from .kv_groups import grid_groups
 from .literal import literal, record_table, show_error
-from .panels import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary, provenance, stop
+from .pair_ui import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary
+from .provenance import provenance, stop
 from .readers import who_reads
 from .sidebar import current, module_preview, module_settings, score_sources, sidebar
 from .sinks import leave_out_first, sink_map, sinks_and_softcap, without_sinks

@@ -48,6 +48,11 @@ FIELD_NAMES = {"text": "sentence", "pair": "second sentence", "target": "target 
 # made by the widget binding (its updateUrlParam method) are turned into entries: Streamlit's own
 # replaceState calls while it replays a Back stay replacements, so Forward keeps working. A fixed script
 # with no user text in it, run in the app's page itself (st.html with its JavaScript allowed, as widgets.scroll_to).
+# Streamlit has no public API for either half (which write is a widget's, whether a rerun replays Back), and a
+# popstate listener cannot tell a widget's write from the server's query-parameter writes that follow it, so both
+# names are pinned: tests/test_streamlit_history_pin.py fails, saying what to re-check, when an upgrade drops them.
+WIDGET_URL_WRITER = "updateUrlParam"  # the method of Streamlit 1.67's frontend bundle that writes a bound widget
+HISTORY_RERUN_FLAG = "is_history_navigation"  # ScriptRunContext's field: this rerun replays Back or Forward
 HISTORY_JS = """
 (() => {
   if (window.__attnvizHistory) return;
@@ -55,11 +60,11 @@ HISTORY_JS = """
   const replace = history.replaceState, push = history.pushState;
   history.replaceState = function (state, unused, url) {
     const moves = url != null && new URL(url, location.href).href !== location.href;
-    const fromWidget = moves && (new Error().stack || '').includes('updateUrlParam');
+    const fromWidget = moves && (new Error().stack || '').includes('WIDGET_URL_WRITER');
     return (fromWidget ? push : replace).call(history, state, unused, url);
   };
 })();
-"""
+""".replace("WIDGET_URL_WRITER", WIDGET_URL_WRITER)
 
 
 #: Fill choices on the Masks page: URL id -> name in analysis.masks.COMMON_FILLS.
@@ -160,7 +165,7 @@ def history_navigation() -> bool:
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     ctx = get_script_run_ctx()
-    return bool(getattr(ctx, "is_history_navigation", False))
+    return bool(getattr(ctx, HISTORY_RERUN_FLAG, False))
 
 
 def keep_history() -> None:

@@ -4,17 +4,12 @@ through a real CommonMark parser to text alone, and the user's text is still on 
 
 from __future__ import annotations
 
-import io
-import json
-
-import numpy as np
 import pytest
-from helpers import GFM_AUTOLINKS, rendered, run_page, shown
+from helpers import GFM_AUTOLINKS, HOSTILE_IMAGE, HOSTILE_LINK, hostile_upload, rendered, run_page, shown
 
 import attnviz
-from attnviz import export
 
-IMAGE, LINK = "![x](http://127.0.0.1:9/p.png)", "[click](http://evil.example/)"
+IMAGE, LINK = HOSTILE_IMAGE, HOSTILE_LINK
 TEXT = f"The cat {IMAGE} sat {LINK} on **the** mat."
 PAIR = "It was tired ![y](http://127.0.0.1:9/q.png) www.evil.example"
 MARKDOWN_KINDS = ("markdown", "caption", "error", "warning", "info", "success", "title", "header", "subheader")
@@ -74,15 +69,7 @@ def test_a_model_id_in_the_load_error_is_shown_as_text():
 
 
 def test_an_uploaded_record_is_shown_as_text(bundled):
-    saved = attnviz.trace(bundled, "A dog ran away.")
-    with np.load(io.BytesIO(export.trace_npz(saved, text=TEXT))) as z:
-        arrays = {k: z[k] for k in z.files}
-    record = json.loads(str(arrays["provenance.json"]))  # a file made elsewhere: its model and notes say anything
-    record.update(model=LINK, notes=[f"saved by {IMAGE}"])
-    arrays["provenance.json"] = np.array(json.dumps(record))
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    data = buffer.getvalue()
+    data = hostile_upload(attnviz.trace(bundled, "A dog ran away."), TEXT, LINK)
     at = run_page("app_pages/export.py", text="The cat sat.")
     at.file_uploader(key="ex_upload").upload("t.npz", data).run()
     assert len(at.get("table")) == 2, "the upload's own record is on the page"

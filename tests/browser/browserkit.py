@@ -188,14 +188,17 @@ class Tab:
 SERVE = ROOT / "scripts" / "serve.sh"
 
 
-def wait_healthy(proc: subprocess.Popen, port: int, log: Path, timeout: float = 90) -> subprocess.Popen:
-    """Poll /_stcore/health until it says ok; fail with the server's log if the process dies or never answers."""
+def wait_healthy(
+    proc: subprocess.Popen, port: int, log: Path, timeout: float = 90, host: str = "127.0.0.1"
+) -> subprocess.Popen:
+    """Poll /_stcore/health on host:port until it says ok; fail with the server's log if the process dies or never
+    answers."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited early (rc {proc.returncode}); see {log}:\n{log.read_text()[-2000:]}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+            with urllib.request.urlopen(f"http://{host}:{port}/_stcore/health", timeout=2) as r:
                 if r.read().decode().strip() == "ok":
                     return proc
         except OSError:

@@ -6,21 +6,18 @@ never answered."""
 
 from __future__ import annotations
 
-import io
-import json
 import re
 from urllib.parse import urlencode
 
-import numpy as np
 import pytest
+from helpers import HOSTILE_IMAGE, HOSTILE_LINK, hostile_upload
 from tiny_families import build
 
 import attnviz
-from attnviz import export
 
 # a URL on either host (the app's own URLs carry the text in their query, percent-encoded, so never "//host")
 ON_HOSTS = r"//(127\.0\.0\.1:9(?![0-9])|([\w-]+\.)*evil\.example)"
-IMAGE, LINK = "![x](http://127.0.0.1:9/p.png)", "[click](http://evil.example/)"
+IMAGE, LINK = HOSTILE_IMAGE, HOSTILE_LINK
 TEXT = f"The cat {IMAGE} sat {LINK} on the mat."
 PAIR = f"It was tired {IMAGE} {LINK} http://evil.example/bare www.evil.example"
 MODEL = "![m](http://127.0.0.1:9/m.png)[click](http://evil.example/m)"
@@ -93,17 +90,11 @@ def test_a_hostile_target_text_is_shown_as_text(tab, tmp_path):
 
 
 def test_an_uploaded_record_is_shown_as_text(tab, bundled):
-    with np.load(io.BytesIO(export.trace_npz(attnviz.trace(bundled, "A dog ran away."), text=TEXT))) as z:
-        arrays = {k: z[k] for k in z.files}
-    record = json.loads(str(arrays["provenance.json"]))  # a file made anywhere: its fields and notes say anything
-    record.update(model=MODEL, notes=[f"saved by {IMAGE}"])
-    arrays["provenance.json"] = np.array(json.dumps(record))
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    data = hostile_upload(attnviz.trace(bundled, "A dog ran away."), TEXT, MODEL)
     requests = watch(tab)
     tab.open("export", charts=0)
     tab.page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files(
-        files=[{"name": "hostile.npz", "mimeType": "application/octet-stream", "buffer": buffer.getvalue()}]
+        files=[{"name": "hostile.npz", "mimeType": "application/octet-stream", "buffer": data}]
     )
     tab.idle(charts=0, until=lambda: tab.page.get_by_text("Its provenance").count() > 0)
     tab.page.get_by_text("Its provenance").click()

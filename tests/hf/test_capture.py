@@ -205,9 +205,26 @@ def test_a_model_already_in_memory_traces_like_one_loaded_from_its_folder(tiny_l
 
     model = AutoModel.from_pretrained(tiny_llama_dir, dtype=torch.float32)  # the user's own, default attention
     mine = attnviz.from_model(model, AutoTokenizer.from_pretrained(tiny_llama_dir), "my llama")
-    assert mine.captures and mine.label == "my llama" and model.config._attn_implementation == "attnviz"
+    assert mine.captures and mine.label == "my llama"
     ours, theirs = attnviz.trace(mine, tiny_text), attnviz.trace(tiny_llama, tiny_text)
     np.testing.assert_array_equal(ours.weights, theirs.weights)
+
+
+def test_from_model_leaves_the_users_model_on_its_own_attention(tiny_llama_dir, tiny_text):
+    """The user's eager model still returns its own output_attentions after from_model and a trace, and the trace's
+    weights are those weights."""
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(tiny_llama_dir, dtype=torch.float32, attn_implementation="eager")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    mine = attnviz.from_model(model, tokenizer)
+    tr = attnviz.trace(mine, tiny_text)
+    assert mine.captures and tr.has("scores") and model.config._attn_implementation == "eager"
+    with torch.inference_mode():
+        out = model(**tokenizer(tiny_text, return_tensors="pt"), output_attentions=True)
+    assert len(out.attentions) == tr.n_layer
+    theirs = np.stack([a[0].numpy() for a in out.attentions])
+    np.testing.assert_allclose(tr.weights, theirs, rtol=0, atol=1e-6)
 
 
 def test_a_mask_with_a_head_axis_keeps_its_values_per_head_and_one_set_of_hidden_cells():
