@@ -43,7 +43,11 @@ def stage_pair(
     of a pair starts (dashed lines on both panels), or None. key_tokens: cross-attention's keys (see heatmap)."""
     masked = np.where(mask, scaled, np.nan)
     r = symmetric_range(scaled)
-    titles = (f"<b>scaled</b> (before the mask), {head_label}", f"<b>masked</b> (after; grey = removed), {head_label}")
+    # two lines each: side by side, one-line titles with a long text's window ran into each other
+    titles = (
+        f"<b>scaled</b>, before the mask<br>{head_label}",
+        f"<b>masked</b>, after (grey = removed)<br>{head_label}",
+    )
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     stop = start + len(scaled)
@@ -53,7 +57,7 @@ def stage_pair(
     fig.update_xaxes(showgrid=False)
     side = grid_height(stop - start, 2)
     axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("value"))
-    fig = finish(fig, "mask_stages", side, top=50, coloraxis=axis, plot_bgcolor=MASKED_BG)
+    fig = finish(fig, "mask_stages", side, top=70, coloraxis=axis, plot_bgcolor=MASKED_BG)
     return add_boundary(fig, boundary, (start, stop), 2)
 
 
