@@ -86,15 +86,15 @@ st.caption(
 )
 measure = ui.url_choice(st.selectbox, "Rank heads by", C.MEASURES, key="cmp_measure")
 order = result.ranked(measure)
-(start, stop), (kstart, kstop) = hm.windows(tr)  # cross-attention: target queries, source keys
+drawn = hm.windows(tr, ui.token_window(tr, hm.MAX_SHOWN))  # queries and keys apart, as on the Heads page
+(start, stop), (kstart, kstop) = drawn
 titles = [f"#{r + 1}: head {h} ({C.short_number(result.change[measure][h])})" for r, h in enumerate(order)]
 title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
-if stop < tr.n_tokens:
-    title += f"; tokens {start}–{stop - 1} of {tr.n_tokens}"
+title += hm.range_note(tr.n_tokens, tr.n_keys, *drawn)
 diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
-st.plotly_chart(cp.diff_grid(diff, tr.tokens[start:stop], title, order, labels=titles, boundary=boundary, start=start,
-                             key_tokens=tr.key_tokens[kstart:kstop]),
+st.plotly_chart(cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
+                             key_tokens=tr.key_tokens),
                 theme=None, config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
 st.caption("One colour range for every panel, centred at 0 (white = no change); weights lie in 0..1, so |b − a| ≤ 1.")
 ui.boundary_caption(boundary)

@@ -59,7 +59,7 @@ if leave_out:
 stats = H.head_stats(tr, special, hide_special=hide, leave_out=leave_out)
 info = dict(H.STATISTICS)
 if tr.n_tokens == tr.n_keys:  # induction is self-attention's pattern: cross-attention reads another text
-    rep = H.repeated_random_text(tok, n=20, seed=0)  # an encoder-decoder's decoder reads it as its target
+    rep = ui.induction_text(src)  # an encoder-decoder's decoder reads it as its target
     repeat = ui.trace_of_text(src, rep, **({"target": rep} if src.part else {}))
     if repeat is not None and len(repeat.provenance.input_ids) == repeat.n_tokens:
         stats = stats.with_values(induction_score=H.induction_scores(repeat, leave_out=leave_out))

@@ -189,11 +189,12 @@ def compare(trace: AttentionTrace, layer: int = 0, head: int = 0, other: Attenti
     what = "two layers" if other is None else "two traces"
     result = C.compare_traces(trace, b, layer, other_layer, what)
     order = result.ranked(measure)
-    start, stop = hm.window(trace.n_tokens)
+    (start, stop), (kstart, kstop) = drawn = hm.windows(trace)
     titles = [f"#{r + 1}: head {h} ({result.change[measure][h]:.3f})" for r, h in enumerate(order)]
     title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
-    diff = result.diff[:, start:stop, start:stop]
-    return [(title, cp.diff_grid(diff, trace.tokens[start:stop], title, order, labels=titles, start=start))]
+    diff = result.diff[:, start:stop, kstart:kstop]
+    return [(title, cp.diff_grid(diff, trace.tokens, title, order, labels=titles, window=drawn,
+                                 key_tokens=trace.key_tokens))]  # fmt: skip
 
 
 PAGES = {

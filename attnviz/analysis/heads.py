@@ -229,7 +229,7 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
     leave_out: key positions dropped the same way (e.g. (0,): the first token, often an attention sink).
     Padding queries and rows that may attend nothing are left out of every mean and of the pattern scores'
     sums; a pad key is nobody's previous or next token.
-    One head at a time, so a long text holds one [query, key] map, not a layer of them.
+    Heads are read in groups (`head_groups`), so a long text holds one [query, key] map, not a layer of them.
     """
     special = np.asarray(special, bool)
     punct = punctuation_keys(trace)
@@ -246,15 +246,25 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
         rows = np.ones(trace.n_tokens, bool) if rows is None else rows
         if square:
             rows = rows & ~hidden[: trace.n_tokens]
-        for head in range(trace.n_head):
-            w = np.asarray(trace.stages(layer, heads=head).weights, np.float64)  # [1, query, key]
+        for heads in head_groups(trace.n_head, trace.n_tokens * trace.n_keys):
+            w = np.asarray(trace.stages(layer, heads=heads).weights, np.float64)  # [len(heads), query, key]
             w = hide_keys(w, hidden) if hidden.any() else w
             values = layer_stats(w, rows, special, punct, keys)
             kept = np.where(rows[:, None] & keys[None, :], w, 0.0)
             values |= {name: pattern_score(kept, p) for name, p in patterns.items()}
             for name, v in values.items():
-                out[name][layer, head] = v[0]
+                out[name][layer, heads] = v
     return HeadStats(out, bool(hidden.any()))
+
+
+STATS_CELLS = 1 << 20  # [head, query, key] cells read at once: a few float64 copies of 8 MB each
+
+
+def head_groups(n_head: int, cells_per_head: int) -> list[list[int]]:
+    """The heads of a layer in groups of at most STATS_CELLS cells: a short text reads its whole layer in one call
+    (each call recomputes the stages, so one per head was the page's main cost), a long text one head at a time."""
+    size = max(1, min(n_head, STATS_CELLS // max(1, cells_per_head)))
+    return [list(range(a, min(n_head, a + size))) for a in range(0, n_head, size)]
 
 
 def induction_scores(trace: AttentionTrace, leave_out=()) -> np.ndarray:

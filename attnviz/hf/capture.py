@@ -74,6 +74,10 @@ class CaptureRefused(Exception):
     """Raised inside a forward pass when the model asks for attention math the seam does not reproduce."""
 
 
+class InputsRead(Exception):
+    """Raised by a hook that has read all it needs: the rest of the forward pass is skipped, not computed."""
+
+
 @dataclass(frozen=True)
 class Experiment:
     """Changes to the forward pass itself, so their effect reaches every later layer.
@@ -382,7 +386,7 @@ def forward(model, inputs: dict, rec: Recorder):
         try:
             with torch.inference_mode():
                 return model(**inputs, **call_kwargs(model))
-        except CaptureRefused:
+        except (CaptureRefused, InputsRead):
             raise
         except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
             raise _failed(model, e) from None

@@ -141,10 +141,13 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
         x = (args[0] if args else kwargs.get("hidden_states")).detach()[0]
         reader = own.reproducer_of(module)
         seen.setdefault("x", (x.T if reader and reader.channels_first else x).float().cpu().clone())
+        raise capture.InputsRead  # the layers after this one would be computed for nothing
 
     handle = loaded.attention_modules[layer].register_forward_pre_hook(grab, with_kwargs=True)
     try:
         capture.forward(loaded.model, model_inputs(loaded, enc.inputs), capture.Recorder())
+    except capture.InputsRead:
+        pass
     finally:
         handle.remove()
     return seen["x"], enc.tokens, enc.notes

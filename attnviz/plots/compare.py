@@ -20,18 +20,20 @@ def diff_grid(
     cols: int = 4,
     labels=None,
     boundary=None,
-    start: int = 0,
+    window=None,
     key_tokens=None,
 ) -> go.Figure:
     """Every head's b - a [head, query, key] as a heatmap, ONE colour range -r..r (zmid 0), heads in `order`.
 
-    labels: hover names of the heads (e.g. "head 3, rank 1"); tokens label the axes (the first text's tokens), key_tokens
-    the key axis when keys are other tokens (cross-attention: the source text).
-    boundary: where sentence B of a pair starts (positions of the whole text), or None; `start`: the position of
-    diff's first row and column (a window of a long text).
+    labels: hover names of the heads (e.g. "head 3, rank 1"); tokens label the axes (the first text's tokens, all of
+    them), key_tokens the key axis when keys are other tokens (cross-attention: the source text).
+    boundary: where sentence B of a pair starts (positions of the whole text), or None.
+    window: the ((query start, stop), (key start, stop)) of the whole text that diff holds (a long text's
+    `windows`, drawn at its own positions as on the Heads page); None: diff is the whole text.
     """
     d = f32(diff)
     n_head, n, n_key = d.shape
+    (q0, q1), (k0, k1) = ((0, n), (0, n_key)) if window is None else window
     order = list(range(n_head)) if order is None else list(order)
     labels = [f"head {h}" for h in order] if labels is None else labels
     cols = max(1, min(cols, n_head))
@@ -42,17 +44,19 @@ def diff_grid(
     for i, h in enumerate(order):
         fig.add_trace(
             go.Heatmap(
-                z=d[h], x0=0, dx=1, y0=0, dy=1, colorscale=DIFF_SCALE, zmin=-r, zmax=r, zmid=0.0,
+                z=d[h], x0=k0, dx=1, y0=q0, dy=1, colorscale=DIFF_SCALE, zmin=-r, zmax=r, zmid=0.0,
                 showscale=i == 0, colorbar=dict(title=dict(text="b − a", side="right"), thickness=14),
                 hovertemplate=f"head {h}<br>query %{{y}} · key %{{x}}<br>b − a %{{z:.4f}}<extra></extra>",
             ),
             row=i // cols + 1, col=i % cols + 1,
         )  # fmt: skip
-    fig.update_xaxes(**ticks(tokens if key_tokens is None else key_tokens, 0, n_key, MAX_TICKS // 2),
-                     showticklabels=False, showgrid=False, range=[-0.5, n_key - 0.5])  # fmt: skip
-    fig.update_yaxes(**ticks(tokens, 0, n, MAX_TICKS // 2), tickfont_size=9, showgrid=False, range=[n - 0.5, -0.5])
+    fig.update_xaxes(**ticks(tokens if key_tokens is None else key_tokens, k0, k1, MAX_TICKS // 2),
+                     showticklabels=False, showgrid=False, range=[k0 - 0.5, k1 - 0.5])  # fmt: skip
+    fig.update_yaxes(
+        **ticks(tokens, q0, q1, MAX_TICKS // 2), tickfont_size=9, showgrid=False, range=[q1 - 0.5, q0 - 0.5]
+    )
     fig.update_annotations(font_size=12)
     panel = max(160, min(320, 860 // cols))
     finish(fig, "diff_grid", rows * panel + 100, margin=dict(l=100, r=10, t=60, b=10), meta={"order": order},
            title=dict(text=escape(title), font_size=14, x=0, xanchor="left"))  # fmt: skip
-    return add_boundary(fig, None if boundary is None else boundary - start, (0, n), n_head)
+    return add_boundary(fig, boundary, ((q0, q1), (k0, k1)), n_head)

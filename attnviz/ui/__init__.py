@@ -9,7 +9,7 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 """
 
 from .before_softmax import scale_note
-from .data import get_model, get_trace, loading_notice, saved_trace, setup, trace_of_text
+from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text
 from .generation import generation_settings, generation_steps
 from .kv_groups import grid_groups
 from .literal import literal, record_table, show_error
@@ -56,7 +56,7 @@ __all__ = [
     "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "TEXT_LIMITS", "URL",
     "WEIGHT_LABELS", "Selection", "chart_config", "colour_range", "columns", "copy_link", "current", "fill_value",
     "find_pair_boundary", "first_sentence_length", "generation_settings", "generation_steps", "get_model", "get_trace", "head_picker", "keep_history",
-    "key_choice", "literal", "loading_notice", "max_tokens", "module_preview", "module_settings", "open_head",
+    "induction_text", "key_choice", "literal", "loading_notice", "max_tokens", "module_preview", "module_settings", "open_head",
     "pair_boundary", "boundary_caption", "provenance", "record_table", "saved_trace", "scale_note", "score_sources",
     "scroll_to", "section", "selected_tile", "server_max_tokens", "setup", "show_error", "sidebar",
     "sinks_and_softcap", "stage_picker", "stop", "text_inputs", "token_window", "trace_of_text", "url_choice",

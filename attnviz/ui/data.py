@@ -11,6 +11,7 @@ import torch
 from streamlit import config
 
 from .. import settings, trace_file
+from ..analysis import heads
 from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
@@ -113,6 +114,17 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
             shown.add(note)
             st.warning(literal(note))  # notes name the model (a user's id)
     return tr
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _induction_text(model_name: str) -> str:
+    return heads.repeated_random_text(get_model(model_name).tokenizer, n=20, seed=0)
+
+
+def induction_text(src: Selection) -> str:
+    """The repeated random words the induction score is measured on, once per model: drawing them scans the whole
+    vocabulary and tokenizes word after word, a good part of a first visit to Head statistics."""
+    return _induction_text(src.model.name)
 
 
 def trace_of_text(src: Selection, text: str, **options) -> AttentionTrace | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import figures, run_page, texts, z_arrays
+from helpers import APP, figures, run_page, texts, z_arrays
+from streamlit.testing.v1 import AppTest
 
 import attnviz
 from attnviz.analysis import compare as C
@@ -77,3 +78,27 @@ def test_two_models_the_same_weights_give_zero(bundled):
     assert len(z) == 12 and all(np.abs(x).max() < 1e-6 for x in z)
     assert np.allclose(at.dataframe[0].value["js"], 0, atol=1e-9)
     assert set(C.MEASURES) <= set(at.dataframe[0].value.columns)
+
+
+def test_a_moved_window_draws_the_moved_tokens(bundled):
+    """A text longer than 128 tokens: the frame's query and key windows (URL ids `queries`, `keys`) choose the cells."""
+    long = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 9)
+    tr = attnviz.trace(bundled, long)
+    assert tr.n_tokens > 128 + 40
+    q0, k0 = tr.n_tokens - 128, 17
+    at = AppTest.from_file(APP, default_timeout=300)
+    for key, value in {"text": long, "layer": 1, "cmp_mode": "layers", "cmp_layer": 4}.items():
+        at.session_state[key] = value
+    at.query_params.update({"queries": [str(q0), str(q0 + 128)], "keys": [str(k0), str(k0 + 100)]})
+    at.switch_page(PAGE).run()  # opened from a link
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.slider(key="queries").value == (q0, q0 + 128) and at.slider(key="keys").value == (k0, k0 + 100)
+    fig = figures(at)["diff_grid"]
+    diff = tr.layer(4).weights.astype(np.float64) - tr.layer(1).weights.astype(np.float64)
+    order = fig["layout"]["meta"]["order"]
+    for z, h in zip(z_arrays(fig), order):
+        np.testing.assert_allclose(z, diff[h, q0:, k0 : k0 + 100], atol=1e-6)
+    panel = fig["data"][0]
+    assert (panel["y0"], panel["x0"]) == (q0, k0)  # drawn at the tokens' own positions
+    assert fig["layout"]["yaxis"]["ticktext"][0] == f"{q0:03d} {tr.tokens[q0]}"
+    assert f"queries {q0}–{tr.n_tokens - 1}, keys {k0}–{k0 + 99}" in fig["layout"]["title"]["text"]

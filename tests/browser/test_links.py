@@ -188,6 +188,14 @@ CASES = {
         ],
     ),
     "compare-layers": (SENTENCE, 1, [lambda t: pick(t, "Two layers"), lambda t: slide(t, "Layer b", 2)]),
+    "compare-long": (
+        LONG,
+        1,
+        [
+            lambda t: slide(t, "Queries shown (rows), at most 128 — start", 3, key="PageUp"),
+            lambda t: slide(t, "Keys shown (columns), at most 128 — end", 1, key="ArrowLeft"),
+        ],
+    ),
     "scaling": (
         SENTENCE,
         3,

@@ -74,10 +74,10 @@ def test_a_window_that_misses_the_boundary_draws_nothing_and_one_that_holds_it_d
     assert sorted([upright.y0, upright.y1]) == [2.5, 8.5]  # spans the window's queries 3..8 only
 
 
-def test_diff_grid_of_a_window_shifts_the_boundary_into_window_positions(trace):
+def test_diff_grid_of_a_window_draws_the_boundary_at_its_token_position(trace):
     w = trace.layer(0).weights[:, 3:, 3:]  # the page's window starting at token 3
-    fig = cp.diff_grid(w, TOKENS[3:], "t", boundary=B, start=3)
-    assert {v for vertical, _ in lines(fig).values() for v in vertical} == {B - 3 - 0.5}
+    fig = cp.diff_grid(w, TOKENS, "t", boundary=B, window=((3, len(TOKENS)), (3, len(TOKENS))))
+    assert {v for vertical, _ in lines(fig).values() for v in vertical} == {B - 0.5}  # drawn at positions 3..
 
 
 def test_flow_bars_hold_both_series_at_token_positions_with_escaped_labels():
