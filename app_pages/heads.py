@@ -16,13 +16,13 @@ if tr is None:
     st.stop()
 layer = src.trace_layer
 where = src.where + ("" if src.pretrained else " (a single layer)")  # "layer 3", "the cross attention, layer 3"
-left, right = ui.columns("stage", [2, 3], vertical_alignment="bottom")
-with left:
-    stage = ui.stage_picker(tr)
+stage = ui.stage_picker(tr)  # a row of its own: five stages with value-weighted attention
 if stage not in hm.PROBABILITIES:
     ui.scale_note(tr, layer)
-colours = ui.colour_range(stage, right)
-without = ui.without_sinks(tr, stage)  # key 0 left out of the weights, rows renormalised (said in the titles)
+left, right = ui.columns("stage", [3, 2], vertical_alignment="bottom")
+colours = ui.colour_range(stage, left)
+with right:
+    without = ui.without_sinks(tr, stage)  # key 0 left out of the weights, rows renormalised (said in the titles)
 span = ui.generation_steps(tr, hm.MAX_SHOWN) or ui.token_window(tr, hm.MAX_SHOWN)  # a generation: its step
 boundary = ui.pair_boundary(src, tr)
 

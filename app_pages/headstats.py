@@ -35,7 +35,6 @@ special = H.special_keys(tr, *H.special_tokens_of(tok))
 with st.expander("How these numbers differ from Clark et al.'s code"):
     st.markdown(H.CLARK_DIFFERENCES)
 
-ui.sink_map(tr)  # first-token and learned sinks per layer x head, on one colour scale
 st.subheader("Statistics per head", divider="gray")
 left, right = ui.columns("hs-leave-out", 2)
 hide = left.toggle(
@@ -106,4 +105,5 @@ span = ui.token_window(tr, hm.MAX_SHOWN)
 st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span),
                 theme=None, config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip
 ui.boundary_caption(boundary)
+ui.sink_map(tr)  # first-token and learned sinks per layer x head, on one colour scale
 ui.provenance(tr)

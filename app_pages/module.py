@@ -60,10 +60,8 @@ elif not src.pretrained:
         "**Input vectors** to *hidden states entering the layer* in the sidebar."
     )
 
-left, right = ui.columns("stage", [2, 3], vertical_alignment="bottom")
-with left:
-    stage = ui.stage_picker(tr)
-colours = ui.colour_range(stage, right)
+stage = ui.stage_picker(tr)  # a row of its own: five stages with value-weighted attention
+colours = ui.colour_range(stage)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 boundary = ui.pair_boundary(src, tr)
 st.subheader(f"Its {tr.n_head} heads")

@@ -45,7 +45,7 @@ def without_sinks(trace: AttentionTrace, stage: str, container=None) -> tuple[in
     """The Heads page's "Without sinks" toggle (URL key `hd_nosink`): the sink key(s) whose weight the heatmaps drop,
     each row renormalised over the other keys; () when off or the stage is not weights."""
     where = container or st
-    off = where.toggle(
+    on = where.toggle(
         "Without sinks",
         key="hd_nosink",
         bind=URL,
@@ -53,7 +53,7 @@ def without_sinks(trace: AttentionTrace, stage: str, container=None) -> tuple[in
         help="Leave out key 0 (the first token, where many heads park their attention) and renormalise every row "
         "over the other keys, to see where a head looks besides its sink. Weights only.",
     )
-    return (0,) if off and stage == "weights" else ()
+    return (0,) if on and stage == "weights" else ()
 
 
 def leave_out_first(container=None) -> tuple[int, ...]:
