@@ -17,7 +17,8 @@ from ..errors import InputError
 from ..generation import Generation, Segment
 from ..trace import AttentionTrace
 from .encode import Encoded, cut_text, encode
-from .load import LoadedModel, model_inputs
+from .load import LoadedModel
+from .probe import model_inputs
 from .tracing import token_limit, trace_encoded
 
 MAX_NEW_TOKENS = 256
