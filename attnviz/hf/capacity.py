@@ -1,7 +1,8 @@
 """How many tokens a trace of a loaded model can hold on the device it runs on.
 
-A trace keeps, per attention layer and per token, q for every query head and k for every key/value head (in the
-model's dtype, on its device) and each row's two softmax normalisers per head (float32): memory linear in the tokens
+A trace keeps, per attention layer and per token, q for every query head and k (and v, when the model's output
+projections were found) for every key/value head, in the model's dtype on its device, each row's two softmax
+normalisers per head and, with values, what each head writes from each key (float32): memory linear in the tokens
 (the mask is kept by its structure). The device's free memory, of which a trace may take TRACE_SHARE, bounds the
 tokens; the rest is left to the forward pass itself and to other sessions.
 """
@@ -19,12 +20,15 @@ NORM_BYTES = 2 * 4  # two float32 row normalisers per head and query (attnviz.ro
 
 
 def trace_bytes_per_token(loaded: LoadedModel) -> int:
-    """Bytes a trace of `loaded` holds per token: sum over attention layers of (query heads + key/value heads) x
-    head dim x the dtype's size, plus the row normalisers."""
+    """Bytes a trace of `loaded` holds per token: sum over attention layers of (query heads + key/value heads, twice
+    that many key/value heads with values) x head dim x the dtype's size, plus the row normalisers and, with values,
+    one float32 per head for what it writes."""
     itemsize = torch.finfo(getattr(torch, loaded.dtype)).bits // 8
     n_kv = int(getattr(loaded.model.config, "num_key_value_heads", None) or loaded.n_head)
     n_layer = len(loaded.attention_modules) or loaded.n_layer
-    return n_layer * ((loaded.n_head + n_kv) * loaded.d_head * itemsize + loaded.n_head * NORM_BYTES)
+    values = bool(loaded.outputs)  # values are kept only where each layer's output projection was found
+    vectors = (loaded.n_head + n_kv * (2 if values else 1)) * loaded.d_head * itemsize
+    return n_layer * (vectors + loaded.n_head * (NORM_BYTES + (4 if values else 0)))
 
 
 def free_bytes(device: str) -> int:
