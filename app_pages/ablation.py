@@ -7,6 +7,7 @@ from attnviz import ui
 from attnviz.ablation import MODES
 from attnviz.analysis import compare as C
 from attnviz.plots import ablation as ap
+from attnviz.plots.common import readable_tokens
 from attnviz.ui import ablation as ua
 
 src = ui.current()
@@ -30,8 +31,8 @@ with c1:
     mode = ui.url_choice(st.segmented_control, "Remove them by", ua.MODE_LABELS, key="abl_mode", required=True)
 with c2:
     target = st.text_input("Target token (empty: the most likely one before)", key="abl_target", bind=ui.URL,
-                           max_chars=ua.TARGET_CHARS, help="A token of the model's vocabulary (as listed below) whose "
-                           "logit change is reported.")  # fmt: skip
+                           max_chars=ua.TARGET_CHARS, help="A token of the model's vocabulary whose logit change is "
+                           "reported, as listed below (·cat is ' cat'), or a token id.")  # fmt: skip
 if not heads:
     st.info("Choose at least one head to remove.")
     ui.stop(tr)
@@ -44,13 +45,13 @@ if result is None:
 
 before, after = result.target_probs
 shown = ", ".join(f"L{layer} H{head}" for layer, head in result.heads)
-last = ui.literal(result.tokens[result.position])
+last = ui.literal(readable_tokens(result.tokens)[result.position])
 st.caption(
     f"Removed: {ui.literal(shown)} ({MODES[mode]}). The prediction is the token after the last one, **“{last}”**."
 )
 st.subheader("The prediction", divider="gray")
 m1, m2, m3 = st.columns(3)
-m1.metric(f"Target {ui.literal(result.target_token)}: probability before", f"{before:.4f}")
+m1.metric(f"Target {ui.literal(readable_tokens([result.target_token])[0])}: probability before", f"{before:.4f}")
 m2.metric("after", f"{after:.4f}", delta=C.short_number(after - before))
 m3.metric("logit change (after − before)", C.short_number(result.target_logit_change))
 st.caption("The most likely next tokens with the heads (before) and without them (after); a token that only one "

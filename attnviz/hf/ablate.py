@@ -159,7 +159,8 @@ def _remove_heads(marker, projections: dict, heads, mode: str, n_head: int) -> l
 
 def target_id(loaded: LoadedModel, target, logits: torch.Tensor) -> int:
     """The target as a token id: None = the most likely token before; an int in the vocabulary; a string that is one
-    token of the vocabulary (as the tokenizer writes it, or text that encodes to one token)."""
+    token of the vocabulary (as the tokenizer writes it, as the pages show it: "·cat" for " cat", or text that encodes
+    to one token)."""
     n = int(logits.shape[-1])
     if target is None or (isinstance(target, str) and not target.strip()):
         return int(torch.argmax(logits))
@@ -171,7 +172,8 @@ def target_id(loaded: LoadedModel, target, logits: torch.Tensor) -> int:
     ids = [tok.convert_tokens_to_ids(target)]
     if ids[0] is None or ids[0] == tok.unk_token_id and target != tok.unk_token:
         with contextlib.suppress(Exception):
-            ids = list(tok(target, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+            text = target.replace("·", " ").replace("↵", "\n")  # the pages' readable labels: · a space, ↵ a newline
+            ids = list(tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
     if len(ids) != 1 or ids[0] is None or not 0 <= int(ids[0]) < n:
         raise InputError(f"The target {target!r} is not one token of {loaded.label}'s vocabulary: choose one of the "
                          "tokens listed, or a token id.")  # fmt: skip

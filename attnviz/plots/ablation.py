@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..ablation import Ablation
-from .common import escape, f32, finish
+from .common import escape, f32, finish, readable_tokens
 
 BEFORE, AFTER = "#636efa", "#ef553b"  # the two bars of a token: with the heads, without them
 CHANGE_SCALE = "Cividis"  # sequential from 0 (no change); set explicitly with zmin/zmax
@@ -18,7 +18,7 @@ def prediction_bars(result: Ablation) -> go.Figure:
     at the top). Tokens sit on positional rows: two tokens that look alike stay two rows."""
     top = result.top
     rows = list(range(len(top)))
-    names = [f"{escape(t.token)}" for t in top]
+    names = [escape(name) for name in readable_tokens([t.token for t in top])]  # "Ġcat" reads "·cat"
     fig = go.Figure()
     for label, colour, values in (
         ("before", BEFORE, [t.before for t in top]),

@@ -7,6 +7,7 @@ import streamlit as st
 
 from ..hf import LoadedModel
 from ..hf.generate import MAX_NEW_TOKENS, can_generate
+from ..plots.common import readable_tokens
 from ..plots.windows import Window
 from ..trace import AttentionTrace
 from .literal import literal
@@ -48,7 +49,11 @@ def generation_steps(trace: AttentionTrace, limit: int) -> Window | None:
                          help="Step s: the pass that read the prompt and the first s generated tokens. A causal "
                          "model's rows never change as it writes, so each step is a window of one trace.")  # fmt: skip
         start, stop = gen.window(step)
-        chose = f" Its last row chose the next token, {literal(repr(trace.tokens[stop]))}." if step < gen.n_new else ""
+        chose = (
+            f" Its last row chose the next token, {literal(repr(readable_tokens(trace.tokens)[stop]))}."
+            if step < gen.n_new
+            else ""
+        )
         how = f"sampled, seed {gen.seed}" if gen.sampled else "greedy"
         ended = " It stopped at its end-of-sequence token." if gen.stopped == "eos" else ""
         st.caption(f"Step {step} of {gen.n_new} ({how}): rows 0–{stop - 1}, the {gen.prompt_length}-token prompt and "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..plots.columns import who_reads as who_reads_figure
-from ..plots.common import tick_labels
+from ..plots.common import numbered, tick_labels
 from ..trace import AttentionTrace
 from .state import url_choice
 from .widgets import chart_config, columns
@@ -16,8 +16,7 @@ def who_reads(trace: AttentionTrace, layer: int, where: str) -> None:
     """A key picker (URL key `hd_key`) and the [head, query] map of the weight every query gives that key."""
     st.subheader("Who reads this token", anchor="who-reads")
     left, right = columns("who-reads", [1, 3], vertical_alignment="bottom")
-    width = max(2, len(str(trace.n_keys - 1)))
-    labels = [f"{i:0{width}d} {t}" for i, t in enumerate(trace.key_tokens)]  # plain text: a selectbox
+    labels = numbered(trace.key_tokens)  # readable plain text ("03 ·cat"): a selectbox
     with left:
         key = url_choice(st.selectbox, "Key token", dict(enumerate(labels)), key="hd_key",
                          help="The token being read: a column of the heatmaps above.")  # fmt: skip
