@@ -62,13 +62,14 @@ def test_typing_a_new_sentence_updates_the_heatmaps(tab):
 
 
 def test_clicking_an_overview_tile_opens_that_layer_and_head(tab):
-    tab.open("?text=The+cat+sat+on+the+mat", charts=3)
-    overview = tab.page.locator(".js-plotly-plot").nth(2)
+    tab.open("?text=The+cat+sat+on+the+mat", charts=4)  # grid, one head, who reads a token, the overview
+    overview = tab.page.locator(".js-plotly-plot").nth(3)
     overview.scroll_into_view_if_needed()
     # the clickable markers sit at tile centres; Plotly.js knows their pixel positions
     x, y = tab.page.evaluate(
         """() => {
-            const gd = document.querySelectorAll('.js-plotly-plot')[2];
+            const gd = [...document.querySelectorAll('.js-plotly-plot')].find(
+                g => (g._fullData || []).some(t => t.type === 'scatter' && t.customdata));
             const i = gd._fullData.findIndex(t => t.type === 'scatter' && t.customdata);
             const t = gd._fullData[i];
             const k = t.customdata.findIndex(c => c[0] === 3 && c[1] === 7);
@@ -79,7 +80,7 @@ def test_clicking_an_overview_tile_opens_that_layer_and_head(tab):
         }"""
     )
     tab.page.mouse.click(x, y)
-    tab.idle(charts=3, until=lambda: tab.sliders().get("Head") == "7")
+    tab.idle(charts=4, until=lambda: tab.sliders().get("Head") == "7")
     assert tab.sliders().get("Layer") == "3" and tab.sliders().get("Head") == "7", tab.sliders()
     assert "layer=3" in tab.page.url and "head=7" in tab.page.url
 

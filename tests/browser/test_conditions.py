@@ -118,7 +118,7 @@ def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings
     from browserkit import OUT
 
     log = OUT.parent / "streamlit-server.log"
-    tab.open("?text=The+cat+sat+on+the+mat", charts=3)
+    tab.open("?text=The+cat+sat+on+the+mat", charts=4)
     before = log.read_text()
     x, y = tab.page.evaluate(
         """() => {
@@ -132,7 +132,7 @@ def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings
         }"""
     )
     tab.page.mouse.click(x, y)
-    tab.idle(charts=3, until=lambda: tab.sliders().get("Head") == "7")
+    tab.idle(charts=4, until=lambda: tab.sliders().get("Head") == "7")
     tab.page.wait_for_timeout(1000)
     assert tab.sliders().get("Layer") == "3" and tab.sliders().get("Head") == "7", tab.sliders()
     top = tab.page.evaluate("() => document.querySelector('#one-head').getBoundingClientRect().top")
