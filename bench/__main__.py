@@ -20,7 +20,8 @@ import torch
 from bench import browser, module, report, traces
 from bench.measure import OUT, ROOT, load, machine
 
-GROUPS = {"cpu": traces.bundled, "mha": module.mha, "llama": traces.llama, "browser": browser.run, "gpu": traces.gpu}
+GROUPS = {"cpu": traces.bundled, "mha": module.mha, "llama": traces.llama, "browser": browser.run}
+GROUPS["gpu"] = lambda **kw: traces.llama(**{"models": traces.GPU, "device": "cuda"} | kw)
 SMALL = (("tiny Llama", traces.TINY | {"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8}, (256,), 1),)
 QUICK = {
     "cpu": {"sizes": (16,), "rounds": 1, "warmup": 0},

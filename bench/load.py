@@ -53,20 +53,17 @@ class Level:
     failures: list[str] = field(default_factory=list)
 
 
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        return int(next(line for line in f if line.startswith("VmRSS:")).split()[1]) / 1024
-
-
-def _cpu_s(pid: int) -> float:
+def _usage(pid: int) -> tuple[float, float]:
+    """A process's resident MB and CPU seconds (/proc/PID/stat after the name: utime, stime, rss in pages)."""
     with open(f"/proc/{pid}/stat") as f:
-        utime, stime = f.read().rsplit(")", 1)[1].split()[11:13]
-    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[21]) * os.sysconf("SC_PAGE_SIZE") / 2**20, cpu
 
 
 async def _peak_rss(pid: int, peak: list[float]) -> None:
     while True:
-        peak[0] = max(peak[0], _rss_mb(pid))
+        peak[0] = max(peak[0], _usage(pid)[0])
         await asyncio.sleep(0.2)
 
 
@@ -78,10 +75,10 @@ async def level(browser, n: int, rounds: int, spread: float, model, nice: int, t
     v, rng = Level(n, spread, load_avg=os.getloadavg()[0]), random.Random(n)
     proc, base = serve(OUT / f"load-server-{n}.log", nice)
     try:
-        idle = _rss_mb(proc.pid)
+        v.rss_mb = [_usage(proc.pid)[0]]
         pages = await asyncio.gather(*(open_page(browser, base, *marker(i), timeout_ms) for i in range(n)))
-        peak, cpu0, t0 = [_rss_mb(proc.pid)], _cpu_s(proc.pid), time.perf_counter()
-        v.rss_mb = [idle, peak[0]]
+        (opened, cpu0), t0 = _usage(proc.pid), time.perf_counter()
+        peak, v.rss_mb = [opened], [*v.rss_mb, opened]
         sampler = asyncio.create_task(_peak_rss(proc.pid, peak))
 
         async def submit(page, i: int):
@@ -93,7 +90,7 @@ async def level(browser, n: int, rounds: int, spread: float, model, nice: int, t
                 v.runs.append(run)
                 v.drawn.append(drawn)
         sampler.cancel()
-        v.cpu_per_run = (_cpu_s(proc.pid) - cpu0) / len(v.runs)
+        v.cpu_per_run = (_usage(proc.pid)[1] - cpu0) / len(v.runs)
         v.cores, v.rss_mb = v.cpu_per_run * len(v.runs) / (time.perf_counter() - t0), [*v.rss_mb, peak[0]]
         for i, page in enumerate(pages):  # each page shows its own last sentence: tokens, and layer 0, head 0
             shown, tr = await page.evaluate(SHOWN), attnviz.trace(model, marker(rounds * n + i)[0])

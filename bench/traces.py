@@ -3,8 +3,8 @@
 Per row: the SDPA forward (the fastest honest forward, no weights), attnviz.trace and, where its weights fit, eager
 with output_attentions copied to the host, tokenizer included in all three, timed in the same rounds; the bytes a
 trace holds; on its middle layer one column, the last 128-query window and the Heads page's work for one layer.
-`bundled`: the bundled model on CPU. `llama` (CPU) and `gpu` (whenever a GPU is available): Llama shapes with random
-weights in bfloat16, built from a LlamaConfig (nothing is downloaded).
+`bundled`: the bundled model on CPU. `llama`: Llama shapes with random weights in bfloat16, built from a LlamaConfig
+(nothing is downloaded), on CPU (CPU) and, whenever a GPU is available, on it (GPU, device="cuda").
 """
 
 from __future__ import annotations
@@ -53,10 +53,6 @@ def llama(models=CPU, warmup: int = 1, device: str = "cpu") -> dict:
         return {"skipped": "no GPU on this machine (torch.cuda.is_available() is False)"}
     rows = [r for m in models for r in _llama_rows(*m, device=device, warmup=warmup)]
     return {"device": torch.cuda.get_device_name(0) if device == "cuda" else device.upper(), "rows": rows}
-
-
-def gpu(models=GPU, warmup: int = 1, device: str = "cuda") -> dict:
-    return llama(models, warmup, device)
 
 
 def _llama_rows(name: str, shape: dict, sizes, rounds: int, device: str, warmup: int) -> list[dict]:
@@ -126,9 +122,6 @@ def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
         "window": lambda: tr.stages(mid, queries=(max(0, n - WINDOW), n), keys=(max(0, n - WINDOW), n)),
     }
     out |= {f"{k}_ms": ms(v) for k, v in interleaved(reads, rounds, warmup).items()}
-    need = 4 * tr.n_head * n * n * 4  # today the overview computes one layer's four float32 stages whole
-    if model.device.type == "cpu" and need > _room(model):  # out of memory, a CPU process is killed, not told
-        return out | {"heads_page": f"not run: one layer's four stages take {need / 2**30:.0f} GiB"}
     try:
         return out | {"heads_page_ms": ms(interleaved({"p": lambda: heads_page(tr, mid)}, rounds, warmup)["p"])}
     except torch.cuda.OutOfMemoryError:
