@@ -72,8 +72,7 @@ def _targets(res: dict) -> str:
         value = got[0].get(key, got[0].get(key.removesuffix("_ms"))) if got else "not measured"  # or why not
         name, show = MEASURES[key]
         met = "" if isinstance(value, str) else "met" if value <= limit else "**missed**"
-        shown = value if isinstance(value, str) else show(value)
-        rows.append([f"{model}, {n:,} tokens", name, show(limit), shown, met])
+        rows.append([f"{model}, {n:,} tokens", name, show(limit), value if met == "" else show(value), met])
     return "### Goals (issue 19)\n\n" + table(rows, ["goal", "measure", "at most", "measured", "goal met"])
 
 
@@ -91,13 +90,9 @@ sentence the Heads page receives {mb(b["page_bytes"])}; bertviz 1.4.1's head_vie
 {mb(b["bertviz_bytes"])}: **bertviz / Heads page = {b["bertviz_vs_page"]:.1f}x**."""
 
 
-SECTIONS = {
-    "cpu": lambda g: _traces(g, "### attnviz.trace against the forwards it replaces (bundled model, CPU)"),
-    "mha": _mha,
-    "llama": lambda g: _traces(g, "### Long texts on Llama shapes (CPU)"),
-    "gpu": lambda g: _traces(g, "### Long texts on Llama shapes (GPU)"),
-    "browser": _browser,
-}
+SECTIONS = {"cpu": lambda g: _traces(g, "### attnviz.trace against the forwards it replaces (bundled model, CPU)"),
+            "mha": _mha, "llama": lambda g: _traces(g, "### Long texts on Llama shapes (CPU)"),
+            "gpu": lambda g: _traces(g, "### Long texts on Llama shapes (GPU)"), "browser": _browser}  # fmt: skip
 
 
 def render(res: dict) -> str:
@@ -107,7 +102,7 @@ def render(res: dict) -> str:
     return "\n\n".join(parts)
 
 
-def write(doc: Path, res: dict) -> None:
-    text = doc.read_text()
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    doc.write_text(text[:start] + f"{BEGIN}\n\n{render(res)}\n\n{END}" + text[end:])
+def write(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace what lies between the two markers in `doc` with `text`."""
+    old = doc.read_text()
+    doc.write_text(old[: old.index(begin) + len(begin)] + f"\n{text}\n" + old[old.index(end) :])
