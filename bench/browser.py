@@ -94,7 +94,6 @@ async def act(page, press, word: str | None = None, layer: int | None = None) ->
 
 
 async def new_sentence(page, text: str, word: str | None, after: float = 0) -> tuple[float, float]:
-    """`text` sent with Ctrl+Enter `after` seconds from now: the times of `act`."""
     await asyncio.sleep(after)
     box = page.locator("textarea[aria-label='Sentence']")
     await box.fill(text)

@@ -20,12 +20,13 @@ TRACE = [("model", lambda r: r["model"]), ("tokens", lambda r: f"{r['tokens']:,}
          ("a column", lambda r: ms(r["column_ms"])), ("a 128-query window", lambda r: ms(r["window_ms"])),
          ("Heads page, one layer", lambda r: r.get("heads_page") or ms(r["heads_page_ms"]))]
 # Issue 19's goals: benchmarks, shown here and never asserted in a test. (group, model, tokens, measure, at most)
-TARGETS = [("llama", "Llama-3.2-1B layer shape", 2048, "trace_vs_sdpa", 1.2),
-           ("llama", "Llama-3.2-1B layer shape", 2048, "heads_page_ms", 1000),
-           ("llama", "tiny Llama", 16384, "bytes", 150e6),
+# On a shared CPU the 1.2x goal is shown by the wall clock and by CPU time on one thread, which load barely moves.
+TARGETS = [*(("llama", "Llama-3.2-1B layer shape", 2048, key, at_most) for key, at_most in (("trace_vs_sdpa", 1.2),
+             ("trace_vs_sdpa_cpu1", 1.2), ("heads_page_ms", 1000))), ("llama", "tiny Llama", 16384, "bytes", 150e6),
            *(("gpu", "Llama-3-8B", 32768, key, at_most) for key, at_most in (("trace_vs_sdpa", 1.3),
              ("bytes", 12 * 2**30), ("column_ms", 50), ("window_ms", 50), ("heads_page_ms", 300)))]
 MEASURES = {"trace_vs_sdpa": ("trace / SDPA", "{:.2f}x".format), "bytes": ("held", lambda v: f"{v / 1e6:,.1f} MB"),
+            "trace_vs_sdpa_cpu1": ("trace / SDPA, 1 thread, CPU", "{:.2f}x".format),
             "heads_page_ms": ("Heads page, one layer", "{:,.0f} ms".format),
             "column_ms": ("a column", "{:,.0f} ms".format), "window_ms": ("a 128-query window", "{:,.0f} ms".format)}
 # fmt: on
