@@ -4,19 +4,23 @@ Timed inside the page from the key press to the end of the script run and to the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import shutil
 import time
 from functools import cache
+from pathlib import Path
 from urllib.parse import quote
 
+import attnviz
 from attnviz.hf import bundled_model_path
-from bench.measure import OUT, ms, serve, stop
+from bench.measure import OUT, ms, served
 from bench.traces import sentence
 
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 FLAGS += ["--disable-sync", "--no-first-run", "--disable-quic"]
+TIMEOUT_MS = 300_000  # for any wait in a page: a busy shared host can take minutes
 # Armed before an action: the key press, and every script state the app passed through since (a busy host can
 # deliver several changes of the attribute in one observer callback).
 ARM = """() => {
@@ -46,18 +50,25 @@ DRAWN = """([word, layer]) => {
 }"""
 
 
-def chromium(playwright):
+@contextlib.asynccontextmanager
+async def chromium():
+    """Debian's Chromium through Playwright, closed on the way out."""
+    from playwright.async_api import async_playwright
+
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
         raise RuntimeError("Debian's chromium is required: apt-get install -y chromium")
-    return playwright.chromium.launch(executable_path=path, args=FLAGS)
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=path, args=FLAGS)
+        yield browser
+        await browser.close()
 
 
-async def open_page(browser, base: str, text: str, word: str, timeout_ms: float):
+async def open_page(browser, base: str, text: str, word: str):
     """A new browser context (its own session, no shared cookies) on the Heads page with `text`; counts the bytes
     its WebSocket receives in page.ws_bytes."""
     page = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
-    page.set_default_timeout(timeout_ms)
+    page.set_default_timeout(TIMEOUT_MS)
     page.ws_bytes = 0
 
     def count(data):
@@ -82,7 +93,8 @@ async def act(page, press, word: str | None = None, layer: int | None = None) ->
     return (t["done"] - start) / 1000, (t["drawn"] - start) / 1000
 
 
-async def new_sentence(page, text: str, word: str | None) -> tuple[float, float]:
+async def new_sentence(page, text: str, word: str | None, after: float = 0) -> tuple[float, float]:
+    await asyncio.sleep(after)
     box = page.locator("textarea[aria-label='Sentence']")
     await box.fill(text)
     return await act(page, lambda: box.press("Control+Enter"), word=word)
@@ -90,9 +102,7 @@ async def new_sentence(page, text: str, word: str | None) -> tuple[float, float]
 
 @cache
 def _words() -> tuple[str, ...]:
-    from transformers import AutoTokenizer
-
-    vocab = AutoTokenizer.from_pretrained(bundled_model_path()).get_vocab()
+    vocab = Path(bundled_model_path(), "vocab.txt").read_text(encoding="utf-8").split()
     return tuple(w for w in sorted(vocab) if w.isalpha() and w.isascii() and 6 <= len(w) <= 9)
 
 
@@ -102,16 +112,14 @@ def marker(i: int) -> tuple[str, str]:
     return f"Visitor {i} keeps thinking about the {word} all day.", word
 
 
-async def _session(rounds: int, warmup: int, bytes_tokens: int, timeout_ms: float) -> dict:
-    from playwright.async_api import async_playwright
-
-    proc, base = serve(OUT / "browser-server.log")
+async def run(rounds: int = 5, warmup: int = 1, bytes_tokens: int = 128) -> dict:
+    """Median seconds from a new sentence and from a layer change to the heatmaps drawn, and the bytes the Heads
+    page receives for a sentence of bytes_tokens tokens against bertviz's HTML for the same attention."""
     times = {"sentence_done_s": [], "sentence_s": [], "layer_done_s": [], "layer_s": []}
-    try:
-        async with async_playwright() as p:
-            browser = await chromium(p)
+    with served(OUT / "browser-server.log") as (_, base):
+        async with chromium() as browser:
             t0 = time.perf_counter()
-            page = await open_page(browser, base, *marker(0), timeout_ms)
+            page = await open_page(browser, base, *marker(0))
             first_load = time.perf_counter() - t0
             slider = page.locator("[data-testid='stSidebar']").get_by_role("slider").first
             for r in range(warmup + rounds):
@@ -123,22 +131,10 @@ async def _session(rounds: int, warmup: int, bytes_tokens: int, timeout_ms: floa
             page.ws_bytes = 0
             await new_sentence(page, sentence(bytes_tokens, seed=7), None)
             out = {"chromium": browser.version, "page_bytes": page.ws_bytes, "first_load_s": first_load}
-            await browser.close()
-    finally:
-        stop(proc)
-    return out | {name: ms(v) / 1000 for name, v in times.items()}
-
-
-def run(rounds: int = 5, warmup: int = 1, bytes_tokens: int = 128, timeout_s: float = 300) -> dict:
-    """Median seconds from a new sentence and from a layer change to the heatmaps drawn, and the bytes the Heads
-    page receives for a sentence of bytes_tokens tokens against bertviz's HTML for the same attention."""
-    import attnviz
-
-    res = asyncio.run(_session(rounds, warmup, bytes_tokens, timeout_s * 1000))
     trace = attnviz.trace(attnviz.load_model(), sentence(bytes_tokens, seed=7))
-    bertviz = bertviz_bytes(trace.weights, trace.tokens)
-    res |= {"rounds": rounds, "warmup": warmup, "bytes_tokens": trace.n_tokens, "bertviz_bytes": bertviz}
-    return res | {"bertviz_vs_page": bertviz / res["page_bytes"]}
+    out |= {"rounds": rounds, "warmup": warmup, "bytes_tokens": trace.n_tokens}
+    out |= {"bertviz_bytes": bertviz_bytes(trace.weights, trace.tokens)} | {k: ms(v) / 1000 for k, v in times.items()}
+    return out | {"bertviz_vs_page": out["bertviz_bytes"] / out["page_bytes"]}
 
 
 def bertviz_bytes(weights, tokens) -> int:

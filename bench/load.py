@@ -22,9 +22,12 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
+import attnviz
 from bench.browser import chromium, marker, new_sentence, open_page
-from bench.measure import OUT, ROOT, serve, stop
-from bench.report import table
+from bench.measure import OUT, ROOT, served
+from bench.report import table, write
 
 # What a page shows: the single head's token labels, the first heatmap of the grid, and any exception.
 SHOWN = """() => {
@@ -35,8 +38,6 @@ SHOWN = """() => {
           z: Array.from(z, row => Array.from(row, v => (v === null || Number.isNaN(v)) ? null : v)),
           errors: document.querySelectorAll("[data-testid='stException']").length};
 }"""
-DOCS = ROOT / "docs" / "deploy.md"
-BEGIN, END = "<!-- load:begin -->", "<!-- load:end -->"
 
 
 @dataclass
@@ -49,84 +50,50 @@ class Level:
     cpu_per_run: float = 0.0  # server CPU seconds per new sentence (does not depend on how busy the host is)
     cores: float = 0.0  # server CPU seconds / wall seconds during the bursts
     load_avg: float = 0.0  # the machine's 1-minute load average before the level (other work on the host)
-    checked: int = 0  # pages whose tokens and numbers matched their own trace
-    failures: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # pages that did not show their own tokens and numbers
 
 
-def _rss_mb(pid: int) -> float:
+def _usage(pid: int) -> tuple[float, float, float]:
+    """A process's resident MB now and at its peak (the kernel's high-water mark: no sampling), and its CPU seconds."""
     with open(f"/proc/{pid}/status") as f:
-        return int(next(line for line in f if line.startswith("VmRSS:")).split()[1]) / 1024
-
-
-def _cpu_s(pid: int) -> float:
+        kb = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in f) if k in ("VmRSS", "VmHWM")}
     with open(f"/proc/{pid}/stat") as f:
         utime, stime = f.read().rsplit(")", 1)[1].split()[11:13]
-    return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+    return kb["VmRSS"] / 1024, kb["VmHWM"] / 1024, (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
 
 
-async def _peak_rss(pid: int, peak: list[float]) -> None:
-    while True:
-        peak[0] = max(peak[0], _rss_mb(pid))
-        await asyncio.sleep(0.2)
-
-
-async def level(browser, n: int, rounds: int, spread: float, model, nice: int, timeout_ms: float) -> Level:
-    import numpy as np
-
-    import attnviz
-
+async def level(browser, n: int, rounds: int, spread: float, model, nice: int) -> Level:
     v, rng = Level(n, spread, load_avg=os.getloadavg()[0]), random.Random(n)
-    proc, base = serve(OUT / f"load-server-{n}.log", nice)
-    try:
-        idle = _rss_mb(proc.pid)
-        pages = await asyncio.gather(*(open_page(browser, base, *marker(i), timeout_ms) for i in range(n)))
-        peak, cpu0, t0 = [_rss_mb(proc.pid)], _cpu_s(proc.pid), time.perf_counter()
-        v.rss_mb = [idle, peak[0]]
-        sampler = asyncio.create_task(_peak_rss(proc.pid, peak))
 
-        async def submit(page, i: int):
-            await asyncio.sleep(rng.uniform(0, spread))
-            return await new_sentence(page, *marker(i))
-
+    with served(OUT / f"load-server-{n}.log", nice) as (proc, base):
+        idle = _usage(proc.pid)[0]
+        pages = await asyncio.gather(*(open_page(browser, base, *marker(i)) for i in range(n)))
+        (opened, _, cpu0), t0 = _usage(proc.pid), time.perf_counter()
         for r in range(1, rounds + 1):
-            for run, drawn in await asyncio.gather(*(submit(p, r * n + i) for i, p in enumerate(pages))):
-                v.runs.append(run)
-                v.drawn.append(drawn)
-        sampler.cancel()
-        v.cpu_per_run = (_cpu_s(proc.pid) - cpu0) / len(v.runs)
-        v.cores, v.rss_mb = v.cpu_per_run * len(v.runs) / (time.perf_counter() - t0), [*v.rss_mb, peak[0]]
+            sent = (new_sentence(p, *marker(r * n + i), after=rng.uniform(0, spread)) for i, p in enumerate(pages))
+            got = await asyncio.gather(*sent)
+            v.runs, v.drawn = v.runs + [run for run, _ in got], v.drawn + [drawn for _, drawn in got]
+        _, peak, cpu = _usage(proc.pid)
+        v.cpu_per_run, v.rss_mb = (cpu - cpu0) / len(v.runs), [idle, opened, peak]
+        v.cores = v.cpu_per_run * len(v.runs) / (time.perf_counter() - t0)
         for i, page in enumerate(pages):  # each page shows its own last sentence: tokens, and layer 0, head 0
             shown, tr = await page.evaluate(SHOWN), attnviz.trace(model, marker(rounds * n + i)[0])
             z, w = np.array(shown["z"], dtype=float), tr.weights[0, 0]
             own = [t.split(" ", 1)[1] for t in shown["ticks"]] == list(tr.tokens) and not shown["errors"]
-            if own and z.shape == w.shape and np.allclose(z, w, atol=1e-5):
-                v.checked += 1
-            else:
+            if not (own and z.shape == w.shape and np.allclose(z, w, atol=1e-5)):
                 v.failures.append(f"session {i} shows {shown}, not its own sentence's trace ({tr.tokens})")
         await asyncio.gather(*(page.context.close() for page in pages))
-    finally:
-        stop(proc)
     return v
 
 
-async def run(sessions, rounds: int, spreads, nice: int, timeout_s: float) -> list[Level]:
-    from playwright.async_api import async_playwright
-
-    import attnviz
-
+async def run(sessions, rounds: int, spreads, nice: int) -> list[Level]:
     model, levels = attnviz.load_model(), []
-    async with async_playwright() as p:
-        browser = await chromium(p)
+    async with chromium() as browser:
         for spread in spreads:
             for n in sessions:
-                levels.append(await level(browser, n, rounds, spread, model, nice, timeout_s * 1000))
+                levels.append(await level(browser, n, rounds, spread, model, nice))
                 print(table([row(levels[-1])]), flush=True)
-        await browser.close()
     return levels
-
-
-def _p95(values: list[float]) -> float:
-    return sorted(values)[math.ceil(0.95 * len(values)) - 1]  # nearest rank
 
 
 HEAD = ["sessions", "new sentences sent", "→ heatmaps drawn, p50", "p95", "max", "→ run ended, p50", "p95",
@@ -134,10 +101,10 @@ HEAD = ["sessions", "new sentences sent", "→ heatmaps drawn, p50", "p95", "max
 
 
 def row(v: Level) -> list:
-    s = lambda x: f"{x:.2f} s"  # noqa: E731
-    ok = f"{v.checked}/{v.sessions}" + (" **FAILED**" if v.failures else "")
+    s, p95 = lambda x: f"{x:.2f} s", lambda xs: sorted(xs)[math.ceil(0.95 * len(xs)) - 1]  # noqa: E731 - nearest rank
+    ok = f"{v.sessions - len(v.failures)}/{v.sessions}" + (" **FAILED**" if v.failures else "")
     return [v.sessions, "all at once" if v.spread == 0 else f"each within {v.spread:g} s",
-            *map(s, (statistics.median(v.drawn), _p95(v.drawn), max(v.drawn), statistics.median(v.runs), _p95(v.runs))),
+            *map(s, (statistics.median(v.drawn), p95(v.drawn), max(v.drawn), statistics.median(v.runs), p95(v.runs))),
             s(v.cpu_per_run), f"{v.cores:.2f}", " → ".join(f"{x:.0f}" for x in v.rss_mb) + " MB", ok]  # fmt: skip
 
 
@@ -147,25 +114,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="new sentences per session and level")
     ap.add_argument("--spread", type=float, nargs="+", default=[0.0], help="0: all at once; S: each within S s")
     ap.add_argument("--nice", type=int, default=0, help="server niceness (negative: ahead of other work; root)")
-    ap.add_argument("--write-docs", action="store_true", help=f"replace the measured table in {DOCS.name}")
+    ap.add_argument("--write-docs", action="store_true", help="replace the measured table in docs/deploy.md")
     args = ap.parse_args(argv)
-    levels = asyncio.run(run(args.sessions, args.rounds, args.spread, args.nice, timeout_s=300))
+    levels = asyncio.run(run(args.sessions, args.rounds, args.spread, args.nice))
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     command = " ".join(["python -m bench.load", *(argv if argv is not None else sys.argv[1:])])
-    note = (
-        f"Measured {time.strftime('%Y-%m-%d')} at commit {rev.strip() or '?'} by `{command}` (Chromium through "
+    text = table([row(v) for v in levels], HEAD) + (
+        f"\n\nMeasured {time.strftime('%Y-%m-%d')} at commit {rev.strip() or '?'} by `{command}` (Chromium through "
         f"Playwright): {os.cpu_count()} cores shared by the server, Chromium and other work on the host; its 1-minute "
         f"load average before each level: {', '.join(f'{v.load_avg:.1f}' for v in levels)}."
     )
-    text = table([row(v) for v in levels], HEAD) + f"\n\n{note}"
     print(f"\n{text}")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "load.json").write_text(json.dumps([asdict(v) for v in levels], indent=1))
-    for failure in (f"FAILED ({v.sessions} sessions): {f}" for v in levels for f in v.failures):
-        print(failure)
+    print(*(f"FAILED ({v.sessions} sessions): {f}" for v in levels for f in v.failures), sep="\n")
     if args.write_docs:
-        doc = DOCS.read_text()
-        DOCS.write_text(doc[: doc.index(BEGIN) + len(BEGIN)] + f"\n{text}\n" + doc[doc.index(END) :])
+        write(ROOT / "docs" / "deploy.md", text, "<!-- load:begin -->", "<!-- load:end -->")
     return 1 if any(v.failures for v in levels) else 0
 
 

@@ -1,5 +1,4 @@
-"""What every bench shares: interleaved timing with medians and per-round ratios, the machine, and a server started
-as the container starts it."""
+"""What every bench shares: interleaved timing and per-round ratios, the machine, a server as the container's."""
 
 from __future__ import annotations
 
@@ -20,36 +19,28 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
+PACKAGES = ("torch", "transformers", "streamlit", "plotly", "playwright")  # their versions go with the results
 
 
-def interleaved(fns: dict, rounds: int, warmup: int = 1, clock=time.perf_counter) -> dict[str, list[float]]:
-    """Seconds per call of each callable; every round runs all of them back to back, in alternating order."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
+def interleaved(fns: dict, rounds: int, warmup: int = 1, one_thread: bool = False) -> dict[str, list[float]]:
+    """Seconds per call of each callable; every round runs all of them back to back, in alternating order.
+    one_thread: torch on one thread, timed by the process's CPU time: the work itself, which waiting for a core that
+    another process holds does not inflate (wall-clock times on a busy box do)."""
+    threads, clock = torch.get_num_threads(), time.process_time if one_thread else time.perf_counter
+    torch.set_num_threads(1 if one_thread else threads)
     times = {name: [] for name in fns}
     gc.disable()  # a collection inside one timed call would be charged to it alone: collect between rounds
     try:
-        for r in range(rounds):
+        for r in range(-warmup, rounds):
             gc.collect()
             for name in list(fns) if r % 2 == 0 else list(fns)[::-1]:
                 t = clock()
                 fns[name]()
-                times[name].append(clock() - t)
+                times[name] += [clock() - t] if r >= 0 else []
     finally:
         gc.enable()
-    return times
-
-
-def one_thread_cpu(fns: dict, rounds: int, warmup: int = 1) -> dict[str, list[float]]:
-    """As interleaved, with torch on one thread and the process's CPU time as the clock: the work itself, which
-    waiting for a core that another process holds does not inflate (wall-clock times on a busy box do)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return interleaved(fns, rounds, warmup, clock=time.process_time)
-    finally:
         torch.set_num_threads(threads)
+    return times
 
 
 def ms(times: list[float]) -> float:
@@ -71,16 +62,15 @@ def machine() -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     out = {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version()}
     installed = {d.metadata["Name"].lower(): d.version for d in metadata.distributions()}  # a GPU box may lack some
-    out |= {
-        name: installed.get(name, "not installed")
-        for name in ("torch", "transformers", "streamlit", "plotly", "playwright")
-    }
+    out |= {name: installed.get(name, "not installed") for name in PACKAGES}
     return out | {"threads": torch.get_num_threads(), "load_start": load()}
 
 
-def serve(log: Path, nice: int = 0, timeout: float = 120) -> tuple[subprocess.Popen, str]:
-    """scripts/serve.sh (hosted mode, as the container starts it) on a free loopback port: (the server, its URL).
-    nice < 0 (root) puts it ahead of other work on a shared host; nice and the script exec, so the pid is the server's."""
+@contextlib.contextmanager
+def served(log: Path, nice: int = 0, timeout: float = 120):
+    """scripts/serve.sh (hosted mode, as the container starts it) on a free loopback port: (the server, its URL),
+    stopped on the way out. nice < 0 (root) puts it ahead of other work on a shared host; nice and the script exec,
+    so the pid is the server's."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -91,18 +81,17 @@ def serve(log: Path, nice: int = 0, timeout: float = 120) -> tuple[subprocess.Po
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(OSError), urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-            if r.read().strip() == b"ok":
-                return proc, url
-        time.sleep(0.3)
-    stop(proc)
-    raise RuntimeError(f"the server did not become healthy; see {log}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
     try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError), urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    break
+            time.sleep(0.3)
+        else:
+            raise RuntimeError(f"the server did not become healthy; see {log}")
+        yield proc, url
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(15)
+        proc.kill()  # nothing where it has ended

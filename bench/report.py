@@ -6,29 +6,30 @@ from pathlib import Path
 
 BEGIN = "<!-- bench:begin (written by `python -m bench`; edit outside these markers) -->"
 END = "<!-- bench:end -->"
-# Issue 19's goals: benchmarks, shown here and never asserted in a test. (group, model, tokens, measure, at most)
+ms, mb = "{:,.1f} ms".format, lambda n: f"{n / 1e6:.2f} MB"  # noqa: E731
 # fmt: off
-TARGETS = [
-    ("llama", "Llama-3.2-1B layer shape", 2048, "trace_vs_sdpa", 1.2),
-    ("llama", "Llama-3.2-1B layer shape", 2048, "heads_page_ms", 1000),
-    ("llama", "tiny Llama", 16384, "bytes", 150e6),
-    ("gpu", "Llama-3-8B", 32768, "trace_vs_sdpa", 1.3),
-    ("gpu", "Llama-3-8B", 32768, "bytes", 12 * 2**30),
-    ("gpu", "Llama-3-8B", 32768, "column_ms", 50),
-    ("gpu", "Llama-3-8B", 32768, "window_ms", 50),
-    ("gpu", "Llama-3-8B", 32768, "heads_page_ms", 300),
-]
-MEASURES = {"trace_vs_sdpa": ("trace / SDPA", "{:.2f}x"), "heads_page_ms": ("Heads page, one layer", "{:,.0f} ms"),
-            "column_ms": ("a column", "{:,.0f} ms"), "window_ms": ("a 128-query window", "{:,.0f} ms"),
-            "bytes": ("held", "{:,.1f} MB")}
-TRACE_COLUMNS = ("model", "tokens", "rounds", "SDPA forward", "attnviz.trace", "trace / SDPA", "trace / eager",
-                 "trace / SDPA, 1 thread, CPU", "trace / eager, 1 thread, CPU", "held per layer", "held", "a column",
-                 "a 128-query window", "Heads page, one layer")
+# A trace row's columns, (head, how a row shows it); a ratio a row lacks is "-" (eager is not run where its weights
+# do not fit; one-thread ratios only where a row has more than one round)
+x = lambda key, f="{:.2f}x": lambda r: f.format(r[key]) if key in r else "-"  # noqa: E731
+TRACE = [("model", lambda r: r["model"]), ("tokens", lambda r: f"{r['tokens']:,}"), ("rounds", lambda r: r["rounds"]),
+         ("SDPA forward", lambda r: ms(r["sdpa_ms"])), ("attnviz.trace", lambda r: ms(r["trace_ms"])),
+         ("trace / SDPA", x("trace_vs_sdpa", "**{:.2f}x**")), ("trace / eager", x("trace_vs_eager")),
+         ("trace / SDPA, 1 thread, CPU", x("trace_vs_sdpa_cpu1")),
+         ("trace / eager, 1 thread, CPU", x("trace_vs_eager_cpu1")),
+         ("held per layer", lambda r: mb(r["bytes"] / r["layers"])), ("held", lambda r: mb(r["bytes"])),
+         ("a column", lambda r: ms(r["column_ms"])), ("a 128-query window", lambda r: ms(r["window_ms"])),
+         ("Heads page, one layer", lambda r: r.get("heads_page") or ms(r["heads_page_ms"]))]
+# Issue 19's goals: benchmarks, shown here and never asserted in a test. (group, model, tokens, measure, at most)
+# On a shared CPU the 1.2x goal is shown by the wall clock and by CPU time on one thread, which load barely moves.
+TARGETS = [*(("llama", "Llama-3.2-1B layer shape", 2048, key, at_most) for key, at_most in (("trace_vs_sdpa", 1.2),
+             ("trace_vs_sdpa_cpu1", 1.2), ("heads_page_ms", 1000))), ("llama", "tiny Llama", 16384, "bytes", 150e6),
+           *(("gpu", "Llama-3-8B", 32768, key, at_most) for key, at_most in (("trace_vs_sdpa", 1.3),
+             ("bytes", 12 * 2**30), ("column_ms", 50), ("window_ms", 50), ("heads_page_ms", 300)))]
+MEASURES = {"trace_vs_sdpa": ("trace / SDPA", "{:.2f}x".format), "bytes": ("held", lambda v: f"{v / 1e6:,.1f} MB"),
+            "trace_vs_sdpa_cpu1": ("trace / SDPA, 1 thread, CPU", "{:.2f}x".format),
+            "heads_page_ms": ("Heads page, one layer", "{:,.0f} ms".format),
+            "column_ms": ("a column", "{:,.0f} ms".format), "window_ms": ("a 128-query window", "{:,.0f} ms".format)}
 # fmt: on
-
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.2f} MB"
 
 
 def table(rows: list[list], head: list[str] | None = None) -> str:
@@ -58,19 +59,11 @@ Same weights, outputs differ by {m["max_diff"]:.1e}; median of {m["rounds"]} rou
 {table([row], ["input", "torch", "attnviz", "attnviz / torch", "attnviz / torch, 1 thread, CPU"])}"""
 
 
-def _x(r: dict, key: str) -> str:
-    return f"{r[key]:.2f}x" if key in r else "-"  # eager is not run where its weights do not fit
-
-
 def _traces(g: dict, title: str) -> str:
     if "skipped" in g:
         return f"{title}\n\nNot measured: {g['skipped']}."
-    rows = [[r["model"], f"{r['tokens']:,}", r["rounds"], f"{r['sdpa_ms']:,.1f} ms", f"{r['trace_ms']:,.1f} ms",
-             f"**{_x(r, 'trace_vs_sdpa')}**", _x(r, "trace_vs_eager"), _x(r, "trace_vs_sdpa_cpu1"), _x(r, "trace_vs_eager_cpu1"),
-             _mb(r["bytes"] / r["layers"]), _mb(r["bytes"]),
-             f"{r['column_ms']:,.1f} ms", f"{r['window_ms']:,.1f} ms",
-             r.get("heads_page") or f"{r['heads_page_ms']:,.1f} ms"] for r in g["rows"]]  # fmt: skip
-    return f"{title}\n\nDevice: {g['device']}.\n\n{table(rows, list(TRACE_COLUMNS))}"
+    rows = [[show(r) for _, show in TRACE] for r in g["rows"]]
+    return f"{title}\n\nDevice: {g['device']}.\n\n{table(rows, [head for head, _ in TRACE])}"
 
 
 def _targets(res: dict) -> str:
@@ -78,12 +71,9 @@ def _targets(res: dict) -> str:
     for group, model, n, key, limit in TARGETS:
         got = [r for r in res.get(group, {}).get("rows", []) if model in r["model"] and r["tokens"] == n]
         value = got[0].get(key, got[0].get(key.removesuffix("_ms"))) if got else "not measured"  # or why not
-        name, fmt = MEASURES[key]
-        show = fmt.format if key != "bytes" else lambda v, fmt=fmt: fmt.format(v / 1e6)
+        name, show = MEASURES[key]
         met = "" if isinstance(value, str) else "met" if value <= limit else "**missed**"
-        rows.append(
-            [f"{model}, {n:,} tokens", name, show(limit), value if isinstance(value, str) else show(value), met]
-        )
+        rows.append([f"{model}, {n:,} tokens", name, show(limit), value if met == "" else show(value), met])
     return "### Goals (issue 19)\n\n" + table(rows, ["goal", "measure", "at most", "measured", "goal met"])
 
 
@@ -97,17 +87,13 @@ Median of {b["rounds"]} rounds after {b["warmup"]} warm-up round(s).
 {table(rows, ["action", "heatmaps drawn", "script run over"])}
 
 First page load (server healthy, model not yet loaded): {b["first_load_s"]:.1f} s. For one {b["bytes_tokens"]}-token
-sentence the Heads page receives {_mb(b["page_bytes"])}; bertviz 1.4.1's head_view HTML with every layer is
-{_mb(b["bertviz_bytes"])}: **bertviz / Heads page = {b["bertviz_vs_page"]:.1f}x**."""
+sentence the Heads page receives {mb(b["page_bytes"])}; bertviz 1.4.1's head_view HTML with every layer is
+{mb(b["bertviz_bytes"])}: **bertviz / Heads page = {b["bertviz_vs_page"]:.1f}x**."""
 
 
-SECTIONS = {
-    "cpu": lambda g: _traces(g, "### attnviz.trace against the forwards it replaces (bundled model, CPU)"),
-    "mha": _mha,
-    "llama": lambda g: _traces(g, "### Long texts on Llama shapes (CPU)"),
-    "gpu": lambda g: _traces(g, "### Long texts on Llama shapes (GPU)"),
-    "browser": _browser,
-}
+SECTIONS = {"cpu": lambda g: _traces(g, "### attnviz.trace against the forwards it replaces (bundled model, CPU)"),
+            "mha": _mha, "llama": lambda g: _traces(g, "### Long texts on Llama shapes (CPU)"),
+            "gpu": lambda g: _traces(g, "### Long texts on Llama shapes (GPU)"), "browser": _browser}  # fmt: skip
 
 
 def render(res: dict) -> str:
@@ -117,8 +103,7 @@ def render(res: dict) -> str:
     return "\n\n".join(parts)
 
 
-def write(doc: Path, res: dict) -> None:
-    text = doc.read_text()
-    doc.write_text(
-        text[: text.index(BEGIN)] + f"{BEGIN}\n\n{render(res)}\n\n{END}" + text[text.index(END) + len(END) :]
-    )
+def write(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace what lies between the two markers in `doc` with `text`."""
+    old = doc.read_text()
+    doc.write_text(old[: old.index(begin) + len(begin)] + f"\n{text}\n" + old[old.index(end) :])

@@ -3,8 +3,8 @@
 Per row: the SDPA forward (the fastest honest forward, no weights), attnviz.trace and, where its weights fit, eager
 with output_attentions copied to the host, tokenizer included in all three, timed in the same rounds; the bytes a
 trace holds; on its middle layer one column, the last 128-query window and the Heads page's work for one layer.
-`bundled`: the bundled model on CPU. `llama` (CPU) and `gpu` (whenever a GPU is available): Llama shapes with random
-weights in bfloat16, built from a LlamaConfig (nothing is downloaded).
+`bundled`: the bundled model on CPU. `llama`: Llama shapes with random weights in bfloat16, built from a LlamaConfig
+(nothing is downloaded), on CPU (group llama) or on a GPU whenever one is available (group gpu, device="cuda").
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 import attnviz
 from attnviz.hf.capture import CAPTURE_NAME
 from attnviz.plots import heatmaps as hm
-from bench.measure import interleaved, ms, one_thread_cpu, ratio
+from bench.measure import interleaved, ms, ratio
 
 # fmt: off
 LLAMA_1B = {"num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 8,
@@ -43,20 +43,14 @@ def sentence(n_tokens: int, seed: int = 0, special: int = 2) -> str:
 
 
 def bundled(sizes=(32, 128, 512), rounds: int = 15, warmup: int = 2) -> dict:
-    loaded = attnviz.load_model()
-    rows = [row(loaded, "bundled all-MiniLM-L6-v2", sentence(n, seed=n), rounds, warmup) for n in sizes]
-    return {"device": "CPU", "rows": rows}
+    return {"device": "CPU", "rows": rows(attnviz.load_model(), "bundled all-MiniLM-L6-v2", sizes, rounds, warmup)}
 
 
 def llama(models=CPU, warmup: int = 1, device: str = "cpu") -> dict:
     if device == "cuda" and not torch.cuda.is_available():
         return {"skipped": "no GPU on this machine (torch.cuda.is_available() is False)"}
-    rows = [r for m in models for r in _llama_rows(*m, device=device, warmup=warmup)]
-    return {"device": torch.cuda.get_device_name(0) if device == "cuda" else device.upper(), "rows": rows}
-
-
-def gpu(models=GPU, warmup: int = 1, device: str = "cuda") -> dict:
-    return llama(models, warmup, device)
+    found = [r for m in models for r in _llama_rows(*m, device=device, warmup=warmup)]
+    return {"device": torch.cuda.get_device_name(0) if device == "cuda" else device.upper(), "rows": found}
 
 
 def _llama_rows(name: str, shape: dict, sizes, rounds: int, device: str, warmup: int) -> list[dict]:
@@ -69,12 +63,14 @@ def _llama_rows(name: str, shape: dict, sizes, rounds: int, device: str, warmup:
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModel.from_config(LlamaConfig(**shape), attn_implementation="sdpa", dtype=torch.bfloat16)
-    loaded = attnviz.from_model(model, tok, name)
-    rows = [row(loaded, name, sentence(n, seed=n, special=0), rounds, warmup) for n in sizes]
-    del model, loaded
-    if device == "cuda":
-        torch.cuda.empty_cache()
-    return rows
+    found = rows(attnviz.from_model(model, tok, name), name, sizes, rounds, warmup, special=0)
+    del model
+    torch.cuda.empty_cache()  # nothing unless CUDA was used
+    return found
+
+
+def rows(loaded, name: str, sizes, rounds: int, warmup: int, special: int = 2) -> list[dict]:
+    return [row(loaded, name, sentence(n, seed=n, special=special), rounds, warmup) for n in sizes]
 
 
 def heads_page(trace, layer: int, head: int = 0) -> None:
@@ -82,14 +78,6 @@ def heads_page(trace, layer: int, head: int = 0) -> None:
     close, and the layer's tiles of the pooled overview. A fresh record each call, so no cached window is reused."""
     one = dataclasses.replace(trace, layers=(trace.layers[layer],))
     hm.head_grid(one, 0), hm.head_detail(one, 0, head), hm.overview(one)
-
-
-def _room(model) -> float:
-    """A quarter of the memory where the model lives: what one measurement may take without endangering the run."""
-    room = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if model.device.type == "cuda":
-        room = min(room, torch.cuda.get_device_properties(model.device).total_memory)
-    return room / 4
 
 
 def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
@@ -111,24 +99,22 @@ def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
         return out
 
     tr, mid = trace(), loaded.n_layer // 2
-    eager = model.config.num_hidden_layers * tr.n_head * tr.n_tokens**2 * model.dtype.itemsize  # its weights
-    n, refs = tr.n_tokens, ["sdpa", "eager"] if eager < _room(model) else ["sdpa"]
+    room = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")  # eager only where its weights take under a
+    if model.device.type == "cuda":  # quarter of the memory where the model lives: it must not endanger the run
+        room = min(room, torch.cuda.get_device_properties(model.device).total_memory)
+    eager = model.config.num_hidden_layers * tr.n_head * tr.n_tokens**2 * model.dtype.itemsize
+    n, refs = tr.n_tokens, ["sdpa", "eager"] if eager < room / 4 else ["sdpa"]
     fns = {"trace": trace} | {k: lambda k=k: forward(k) for k in refs}
     warmup = warmup if rounds > 1 else 0  # a row timed once takes seconds a call: first-call costs vanish
     t = interleaved(fns, rounds, warmup)
     cpu = model.device.type == "cpu" and rounds > 1  # CPU time on one thread: waiting for a core does not count
-    c = one_thread_cpu(fns, rounds, warmup=0) if cpu else None  # warm from the rounds above
+    c = interleaved(fns, rounds, warmup=0, one_thread=True) if cpu else None  # warm from the rounds above
     out = {"model": name, "tokens": n, "layers": tr.n_layer, "bytes": tr.nbytes, "rounds": rounds}
     out |= {f"{k}_ms": ms(v) for k, v in t.items()} | {f"trace_vs_{k}": ratio(t, "trace", k) for k in refs}
     out |= {f"trace_vs_{k}_cpu1": ratio(c, "trace", k) for k in refs} if c else {}
-    reads = {
-        "column": lambda: tr.column(mid, key=0),  # [head, query]: each row's softmax over all its keys
-        "window": lambda: tr.stages(mid, queries=(max(0, n - WINDOW), n), keys=(max(0, n - WINDOW), n)),
-    }
+    last = (max(0, n - WINDOW), n)  # the last window; a column is [head, query], each row's softmax over all keys
+    reads = {"column": lambda: tr.column(mid, key=0), "window": lambda: tr.stages(mid, queries=last, keys=last)}
     out |= {f"{k}_ms": ms(v) for k, v in interleaved(reads, rounds, warmup).items()}
-    need = 4 * tr.n_head * n * n * 4  # today the overview computes one layer's four float32 stages whole
-    if model.device.type == "cpu" and need > _room(model):  # out of memory, a CPU process is killed, not told
-        return out | {"heads_page": f"not run: one layer's four stages take {need / 2**30:.0f} GiB"}
     try:
         return out | {"heads_page_ms": ms(interleaved({"p": lambda: heads_page(tr, mid)}, rounds, warmup)["p"])}
     except torch.cuda.OutOfMemoryError:

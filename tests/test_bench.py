@@ -1,7 +1,7 @@
 """The benchmark command still runs (smallest sizes, one round) and its report renders; no speed is asserted."""
 
 from bench import module, report, traces
-from bench.__main__ import SMALL
+from bench.__main__ import GROUPS, SMALL
 from bench.measure import load, machine
 
 
@@ -29,7 +29,7 @@ def test_the_bundled_model_and_our_module_are_measured_and_the_report_shows_them
 
 def test_llama_rows_run_on_cpu_through_the_gpu_code_path_and_render_with_the_goals():
     (name, shape, _, _), n = SMALL[0], 160  # over one 128-token window: the last window is a real slice
-    res = traces.gpu(models=((name, shape, (n,), 2),), warmup=0, device="cpu")
+    res = GROUPS["gpu"](models=((name, shape, (n,), 2),), warmup=0, device="cpu")
     (row,) = res["rows"]
     assert row["tokens"] == n and row["layers"] == shape["num_hidden_layers"] and row["bytes"] > 0
     assert row["trace_vs_sdpa"] > 0 and row["trace_vs_eager"] > 0 and row["trace_vs_sdpa_cpu1"] > 0
