@@ -25,10 +25,7 @@ else:
     src = ui.module_preview(src)
     what = f"copying layer {src.layer}" if src.module_source().mirrors_layer else "with random weights"
     c1, c2 = st.columns([4, 1], vertical_alignment="center")
-    c1.info(
-        f"The sidebar's **Source** is a pretrained model, so this is a preview: our module {what}. "
-        "Switch to our module to change its inputs, weights, heads and seed in the sidebar."
-    )
+    c1.info(f"A preview: our module {what}. Switch to set its inputs, weights and heads.")  # one line: chart in view
     c2.button("Use our module", on_click=_use_module, type="primary", icon=":material/build:")
 ms = src.module_source()
 tr = ui.get_trace(src)
@@ -60,8 +57,10 @@ elif not src.pretrained:
         "**Input vectors** to *hidden states entering the layer* in the sidebar."
     )
 
-stage = ui.stage_picker(tr)  # a row of its own: five stages with value-weighted attention
-colours = ui.colour_range(stage)
+left, right = ui.columns("stage", [3, 2], vertical_alignment="bottom")  # five stages need 3/5 of the width
+with left:
+    stage = ui.stage_picker(tr)
+colours = ui.colour_range(stage, right)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 boundary = ui.pair_boundary(src, tr)
 st.subheader(f"Its {tr.n_head} heads")

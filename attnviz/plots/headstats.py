@@ -60,9 +60,9 @@ def weights_matrix(
     rows, cols = axis_ranges(token_range)
     (q0, q1), (k0, k1) = window(len(tokens), rows), window(len(key_tokens), cols)
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
-    height, top = max(320, min(700, 160 + 18 * (q1 - q0))), 80 if "\n" in title else 50
     if note := range_note(len(tokens), len(key_tokens), (q0, q1), (k0, k1)):
         title += "\n" + note.removeprefix(" · ")
+    height, top = max(320, min(700, 160 + 18 * (q1 - q0))), 50 + 22 * title.count("\n")  # the title's lines fit
     q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in readable_tokens(key_tokens)[k0:k1]], dtype=object)
     custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
@@ -82,7 +82,9 @@ def weights_matrix(
     )
     fig.update_layout(
         # from the top of the card down: a centred two-line title reached the first query label
-        title=dict(text=escape(title).replace("\n", "<br>"), yref="container", y=1, yanchor="top", pad_t=10),
+        # above the plot, growing upwards into the top margin sized for its lines: never over the first query label,
+        # never above the card (a multi-line title anchored to the card's top was drawn above it)
+        title=dict(text=escape(title).replace("\n", "<br>"), yref="paper", y=1, yanchor="bottom", pad_b=14),
         xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60 if max_ticks > 20 else -90),
         yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - top - 90) // 14)),
                    autorange="reversed"),

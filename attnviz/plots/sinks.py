@@ -60,6 +60,7 @@ def sink_maps(first: np.ndarray, learned: np.ndarray | None = None, first_label:
             row=1,
             col=i + 1,
         )
-        fig.update_xaxes(title_text="head", row=1, col=i + 1)
-        fig.update_yaxes(autorange="reversed", title_text="layer" if i == 0 else None, row=1, col=i + 1)
+        whole = dict(tickmode="linear", tick0=0, dtick=1)  # layers and heads are whole numbers (no -0.5, 1.5 ticks)
+        fig.update_xaxes(title_text="head", row=1, col=i + 1, **whole)
+        fig.update_yaxes(autorange="reversed", title_text="layer" if i == 0 else None, row=1, col=i + 1, **whole)
     return finish(fig, "sink_maps", height=110 + 34 * n_layer, top=50).update_layout(margin_l=60)

@@ -123,12 +123,12 @@ CASES = {
             lambda t: slide(t, "Layer", 2),
             lambda t: pick(t, "scaled"),
             lambda t: pick(t, "weights"),
-            lambda t: pick(t, "value-weighted"),  # weights x ||v W_O||, rows renormalised: the link carries it too
             lambda t: pick(t, "log"),
             lambda t: slide(t, "Head", 4),
             lambda t: pick(t, "svg"),
-            lambda t: click(t, "Without sinks"),
+            lambda t: click(t, "Without sinks"),  # weights only: before value-weighted, which disables it
             lambda t: choose(t, "Key token", "02 carry"),
+            lambda t: pick(t, "value-weighted"),  # weights x ||v W_O||, rows renormalised: the link carries it too
         ],
     ),
     "heads-long": (
