@@ -82,9 +82,10 @@ def weights_matrix(
     )
     fig.update_layout(
         # from the top of the card down: a centred two-line title reached the first query label
-        # above the plot, growing upwards into the top margin sized for its lines: never over the first query label,
-        # never above the card (a multi-line title anchored to the card's top was drawn above it)
-        title=dict(text=escape(title).replace("\n", "<br>"), yref="paper", y=1, yanchor="bottom", pad_b=14),
+        # from the top of the card down: a centred two-line title reached the first query label; Plotly lifts each
+        # further line of a top-anchored title by about one line, so the padding grows with them (else it is clipped)
+        title=dict(text=escape(title).replace("\n", "<br>"), yref="container", y=1, yanchor="top",
+                   pad_t=10 + 20 * title.count("\n")),
         xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60 if max_ticks > 20 else -90),
         yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - top - 90) // 14)),
                    autorange="reversed"),
