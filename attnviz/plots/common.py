@@ -166,9 +166,9 @@ def token_axes(
     """
     stop = len(tokens) if stop is None else stop
     font = dict(tickfont_size=11 if max_labels >= 32 else 10)
-    most = max(
-        4, max_labels // 2
-    )  # slanted key labels ("0126 mat" on long texts) need room, and panels side by side are narrow
+    # slanted key labels need ~17 px each and panels side by side are narrow; a long text's 4-digit labels ("0126 mat")
+    # need more room still, so a window of more than 24 keys gets half as many labels as the queries
+    most = max(4, max_labels * 3 // 4 if stop - start <= 24 else max_labels // 2)
     keys = ticks(tokens, start, stop, most) if key_tokens is None else ticks(key_tokens, most=most)
     fig.update_xaxes(keys | font | dict(tickangle=-60, title_text="key"), row=row, col=col)
     queries = ticks(tokens, start, stop, max_labels) | font
