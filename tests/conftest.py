@@ -175,6 +175,19 @@ def tiny_deberta_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def gpt2_bpe_dir(tmp_path_factory):
+    """GPT-2 with its byte-level BPE tokenizer, trained offline, saved with its LM head (tests/tiny_families.py)."""
+    from tiny_families import build_gpt2_bpe
+
+    return build_gpt2_bpe(tmp_path_factory.mktemp("gpt2-bpe"))
+
+
+@pytest.fixture(scope="session")
+def gpt2_bpe(gpt2_bpe_dir):
+    return attnviz.load_model(str(gpt2_bpe_dir))
+
+
+@pytest.fixture(scope="session")
 def tiny_bert(tiny_bert_dir):
     return attnviz.load_model(str(tiny_bert_dir))
 

@@ -46,19 +46,6 @@ def _zeroed(folder, heads, d_head):
     return model
 
 
-@pytest.fixture(scope="module")
-def gpt2_bpe_dir(tmp_path_factory):
-    """GPT-2 with its byte-level BPE tokenizer, trained offline (tests/tiny_families.py)."""
-    from tiny_families import build_gpt2_bpe
-
-    return build_gpt2_bpe(tmp_path_factory.mktemp("ablate-gpt2-bpe"))
-
-
-@pytest.fixture(scope="module")
-def gpt2_bpe(gpt2_bpe_dir):
-    return attnviz.load_model(str(gpt2_bpe_dir))
-
-
 @pytest.fixture(params=["gpt2_bpe", "llama"])
 def decoder(request):
     """(loaded, folder): a causal GPT-2 with a byte-level BPE tokenizer, a grouped-query Llama (4 query heads over 2

@@ -33,7 +33,8 @@ def open_head(src: Selection, layer: int, head: int) -> None:
 
 def scroll_to(anchor: str) -> None:
     """Bring the heading with this anchor into view (after a click that opened something further up the page)."""
-    target = json.dumps(f"#{anchor}")  # st.html runs the script in the app's own page: its document is the app's
+    # st.html runs the script in the app's own page; "<" escaped so no anchor can close the script element
+    target = json.dumps(f"#{anchor}").replace("<", "\\u003c")
     st.html(f"<script>document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>",
             unsafe_allow_javascript=True)  # fmt: skip
 
