@@ -24,7 +24,7 @@ import plotly.offline
 
 from .figures import page_figures
 from .plots.common import chart_config
-from .trace import AttentionTrace
+from .trace import HTML_VIEW, AttentionTrace
 
 _IDS = itertools.count()
 
@@ -156,3 +156,6 @@ def show(trace: AttentionTrace, page: str = "heads", layer: int = 0, head: int =
 def trace_html(trace: AttentionTrace) -> str:
     """What a trace shows in a notebook: every head of layer 0, head 0 up close and every layer x head."""
     return show(trace, "heads").to_html()
+
+
+HTML_VIEW[:] = [trace_html]  # a trace's _repr_html_ draws with it from now on

@@ -12,7 +12,6 @@ tokenizer's word ids and sequence ids for both sides, where the tokenizer gave t
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +37,11 @@ from .trace_read import frozen, frozen_mask, frozen_stages, head_index, held_byt
 from .trace_values import ValueReads
 
 __all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance", "Values"]
+
+#: How a notebook draws a trace: attnviz.notebook puts its view here when imported (it draws with the pages'
+#: figures, which read traces: registering keeps every import pointing down to this module).
+HTML_VIEW: list = []
+
 _WHAT = {
     "vectors": "query and key vectors",
     "values": "value vectors",
@@ -157,9 +161,9 @@ class AttentionTrace(ValueReads):
         """Every head, query and key of one layer: `stages(layer)`."""
         return self.stages(layer)
 
-    def _repr_html_(self) -> str:
-        """A notebook draws a trace as the Heads page does (the views import this module: reached only when asked)."""
-        return importlib.import_module(".notebook", __package__).trace_html(self)
+    def _repr_html_(self) -> str | None:
+        """A notebook draws a trace as the Heads page does, with the view attnviz.notebook registers (None: plain repr)."""
+        return HTML_VIEW[0](self) if HTML_VIEW else None
 
     def stage(self, name: str, layer: int | None = None) -> np.ndarray:
         """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""

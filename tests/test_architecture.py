@@ -47,6 +47,18 @@ def test_no_import_cycle_inside_the_package():
     assert not cycles, cycles[0]
 
 
+def test_no_module_imports_by_a_string():
+    """importlib.import_module / __import__ would hide an import (and a cycle) from the test above."""
+    calls = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "attr", None) == "import_module" or getattr(node.func, "id", None) == "__import__")
+    ]
+    assert not calls, calls
+
+
 def _imported_names(path: Path):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
