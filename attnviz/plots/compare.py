@@ -62,6 +62,6 @@ def diff_grid(
     panel = max(160, min(320, 860 // cols))
     notes = note_lines(view, 150)
     text = escape(title) + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes)
-    finish(fig, "diff_grid", rows * panel + 100, margin=dict(l=100, r=10, t=60 + 16 * len(notes), b=10),
+    finish(fig, "diff_grid", rows * panel + 100, margin=dict(l=100, r=10, t=60 + 18 * len(notes), b=10),
            meta={"order": order, "view": view}, title=dict(text=text, font_size=14, x=0, xanchor="left"))  # fmt: skip
     return add_boundary(fig, boundary, ((q0, q1), (k0, k1)), n_head)

@@ -64,9 +64,10 @@ def weights_matrix(
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
     if note := range_note(len(tokens), len(key_tokens), (q0, q1), (k0, k1)):
         title += "\n" + note.removeprefix(" · ")
-    notes = note_lines(view, 60 if max_ticks <= HALF_WIDTH_TICKS else 110)  # small print: ~5.5 px a character
-    lines = title.count("\n") + len(notes)
-    height, top = max(320, min(700, 160 + 18 * (q1 - q0))), 50 + 22 * lines  # the title's lines fit
+    notes = note_lines(view, 64 if max_ticks <= HALF_WIDTH_TICKS else 110)  # small print: ~5.5 px a character
+    extra = 28 * len(notes)  # the notes' lines (each lifts the title a little less than a line), above the plot
+    height = max(320, min(700, 160 + 18 * (q1 - q0))) + extra
+    top = 50 + 22 * title.count("\n") + extra  # the title's lines fit
     q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in readable_tokens(key_tokens)[k0:k1]], dtype=object)
     custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
@@ -88,7 +89,7 @@ def weights_matrix(
         # from the top of the card down: a centred two-line title reached the first query label; Plotly lifts each
         # further line of a top-anchored title by about one line, so the padding grows with them (else it is clipped)
         title=dict(text=escape(title).replace("\n", "<br>") + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes),
-                   yref="container", y=1, yanchor="top", pad_t=10 + 20 * lines),
+                   yref="container", y=1, yanchor="top", pad_t=10 + 20 * title.count("\n") + 6 * len(notes)),
         xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60 if max_ticks > 20 else -90),
         yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - top - 90) // 14)),
                    autorange="reversed"),
