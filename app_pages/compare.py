@@ -24,7 +24,9 @@ if tr is None:
     st.stop()
 text, pair = ui.text_inputs()
 layer = src.trace_layer
-mode = ui.url_choice(st.segmented_control, "Compare", MODES, key="cmp_mode", required=True)
+left, right = ui.columns("cmp-mode", [3, 2], vertical_alignment="bottom")
+mode = ui.url_choice(left.segmented_control, "Compare", MODES, key="cmp_mode", required=True)
+view = ui.attention_view(tr, right)  # b − a of the weights, or of value-weighted attention (both sides keep values)
 if not src.pretrained and mode != "sentences":
     st.info("Our module is one layer of its own: compare two sentences with it, or pick a pretrained model.")
     ui.stop(tr)
@@ -74,7 +76,7 @@ try:
     else:
         layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer", bind=ui.URL)
         b, what, label_a, label_b = tr, "two layers", f"layer {layer}", f"layer {layer_b}"
-    result = C.compare_traces(tr, b, layer, layer_b, what)
+    result = C.compare_traces(tr, b, layer, layer_b, what, view)
 except AttnvizError as e:
     ui.show_error(e)
     ui.stop(tr)
@@ -89,14 +91,17 @@ order = result.ranked(measure)
 drawn = hm.windows(tr, ui.token_window(tr, hm.MAX_SHOWN))  # queries and keys apart, as on the Heads page
 (start, stop), (kstart, kstop) = drawn
 titles = [f"#{r + 1}: head {h} ({C.short_number(result.change[measure][h])})" for r, h in enumerate(order)]
-title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
+drawn_view = "weights" if view == "weights" else "value-weighted attention"
+title = f"b − a of the {drawn_view}, heads from most to least changed ({C.MEASURES[measure]})"
 title += hm.range_note(tr.n_tokens, tr.n_keys, *drawn)
 diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
 st.plotly_chart(cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
-                             key_tokens=tr.key_tokens),
-                theme=None, config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}"))  # fmt: skip
-st.caption("One colour range for every panel, centred at 0 (white = no change); weights lie in 0..1, so |b − a| ≤ 1.")
+                             key_tokens=tr.key_tokens, view=view),
+                theme=None, config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}", view))  # fmt: skip
+st.caption(
+    f"One colour range for every panel, centred at 0 (white = no change); the {drawn_view} lie in 0..1, so |b − a| ≤ 1."
+)
 ui.boundary_caption(boundary)
 st.subheader("Heads ranked", divider="gray")
 st.dataframe(result.rows(measure), hide_index=True, key="cmp_table",

@@ -29,7 +29,14 @@ size_mb = len(tr.available_stages) * tr.n_layer * tr.n_head * tr.n_tokens * tr.n
 st.markdown(
     f"Arrays `scores`, `scaled`, `masked`, `weights` of shape [layer, head, query, key] = "
     f"[{tr.n_layer}, {tr.n_head}, {tr.n_tokens}, {tr.n_keys}] (float32, about {size_mb:,.1f} MB before compression), "
-    "`mask` [layer, query, key] (True = may attend), and `provenance.json`. In Python: "
+    "`mask` [layer, query, key] (True = may attend), "
+    + (
+        "per layer the values `values_<layer>` [key/value head, key, d] and ‖v W_O‖ `output_norms_<layer>` [head, key] "
+        "(value-weighted attention reopens from them), "
+        if tr.has("values")
+        else ""
+    )
+    + "and `provenance.json`. In Python: "
     "`attnviz.export.load_npz(open(path, 'rb').read())` gives the trace back; plain `numpy.load` reads the arrays."
 )
 st.download_button(
@@ -76,7 +83,7 @@ if opened is not None:
         saved_layer = st.slider("Layer of the saved trace", 0, saved.n_layer - 1, 0, key="ex_layer", bind=ui.URL)
     saved_stage = st.segmented_control(
         "Stage of the saved trace",
-        saved.available_stages,
+        hm.drawable(saved),  # value-weighted too when the file holds values
         default="weights",
         required=True,
         key="ex_stage",

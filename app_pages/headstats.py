@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import heads as H
+from attnviz.analysis import values as V
 from attnviz.plots import headstats as hp
 from attnviz.plots import heatmaps as hm
 
@@ -85,25 +86,27 @@ st.dataframe(stats.rows(), hide_index=True, key="hs_table",
 st.subheader("Open one head", divider="gray")
 heads = [(layer, head) for layer in range(tr.n_layer) for head in range(tr.n_head)]
 order = sorted(heads, key=lambda lh: -stats[name][lh])
-choice = _head(ui.url_choice(st.selectbox, f"Head (sorted by {label}, highest first)",
+left, right = ui.columns("hs-open", [3, 2], vertical_alignment="bottom")
+choice = _head(ui.url_choice(left.selectbox, f"Head (sorted by {label}, highest first)",
                              {f"{y}-{h}": f"layer {y}, head {h}: {stats[name][y, h]:.3f}" for y, h in order},
                              key="hs_pick"))  # fmt: skip
+view = ui.attention_view(tr, right)  # weights or value-weighted (weights x ||v W_O||), rows of 1 either way
 
 
 if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=ui.open_head, args=(src, *choice)):
     # query_params={}: without it switch_page clears the URL and fails on URL-bound widgets (they rewrite it)
     st.switch_page("app_pages/heads.py", query_params={})
-w = tr.stages(choice[0], heads=choice[1]).weights[0]
+w = V.attention_view(tr, choice[0], view, heads=choice[1])[0]  # this head only
 hidden = H.left_out_keys(tr.n_keys, special if hide else None, leave_out)
-w = H.hide_keys(w, hidden) if hidden.any() else w
+w = H.hide_keys(w, hidden) if hidden.any() else w  # value-weighted rows too: their rest, rescaled to 1
 left_out = " and ".join((["special tokens"] if hide else []) + (["key 0"] if leave_out else []))
-title = f"layer {choice[0]}, head {choice[1]}: weights" + (
+title = f"layer {choice[0]}, head {choice[1]}: {view}" + (
     f" ({left_out} hidden, rows renormalised)" if left_out else ""
 )
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
-st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span),
-                theme=None, config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}"))  # fmt: skip
+st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span, view=view),
+                theme=None, config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}", view))  # fmt: skip
 ui.boundary_caption(boundary)
 ui.sink_map(tr)  # first-token and learned sinks per layer x head, on one colour scale
 ui.provenance(tr)

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import pairs as P
+from attnviz.analysis import values as V
 from attnviz.errors import AttnvizError
 from attnviz.plots import headstats as hp
 from attnviz.plots import pairs as pp
@@ -36,17 +37,23 @@ st.caption(
 )
 
 layer, where = src.trace_layer, src.where
-w = tr.stages(layer).weights
+view = ui.attention_view(tr)  # the blocks, the crossing share and the heatmap below: weights or value-weighted
+w = V.attention_view(tr, layer, view)  # every head: the blocks compare them all
 shares = P.block_shares(w, boundary, end)
+of = "" if view == "weights" else " (value-weighted)"
 
-st.subheader(f"The four blocks, every head of {where}", divider="gray")
-st.caption("Each bar: the mean over the block's query rows of the weight they give to the block's keys.")
-st.plotly_chart(pp.block_bars(shares), theme=None, config=ui.chart_config("pairs", f"layer{layer}", "blocks"))
-st.subheader("Attention crossing between the sentences", divider="gray")
-st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
-st.plotly_chart(
-    pp.crossing_bars(shares["crossing"]), theme=None, config=ui.chart_config("pairs", f"layer{layer}", "crossing")
+st.subheader(f"The four blocks, every head of {where}{of}", divider="gray")
+st.caption(
+    "Each bar: the mean over the block's query rows of the "
+    + ("weight they give" if view == "weights" else "value-weighted share they take from")
+    + " the block's keys."
 )
+st.plotly_chart(pp.block_bars(shares, view=view), theme=None,
+                config=ui.chart_config("pairs", f"layer{layer}", "blocks", view))  # fmt: skip
+st.subheader(f"Attention crossing between the sentences{of}", divider="gray")
+st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
+st.plotly_chart(pp.crossing_bars(shares["crossing"], view=view), theme=None,
+                config=ui.chart_config("pairs", f"layer{layer}", "crossing", view))  # fmt: skip
 st.dataframe(
     [{"head": h, **{k: float(v[h]) for k, v in shares.items()}} for h in range(tr.n_head)],
     hide_index=True,
@@ -56,6 +63,7 @@ st.dataframe(
 
 st.subheader("One head with the boundary", divider="gray")
 head = ui.head_picker(src)
-fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: weights", "pair_head", tr.key_tokens, boundary)
-st.plotly_chart(fig, theme=None, config=ui.chart_config("pairs", f"layer{layer}", f"head{head}"))
+fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: {view}", "pair_head", tr.key_tokens, boundary,
+                        view=view)  # fmt: skip
+st.plotly_chart(fig, theme=None, config=ui.chart_config("pairs", f"layer{layer}", f"head{head}", view))
 ui.provenance(tr)

@@ -4,6 +4,7 @@ import streamlit as st
 
 from attnviz import ui
 from attnviz.analysis import heads as H
+from attnviz.analysis import values as V
 from attnviz.analysis import words as W
 from attnviz.plots import headstats as hp
 
@@ -38,8 +39,10 @@ if len(groups) == tr.n_tokens and len(key_groups) == tr.n_keys:
     )
 
 layer, where = src.trace_layer, src.where
-head = ui.head_picker(src)
-w = tr.stages(layer).weights
+left, right = ui.columns("words-head", [3, 2], vertical_alignment="bottom")
+head = ui.head_picker(src, left)
+view = ui.attention_view(tr, right)  # weights or value-weighted: rows of 1 either way, so merged rows are too
+w = V.attention_view(tr, layer, view, heads=head)[0]  # this head only
 merged = W.merge_words(w, groups, key_groups)
 boundary = ui.pair_boundary(src, tr)
 word_boundary = W.word_position(groups, boundary)
@@ -47,31 +50,33 @@ left, right = st.columns(2, gap="large")
 with left:
     st.plotly_chart(
         hp.weights_matrix(
-            merged[head],
+            merged,
             labels,
-            f"{where}, head {head}: words",
+            f"{where}, head {head}: {view}, words",
             "words_head",
             key_labels,
             word_boundary,
             max_ticks=HALF_WIDTH_TICKS,
+            view=view,
         ),  # fmt: skip
         theme=None,
-        config=ui.chart_config("words", f"layer{layer}", f"head{head}"),
+        config=ui.chart_config("words", f"layer{layer}", f"head{head}", view),
     )
     st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
 with right:
     st.plotly_chart(
         hp.weights_matrix(
-            w[head],
+            w,
             tr.tokens,
-            f"{where}, head {head}: tokens",
+            f"{where}, head {head}: {view}, tokens",
             "tokens_head",
             tr.key_tokens,
             boundary,
             max_ticks=HALF_WIDTH_TICKS,
+            view=view,
         ),  # fmt: skip
         theme=None,
-        config=ui.chart_config("tokens", f"layer{layer}", f"head{head}"),
+        config=ui.chart_config("tokens", f"layer{layer}", f"head{head}", view),
     )
     st.caption("The same head between the tokens the model really saw.")
 if word_boundary is not None:

@@ -3,8 +3,9 @@
 Pure functions returning bytes or text, so pages can hand them to a download button and tests can read them back.
 
 The whole-trace .npz (`trace_npz`) holds every stage of every layer as [layer, head, query, key] float32, what
-they are made from (scale, fill, mask, bias, softcap, sinks per layer) and a JSON record (`provenance.json`)
-of what produced it. `load_npz` (trace_file.py, which reads any file within bounds) rebuilds an AttentionTrace
+they are made from (scale, fill, mask, bias, softcap, sinks per layer), when the trace keeps them the values
+(`values_<layer>` [kv_head, key, d_value]) and what each head writes from each key (`output_norms_<layer>` [head, key],
+||v W_O||, for value-weighted attention), and a JSON record (`provenance.json`) of what produced it. `load_npz` (trace_file.py, which reads any file within bounds) rebuilds an AttentionTrace
 from the saved scores with the saved scale, mask and fill, through the same stage function, so its arrays equal
 the saved ones (checked on load; a trace saved on a GPU and reopened on a CPU may differ in the last bits, and
 the trace's notes then say by how much).
@@ -197,6 +198,8 @@ def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None =
                 out[f"{part}_{i}"] = getattr(facts, part)
         if facts.softcap is not None:
             out[f"softcap_{i}"] = np.array(facts.softcap, np.float64)
+        if trace.has("values"):  # so a reopened file draws value-weighted attention too
+            out[f"values_{i}"], out[f"output_norms_{i}"] = trace.value_heads(i), trace.output_norms(i)
     buf = io.BytesIO()
     np.savez_compressed(buf, **out)
     return buf.getvalue()

@@ -9,7 +9,8 @@ checked (scales as the API checks them, `check_scale`). Every failure is an Inpu
 in our words: numpy's and zipfile's (with their advice to load pickles) never reach a user.
 
 `scaled` and `masked` are recomputed from `scores` with the saved scale, mask and fill, so only their headers
-are read; the saved weights are read to check the recomputation against them.
+are read; the saved weights are read to check the recomputation against them. Values and output norms, saved for
+traces that keep them, come back as they were, so a reopened trace draws value-weighted attention too.
 """
 
 from __future__ import annotations
@@ -26,21 +27,25 @@ import torch
 
 from .attention import check_scale
 from .errors import InputError
-from .trace import AttentionTrace, LayerRecord, Provenance
+from .trace import AttentionTrace, LayerRecord, Provenance, Values
 
 NPZ_FORMAT = "attnviz-trace/1"
 RECORD_BYTES = 4 * 2**20  # the JSON record unpacked; numpy stores text at 4 bytes a character
 LOAD_BYTES = 2 * 2**30  # what `load_npz` unpacks at most unless told otherwise (the dashboard passes less)
-MAX_MEMBERS = 1024  # a trace file holds 6 arrays plus at most 3 per layer
+MAX_MEMBERS = 1024  # a trace file holds 6 arrays plus at most 5 per layer
 HEAD_BYTES = 16_384  # read of each member for its npy header (numpy caps a header at 10,000 characters)
 UNREAD = ("scaled", "masked")  # recomputed from scores: headers checked, data never unpacked
 SCALE_ON = ("scores", "q", "k", "q and k")
 
-_NAME = re.compile(r"(provenance\.json|scores|scaled|masked|weights|mask|(?:bias|sinks|softcap)_\d{1,6})\.npy")
+_NAME = re.compile(
+    r"(provenance\.json|scores|scaled|masked|weights|mask|(?:bias|sinks|softcap|values|output_norms)_\d{1,6})\.npy"
+)
+PER_LAYER_VALUES = ("values", "output_norms")  # saved for every layer or none (traces that keep values)
 #: member kind -> (dtype kinds it may have, ranks it may have)
 _KINDS = {
     "provenance.json": ("U", (0,)), "scores": ("f", (4,)), "scaled": ("f", (4,)), "masked": ("f", (4,)),
     "weights": ("f", (4,)), "mask": ("b", (3,)), "bias": ("f", (3,)), "sinks": ("f", (1, 2)), "softcap": ("f", (0,)),
+    "values": ("f", (3,)), "output_norms": ("f", (2,)),
 }  # fmt: skip
 _WHAT = {
     "f": "floating-point numbers",
@@ -131,7 +136,7 @@ def _headers(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo]) -> dict[str
             shape, _, dtype = reader[version](head)
         except (ValueError, KeyError):
             raise refused(f"its {name} member is not a numpy array") from None
-        kinds, ranks = _KINDS[name.split("_")[0] if name[-1].isdigit() else name]
+        kinds, ranks = _KINDS[name.rpartition("_")[0] if name[-1].isdigit() else name]
         if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in kinds:
             got = _WHAT.get("O" if dtype.hasobject else dtype.kind, f"values of type {dtype.name}")
             raise refused(f"its {name} array holds {got}, not {_WHAT[kinds]}")
@@ -156,12 +161,22 @@ def _check_shapes(members: dict[str, Member], max_tokens: int | None) -> tuple[i
             f"{max_tokens:,} tokens. Open it in Python with attnviz.export.load_npz."
         )
     expected = {"mask": [(n_layer, n_query, n_key)], "bias": [(n_head, n_query, n_key), (1, n_query, n_key)],
-                "sinks": [(n_head,), (n_head, n_query)], "softcap": [()]}  # fmt: skip
+                "sinks": [(n_head,), (n_head, n_query)], "softcap": [()], "output_norms": [(n_head, n_key)]}  # fmt: skip
     for name, m in members.items():
-        kind, _, layer = name.partition("_")
-        if kind in expected and (m.shape not in expected[kind] or (layer and int(layer) >= n_layer)):
+        kind, _, layer = name.rpartition("_") if name[-1].isdigit() else (name, "", "")
+        fits = m.shape in expected.get(kind, [m.shape]) and (kind != "values" or _value_heads(m.shape, n_head, n_key))
+        if not fits or (layer and int(layer) >= n_layer):
             raise refused(f"its {name} array does not fit {n_layer} layers, {n_head} heads, {n_query} x {n_key} tokens")
+    saved = {f"{kind}_{i}" for kind in PER_LAYER_VALUES for i in range(n_layer)} & set(members)
+    if saved and (len(saved) != 2 * n_layer or "scores" not in members):
+        raise refused("it holds values for some layers only, or values without scores")
     return dims
+
+
+def _value_heads(shape: tuple[int, ...], n_head: int, n_key: int) -> bool:
+    """Whether values [kv_head, key, d_value] fit: key/value heads that divide the heads, one row per key."""
+    kv, keys, width = shape
+    return kv >= 1 and n_head % kv == 0 and keys == n_key and width >= 1
 
 
 def _record(zf: zipfile.ZipFile, member: Member) -> dict:
@@ -278,5 +293,16 @@ def _layer_record(arrays: dict, rec: dict, i: int) -> LayerRecord:
     return LayerRecord(
         None, None, check_scale(rec["scale"][i]), torch.from_numpy(arrays["mask"][i]), float(rec["fill"][i]),
         bias=opt("bias"), scores=torch.from_numpy(arrays["scores"][i]), softcap=softcap, sinks=opt("sinks"),
-        scale_on=(rec.get("scale_on") or ["scores"] * (i + 1))[i], no_values="a saved trace file holds no value vectors",
+        scale_on=(rec.get("scale_on") or ["scores"] * (i + 1))[i], values=_values(arrays, i),
+        no_values="the trace file was saved without value vectors (the trace kept none, or an older attnviz saved it)",
     )  # fmt: skip
+
+
+def _values(arrays: dict, i: int) -> Values | None:
+    """Layer i's saved values and output norms (||v W_O||, never negative), or None when the file has none."""
+    if f"values_{i}" not in arrays:
+        return None
+    v, written = arrays[f"values_{i}"], arrays[f"output_norms_{i}"]
+    if not (np.isfinite(v).all() and np.isfinite(written).all() and (written >= 0).all()):
+        raise refused(f"its values or output norms of layer {i} hold NaN, infinite or negative numbers")
+    return Values(torch.from_numpy(v), torch.from_numpy(written))

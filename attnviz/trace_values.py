@@ -35,3 +35,10 @@ class ValueReads:
         values = self._values_of(layer)
         with torch.inference_mode():
             return frozen(values.of_heads(head_index(head, self.n_head))[0])
+
+    def value_heads(self, layer: int) -> np.ndarray:
+        """v [kv_head, key, d_value] float32 of every key/value head as kept (heads that share one not expanded; see
+        `values` for one query head's): with `output_norms`, what a saved trace file needs for value-weighted views."""
+        values = self._values_of(layer)
+        with torch.inference_mode():
+            return frozen(values.v.float())

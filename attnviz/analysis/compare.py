@@ -1,6 +1,6 @@
 """Compare: two attention patterns of the same shape, head by head (a minimal pair, two models, two layers).
 
-For weights a, b [head, query, key] (the same positions): the difference b - a, and per head how much it
+For weights a, b [head, query, key] (the same positions; or value-weighted attention, `values.VIEWS`): the difference b - a, and per head how much it
 changed: the mean and the largest |b - a| over cells, and the Jensen-Shannon divergence of each query's row
 (in nats, 0 = the same distribution, at most ln 2), averaged over the rows where either side attends at all.
 Heads are ranked by the measure the caller picks.
@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..trace import AttentionTrace
+from .values import VALUE_WEIGHTED, attention_view
 
 MEASURES = {
     "mean_abs": "mean |difference| over the head's cells",
@@ -83,10 +84,19 @@ def check_comparable(a: AttentionTrace, b: AttentionTrace, what: str = "two sent
 
 
 def compare_traces(a: AttentionTrace, b: AttentionTrace, layer_a: int, layer_b: int | None = None,
-                   what: str = "two sentences") -> Comparison:  # fmt: skip
-    """Compare layer_a of trace a with layer_b (default the same) of trace b, after `check_comparable`."""
+                   what: str = "two sentences", view: str = "weights") -> Comparison:  # fmt: skip
+    """Compare layer_a of trace a with layer_b (default the same) of trace b, after `check_comparable`.
+
+    view: one of values.VIEWS; value-weighted attention needs both traces to keep values (an InputError names the
+    one that does not, and why)."""
     check_comparable(a, b, what)
-    return compare_layers(a.stages(layer_a).weights, b.stages(layer_a if layer_b is None else layer_b).weights)
+    if view == VALUE_WEIGHTED:
+        for side, trace in (("a", a), ("b", b)):
+            if not trace.has("values"):
+                raise InputError(f"Value-weighted attention needs the values of both sides; {side} ({what}) has "
+                                 f"none. {trace.why_not('values')} Compare the weights instead.")  # fmt: skip
+    layer_b = layer_a if layer_b is None else layer_b
+    return compare_layers(attention_view(a, layer_a, view), attention_view(b, layer_b, view))
 
 
 #: Swaps for a minimal pair (either way round): common words, one token each in the usual vocabularies; the

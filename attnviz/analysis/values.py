@@ -20,6 +20,8 @@ from ..trace_read import frozen
 
 #: The value-weighted view's stage name in the pages and their URLs (its numbers: `value_share`).
 VALUE_WEIGHTED = "value-weighted"
+#: The two views of where a head's attention goes, beside every weights heatmap: rows of each sum to 1.
+VIEWS = ("weights", VALUE_WEIGHTED)
 
 
 def _norms(trace: AttentionTrace, layer: int, heads, queries, keys) -> torch.Tensor:
@@ -61,3 +63,15 @@ def value_share(trace: AttentionTrace, layer: int, heads=None, queries=None, key
     A key window gives that window's part of each whole row (its cells sum to at most 1)."""
     with torch.inference_mode():
         return frozen(value_share_tensor(trace, layer, heads, queries, keys))
+
+
+def attention_view(trace: AttentionTrace, layer: int, view: str = "weights", heads=None, queries=None, keys=None):
+    """float32 [head, query, key] of one of VIEWS: the weights, or value-weighted attention (`value_share`).
+
+    heads, queries, keys: as `trace.stages`; only the heads and query rows asked for are computed (value-weighted rows
+    need every key for their totals, never other heads or rows). An InputError says why when a trace cannot give it."""
+    if view == VALUE_WEIGHTED:
+        return value_share(trace, layer, heads, queries, keys)
+    if view != "weights":
+        raise InputError(f"Unknown view {view!r}: choose one of {', '.join(VIEWS)}.")
+    return trace.stages(layer, heads=heads, queries=queries, keys=keys).weights

@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from .common import DIFF_SCALE, MAX_TICKS, escape, f32, finish, symmetric_range, ticks
 from .pairs import add_boundary
+from .value_weighted import note_lines
 
 
 def diff_grid(
@@ -22,6 +23,7 @@ def diff_grid(
     boundary=None,
     window=None,
     key_tokens=None,
+    view: str = "weights",
 ) -> go.Figure:
     """Every head's b - a [head, query, key] as a heatmap, ONE colour range -r..r (zmid 0), heads in `order`.
 
@@ -30,6 +32,7 @@ def diff_grid(
     boundary: where sentence B of a pair starts (positions of the whole text), or None.
     window: the ((query start, stop), (key start, stop)) of the whole text that diff holds (a long text's
     `windows`, drawn at its own positions as on the Heads page); None: diff is the whole text.
+    view: which of analysis.values.VIEWS was compared (value-weighted: what it is, under the title; meta["view"]).
     """
     d = f32(diff)
     n_head, n, n_key = d.shape
@@ -57,6 +60,8 @@ def diff_grid(
     )
     fig.update_annotations(font_size=12)
     panel = max(160, min(320, 860 // cols))
-    finish(fig, "diff_grid", rows * panel + 100, margin=dict(l=100, r=10, t=60, b=10), meta={"order": order},
-           title=dict(text=escape(title), font_size=14, x=0, xanchor="left"))  # fmt: skip
+    notes = note_lines(view, 150)
+    text = escape(title) + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes)
+    finish(fig, "diff_grid", rows * panel + 100, margin=dict(l=100, r=10, t=60 + 18 * len(notes), b=10),
+           meta={"order": order, "view": view}, title=dict(text=text, font_size=14, x=0, xanchor="left"))  # fmt: skip
     return add_boundary(fig, boundary, ((q0, q1), (k0, k1)), n_head)

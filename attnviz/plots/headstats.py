@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from .common import MAX_TICKS, WEIGHTS_SCALE, escape, f32, finish, readable_tokens, ticks
 from .pairs import add_boundary
+from .value_weighted import note_lines
 from .windows import axis_ranges, range_note, window
 
 HALF_WIDTH_TICKS = 12  # key labels of a half-width matrix (~200 px): upright, ~16 px apart, they never touch
@@ -49,20 +50,24 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
 
 def weights_matrix(
     weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None, boundary=None, token_range=None,
-    max_ticks: int = MAX_TICKS,
+    max_ticks: int = MAX_TICKS, view: str = "weights",
 ) -> go.Figure:  # fmt: skip
     """One [query, key] matrix of probabilities on the 0..1 scale, positional axes, tokens in the hover.
 
     `boundary`: where sentence B of a pair starts (dashed lines, see plots.pairs), or None. Long texts show a window
     of at most MAX_SHOWN tokens per axis (`token_range`: one range or a Window; the first ones by default), said in
-    the title. `max_ticks`: labels per axis (fewer for a half-width chart, so they never overlap)."""
+    the title. `max_ticks`: labels per axis (fewer for a half-width chart, so they never overlap). `view`: which of
+    analysis.values.VIEWS the matrix holds (value-weighted: what it is, under the title; meta["view"])."""
     key_tokens = tokens if key_tokens is None else key_tokens
     rows, cols = axis_ranges(token_range)
     (q0, q1), (k0, k1) = window(len(tokens), rows), window(len(key_tokens), cols)
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
     if note := range_note(len(tokens), len(key_tokens), (q0, q1), (k0, k1)):
         title += "\n" + note.removeprefix(" · ")
-    height, top = max(320, min(700, 160 + 18 * (q1 - q0))), 50 + 22 * title.count("\n")  # the title's lines fit
+    notes = note_lines(view, 64 if max_ticks <= HALF_WIDTH_TICKS else 110)  # small print: ~5.5 px a character
+    extra = 28 * len(notes)  # the notes' lines (each lifts the title a little less than a line), above the plot
+    height = max(320, min(700, 160 + 18 * (q1 - q0))) + extra
+    top = 50 + 22 * title.count("\n") + extra  # the title's lines fit
     q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in readable_tokens(key_tokens)[k0:k1]], dtype=object)
     custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
@@ -81,14 +86,13 @@ def weights_matrix(
         )
     )
     fig.update_layout(
-        # from the top of the card down: a centred two-line title reached the first query label
         # from the top of the card down: a centred two-line title reached the first query label; Plotly lifts each
         # further line of a top-anchored title by about one line, so the padding grows with them (else it is clipped)
-        title=dict(text=escape(title).replace("\n", "<br>"), yref="container", y=1, yanchor="top",
-                   pad_t=10 + 20 * title.count("\n")),
+        title=dict(text=escape(title).replace("\n", "<br>") + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes),
+                   yref="container", y=1, yanchor="top", pad_t=10 + 20 * title.count("\n") + 6 * len(notes)),
         xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60 if max_ticks > 20 else -90),
         yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - top - 90) // 14)),
                    autorange="reversed"),
     )  # fmt: skip
-    finish(fig, figure, height, margin=dict(l=90, r=20, t=top, b=90))
+    finish(fig, figure, height, margin=dict(l=90, r=20, t=top, b=90), meta={"view": view})
     return add_boundary(fig, boundary, ((q0, q1), (k0, k1)))

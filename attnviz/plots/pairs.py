@@ -46,25 +46,31 @@ def add_boundary(fig: go.Figure, boundary: int | None, span=None, panels: int = 
     return fig
 
 
-def block_bars(shares: dict, blocks=("A->A", "A->B", "B->A", "B->B")) -> go.Figure:
-    """Per head, the mean share of each block (grouped bars), on a 0..1 axis."""
+def block_bars(shares: dict, blocks=("A->A", "A->B", "B->A", "B->B"), view: str = "weights") -> go.Figure:
+    """Per head, the mean share of each block (grouped bars), on a 0..1 axis; `view`: what was shared (the weights,
+    or value-weighted attention), said on the axis."""
     n_head = len(next(iter(shares.values())))
     heads = list(range(n_head))
     fig = go.Figure([go.Bar(name=b, x=heads, y=f32(shares[b]), marker_color=BLOCK_COLOURS[b]) for b in blocks])
     fig.update_layout(
         barmode="group",
         xaxis=dict(title="head", tickmode="array", tickvals=heads),
-        yaxis=dict(title="mean share of a row", range=[0, 1]),
+        yaxis=dict(title="mean share of a row" + _of(view), range=[0, 1]),
     )
-    return finish(fig, "pair_blocks", 360, margin=dict(l=60, r=20, t=40, b=50), legend=dict(orientation="v"))
+    return finish(fig, "pair_blocks", 360, margin=dict(l=60, r=20, t=40, b=50), legend=dict(orientation="v"),
+                  meta={"view": view})  # fmt: skip
 
 
-def crossing_bars(crossing: np.ndarray) -> go.Figure:
-    """Per head, the share of all attention that crosses between the sentences."""
+def _of(view: str) -> str:
+    return "" if view == "weights" else f" ({view})"
+
+
+def crossing_bars(crossing: np.ndarray, view: str = "weights") -> go.Figure:
+    """Per head, the share of all attention that crosses between the sentences (`view` as in block_bars)."""
     heads = list(range(len(crossing)))
     fig = go.Figure(go.Bar(x=heads, y=f32(crossing), marker_color=BLOCK_COLOURS["A->B"], name="crossing"))
     fig.update_layout(
         xaxis=dict(title="head", tickmode="array", tickvals=heads),
-        yaxis=dict(title="share crossing between A and B", range=[0, 1]),
+        yaxis=dict(title="share crossing between A and B" + _of(view), range=[0, 1]),
     )
-    return finish(fig, "pair_crossing", 300, margin=dict(l=60, r=20, t=30, b=50))
+    return finish(fig, "pair_crossing", 300, margin=dict(l=60, r=20, t=30, b=50), meta={"view": view})

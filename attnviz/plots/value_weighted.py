@@ -6,6 +6,8 @@ Value-weighted attention (attnviz.analysis.values.value_share) is each weight ti
 
 from __future__ import annotations
 
+import textwrap
+
 from ..analysis.values import VALUE_WEIGHTED
 from ..trace import AttentionTrace
 
@@ -28,3 +30,9 @@ VALUE_WEIGHTED_CAPTION = (
 def drawable(trace: AttentionTrace) -> tuple[str, ...]:
     """The stages this trace can draw, then value-weighted attention when it keeps values."""
     return (*trace.available_stages, *((VALUE_WEIGHTED,) if trace.has("values") else ()))
+
+
+def note_lines(view: str, width: int) -> list[str]:
+    """What the view is, for a figure's title: VALUE_WEIGHTED_NOTE in lines of at most `width` characters (Plotly
+    never wraps a title); none for the weights."""
+    return textwrap.wrap(VALUE_WEIGHTED_NOTE, width) if view == VALUE_WEIGHTED else []

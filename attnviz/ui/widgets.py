@@ -6,6 +6,7 @@ import json
 
 import streamlit as st
 
+from ..analysis.values import VIEWS
 from ..export import short_model_name
 from ..plots import common
 from ..plots import heatmaps as hm
@@ -56,6 +57,31 @@ def stage_picker(trace: AttentionTrace) -> str:
         "(Kobayashi et al. 2020, “Attention is not only a weight”).",
     )
     return stage or "weights"
+
+
+VIEW_HELP = (
+    "weights = the softmax: how much of each key's value a query takes. value-weighted = weights × ‖v W_O‖, the size "
+    "of what each key's value adds through the output projection, rows rescaled to sum to 1 (Kobayashi et al. 2020, "
+    "“Attention is not only a weight”): a key with a large weight but a small value, often a sink, fades."
+)
+
+
+def attention_view(trace: AttentionTrace, container=None) -> str:
+    """The view beside every weights heatmap outside Heads (URL key "view", shared by the pages): "weights" or
+    "value-weighted". Greyed out, saying why in its help, when the trace keeps no values; it then gives "weights"
+    and keeps a link's choice for the next trace that can draw it (as the Heads page's "Without sinks" does)."""
+    why = trace.why_not("values")
+    view = (container or st).segmented_control(
+        "View",
+        VIEWS,
+        default="weights",
+        required=True,
+        key="view",
+        bind=URL,
+        disabled=why is not None,
+        help=VIEW_HELP + ("" if why is None else f" Not for this trace. {literal(why)}"),
+    )
+    return view if why is None and view in VIEWS else "weights"
 
 
 def colour_range(stage: str, container=None) -> str:

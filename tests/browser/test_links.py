@@ -148,6 +148,7 @@ CASES = {
             lambda t: click(t, "Leave out key 0"),
             lambda t: choose(t, "Statistic", "to previous token"),
             lambda t: choose(t, "Head (sorted by to previous token, highest first)", "layer 2, head 3:"),
+            lambda t: pick(t, "value-weighted"),  # the View beside the opened head (URL key view)
         ],
     ),
     "rollout": (
@@ -177,8 +178,13 @@ CASES = {
     "words": (
         SENTENCE,
         2,
-        [lambda t: choose(t, "Sub-word convention", "byte-level BPE"), lambda t: slide(t, "Head", 3)],
+        [
+            lambda t: choose(t, "Sub-word convention", "byte-level BPE"),
+            lambda t: slide(t, "Head", 3),
+            lambda t: pick(t, "value-weighted"),
+        ],
     ),
+    "pairs": (SENTENCE, 3, [lambda t: pick(t, "value-weighted"), lambda t: slide(t, "Head", 2)]),  # with PAIRS' text
     "compare-sentences": (
         SENTENCE,
         1,
@@ -187,7 +193,11 @@ CASES = {
             lambda t: choose(t, "Rank heads by", "Jensen-Shannon divergence"),
         ],
     ),
-    "compare-layers": (SENTENCE, 1, [lambda t: pick(t, "Two layers"), lambda t: slide(t, "Layer b", 2)]),
+    "compare-layers": (
+        SENTENCE,
+        1,
+        [lambda t: pick(t, "Two layers"), lambda t: slide(t, "Layer b", 2), lambda t: pick(t, "value-weighted")],
+    ),
     "compare-long": (
         LONG,
         1,
@@ -266,10 +276,15 @@ def decoder_folder(tmp_path_factory):
     return build_gpt2_bpe(tmp_path_factory.mktemp("links-gpt2"))
 
 
+#: Cases opened with a second sentence (the Sentence pairs page draws nothing without one).
+PAIRS = {"pairs": "It was tired, and it slept."}
+
+
 def open_page(tab: Tab, page: str, text: str, charts: int, model: str | None = None) -> None:
     from urllib.parse import quote
 
     hub = f"&source=hub&model={quote(str(model))}" if model else ""
+    hub += f"&pair={quote(PAIRS[page])}" if page in PAIRS else ""
     tab.open(f"{'' if page == 'heads' else page}?text={quote(text)}{hub}", charts=charts)  # Heads is the default page
     thumb(tab, "Layer").wait_for(state="attached")
 
