@@ -25,7 +25,11 @@ why = ua.why_no_ablation(src)
 if why:
     st.info(ui.literal(why))  # the reason names the model (a user's id)
     ui.stop(tr)
-heads = ua.heads_to_remove(src)
+left, right = ui.columns("abl-heads", [2, 3], gap="large")
+with left:
+    heads = ua.heads_to_remove(src)
+with right:
+    ua.click_heads(src, heads)  # the same heads on a layer x head grid: a click adds or removes one
 c1, c2 = st.columns(2)
 with c1:
     mode = ui.url_choice(st.segmented_control, "Remove them by", ua.MODE_LABELS, key="abl_mode", required=True)

@@ -52,10 +52,24 @@ with left:
         st.markdown("Score stages are not probabilities: red is above 0, blue below, white is 0.")
     st.caption(
         "Hover a cell to see the query, the key, the weight and (when the model exposes them) the raw and scaled scores."
+        " **Click a cell** to pick its column's key in *Who reads this token* below."
     )
+
+
+def _pick_key():
+    """A click on the one-head view: its column's key becomes the key of "Who reads this token"."""
+    key = ui.selected_key(ui.take_click("head-detail"), tr.n_keys)
+    if key is not None:
+        st.session_state["hd_key"] = key
+        st.session_state["key_picked"] = True
+
+
 with right:
     st.plotly_chart(
         hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours, boundary=boundary, without=without),
+        key=ui.chart_key("head-detail"),  # a new key after each click: the same cell clicked again picks it again
+        on_select=_pick_key,
+        selection_mode="points",
         theme=None,
         config=ui.chart_config(f"layer{layer}", f"head{head}", stage),
     )
@@ -126,3 +140,5 @@ ui.provenance(tr)
 
 if st.session_state.pop("tile_opened", False):  # a tile was clicked: show the head it opened
     ui.scroll_to("one-head")
+elif st.session_state.pop("key_picked", False):  # a cell was clicked: show who reads its key
+    ui.scroll_to("who-reads")

@@ -52,6 +52,12 @@ def heatmaps(fig: dict) -> list[dict]:
     return [t for t in fig["data"] if t.get("type") == "heatmap"]
 
 
+def click_cells(fig: dict) -> dict:
+    """The one-head view's click targets (plots.clickable), which carry its hover text and customdata."""
+    (cells,) = [t for t in fig["data"] if t.get("name") == "cells"]
+    return cells
+
+
 def z_arrays(fig: dict) -> list[np.ndarray]:
     """The z matrix of every heatmap trace of a figure, decoded."""
     return [array(t["z"]) for t in heatmaps(fig)]

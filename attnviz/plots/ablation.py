@@ -66,3 +66,32 @@ def change_grid(change: np.ndarray, result: Ablation, title: str) -> go.Figure:
     fig.update_layout(meta={"figure": "ablation_change", "heads": [list(h) for h in result.heads],
                             "mode": result.mode})  # fmt: skip
     return fig
+
+
+def head_picker(n_layer: int, n_head: int, removed) -> go.Figure:
+    """A layer x head grid of squares to click: one square per head (customdata [layer, head], as the Heads page's
+    overview), the `removed` heads filled red, the others outlined. The dashboard toggles the clicked head."""
+    removed = {(int(layer), int(head)) for layer, head in removed}
+    layer, head = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
+    gone = np.array([(a, b) in removed for a, b in zip(layer.ravel(), head.ravel())])
+    cell = int(max(10, min(30, 760 / max(n_head, 1), 560 / max(n_layer, 1))))  # squares fill a ~760 x 560 px grid
+    # at least 340 px wide: the modebar stays clear of the "head" title on a model with few heads
+    fig = go.Figure(
+        go.Scatter(
+            x=head.ravel().astype(np.int32), y=layer.ravel().astype(np.int32),
+            customdata=[[int(a), int(b)] for a, b in zip(layer.ravel(), head.ravel())],  # plain lists: selected_tile
+            mode="markers", name="heads", showlegend=False,
+            marker=dict(symbol="square", size=cell * 0.8, color=np.where(gone, REMOVED, "rgba(0,0,0,0)").tolist(),
+                        line=dict(color=np.where(gone, REMOVED, "#9a9aa8").tolist(), width=1.5)),
+            selected=dict(marker=dict(opacity=1)), unselected=dict(marker=dict(opacity=1)),  # no dimming on a click
+            hovertemplate=[f"L{a} H{b}: click to {'put it back' if g else 'remove it'}<extra></extra>"
+                           for a, b, g in zip(layer.ravel(), head.ravel(), gone)],
+        )
+    )  # fmt: skip
+    fig.update_xaxes(title_text="head", tickmode="array", tickvals=list(range(0, n_head, max(1, n_head // 16))),
+                     range=[-0.6, n_head - 0.4], side="top", showgrid=False, zeroline=False, fixedrange=True)  # fmt: skip
+    fig.update_yaxes(title_text="layer", tickmode="array", tickvals=list(range(0, n_layer, max(1, n_layer // 16))),
+                     range=[n_layer - 0.4, -0.6], showgrid=False, zeroline=False, fixedrange=True)  # fmt: skip
+    finish(fig, "ablation_picker", height=cell * n_layer + 90, top=60, margin=dict(l=60, r=10, t=60, b=10),
+           width=max(340, cell * n_head + 90), meta={"removed": sorted([list(h) for h in removed])})  # fmt: skip
+    return fig

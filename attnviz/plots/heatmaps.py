@@ -27,6 +27,7 @@ from ..analysis.sinks import window_without_keys
 from ..analysis.values import VALUE_WEIGHTED, value_share
 from ..errors import AttnvizError
 from ..trace import AttentionTrace
+from .clickable import CELLS, cell_targets  # noqa: F401 (CELLS re-exported)
 from .colours import COLOUR_RANGES, LOG_FLOOR, colour, colour_bar, colour_values, transformed  # noqa: F401
 from .common import (
     MASKED_BG,
@@ -245,8 +246,7 @@ def head_detail(
             dx=1,
             y0=start,
             dy=1,
-            customdata=custom,
-            hovertemplate=hover + "<extra></extra>",
+            hoverinfo="skip",  # the click targets on top carry the hover (see plots.clickable)
             hoverongaps=False,
             colorbar=colour_bar(stage, colours, label),
             **colour(stage, z_layer, mode=colours),  # the layer's range, so colours mean what they mean in the grid
@@ -254,6 +254,10 @@ def head_detail(
     )
     n = max(stop - start, kstop - kstart)
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
+    cell_px = (side - 160) / n  # about a cell: the plot is the figure less its title and tick labels
+    targets = cell_targets(
+        (start, stop), (kstart, kstop), cell_px, customdata=custom, hovertemplate=hover + "<extra></extra>"
+    )
     fig.update_xaxes(
         **ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2), tickangle=-60, title_text="key (attended to)",
         showgrid=False,  # half the query labels: the plot is narrower than tall and slanted labels need ~17 px
@@ -274,8 +278,9 @@ def head_detail(
         margin=dict(l=10, r=10, t=50 if note or stage == VALUE_WEIGHTED else 40, b=10),
         title=dict(text=title + _subtitle(stage, note), font_size=14, x=0, xanchor="left"),
     )
+    fig.update_layout(hoverdistance=-1)  # hover and click take the nearest cell, however large the cells are
     drawn = ((start, stop), (kstart, kstop))
-    return add_spans(add_boundary(fig, boundary, drawn), trace, drawn)
+    return add_spans(add_boundary(fig, boundary, drawn), trace, drawn).add_trace(targets)  # on top: clicks reach it
 
 
 def overview(

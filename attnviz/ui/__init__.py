@@ -9,6 +9,7 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 """
 
 from .before_softmax import scale_note
+from .clicks import chart_key, selected_head, selected_key, take_click, toggle_head
 from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text
 from .generation import generation_settings, generation_steps
 from .kv_groups import grid_groups
@@ -62,4 +63,5 @@ __all__ = [
     "scroll_to", "section", "selected_tile", "server_max_tokens", "setup", "show_error", "sidebar",
     "sinks_and_softcap", "stage_picker", "stop", "text_inputs", "token_window", "trace_of_text", "url_choice",
     "grid_groups", "who_reads", "leave_out_first", "sink_map", "without_sinks",
+    "chart_key", "selected_head", "selected_key", "take_click", "toggle_head",
 ]  # fmt: skip

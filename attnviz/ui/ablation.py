@@ -7,9 +7,12 @@ import streamlit as st
 from ..ablation import Ablation
 from ..errors import AttnvizError
 from ..hf.ablate import ablate, check_model
+from ..plots.ablation import head_picker
+from .clicks import chart_key, selected_head, take_click, toggle_head
 from .data import get_model
 from .literal import show_error
 from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs, url_choice
+from .widgets import chart_config
 
 MOST_HEADS = 16  # heads removed at once on the page (the API takes more)
 MODE_LABELS = {"zero": "zero", "mean": "mean over positions"}
@@ -45,6 +48,28 @@ def heads_to_remove(src: Selection, key: str = "abl_heads") -> list[tuple[int, i
                         default=[f"0-{min(1, n_head - 1)}"], max_selections=MOST_HEADS,
                         placeholder="Choose heads, e.g. L0 H1")  # fmt: skip
     return [tuple(int(v) for v in p.split("-")) for p in picked]
+
+
+def click_heads(src: Selection, heads, key: str = "abl_heads") -> None:
+    """The layer x head grid beside the multiselect: a click on a square adds that head or puts it back (the
+    multiselect, with its own clear-all button, and the link follow); past MOST_HEADS a click is refused, and the page
+    says so."""
+    n_layer, n_head = src.model.n_layer, src.model.n_head
+
+    def toggle():
+        tile = selected_head(take_click("abl-grid"), n_layer, n_head)
+        if tile is not None:
+            picked = [p for p in st.session_state.get(key) or [] if isinstance(p, str)]
+            st.session_state[key], st.session_state["_abl_full"] = toggle_head(
+                picked, f"{tile[0]}-{tile[1]}", MOST_HEADS
+            )
+
+    st.caption("**Click a square** to remove that head (filled red) or to put it back.")
+    st.plotly_chart(head_picker(n_layer, n_head, heads), key=chart_key("abl-grid"), on_select=toggle,
+                    selection_mode="points", theme=None, width="content",
+                    config=chart_config("ablation", "heads"))  # fmt: skip
+    if st.session_state.pop("_abl_full", False):
+        st.warning(f"At most {MOST_HEADS} heads can be removed at once: click a red square to put one back first.")
 
 
 @st.cache_resource(max_entries=8, show_spinner="Running the model with the heads and without them…")

@@ -19,10 +19,12 @@ def who_reads(trace: AttentionTrace, layer: int, where: str) -> None:
     labels = numbered(trace.key_tokens)  # readable plain text ("03 ·cat"): a selectbox
     with left:
         key = url_choice(st.selectbox, "Key token", dict(enumerate(labels)), key="hd_key",
-                         help="The token being read: a column of the heatmaps above.")  # fmt: skip
+                         help="The token being read: a column of the heatmaps above. "
+                         "Clicking a cell of the one-head view picks its column.")  # fmt: skip
     right.caption(
         "Each row is a head, each column a query: how much of that query's attention goes to the chosen key. "
-        "A sink (often key 0) is bright in every row; a previous-token head lights one diagonal cell per head."
+        "A sink (often key 0) is bright in every row; a previous-token head lights one diagonal cell per head. "
+        "**Clicking a column** of the one-head view above picks its key."
     )
     column = trace.column(layer, key)  # [head, query], exact: each row's softmax over all its keys
     st.plotly_chart(who_reads_figure(column, trace.tokens, key, tick_labels(trace.key_tokens)[key], where.capitalize()),

@@ -102,7 +102,7 @@ def test_late_queries_keep_the_sink_column_and_a_wide_window_says_what_it_draws(
     at = open_link("heads", {"queries": ["250", "378"], "head": str(head)}, text=LONG, layer=layer)
     assert at.slider(key="queries").value == (250, 378) and at.slider(key="keys").value == (0, 128)
     detail = figures(at)["head_detail"]
-    z, (trace,) = array(detail["data"][0]["z"]), detail["data"]
+    z, (trace, _cells) = array(detail["data"][0]["z"]), detail["data"]  # the heatmap, then its click targets
     assert (trace["y0"], trace["x0"]) == (250, 0) and z.shape == (128, 128)
     want = tr.layer(layer).weights[head]
     np.testing.assert_allclose(z[:, 0], want[250:378, 0], atol=1e-6)  # the first key's column, for late queries

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import array, figures, heatmaps, run_page, texts
+from helpers import array, click_cells, figures, heatmaps, run_page, texts
 
 LONG = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 20)
 
@@ -31,9 +31,9 @@ def test_heads_offers_colour_ranges_and_the_hover_keeps_the_true_weight(heads):
         assert "customdata" in t["hovertemplate"] and "%{z" not in t["hovertemplate"]
     assert np.median(linear[0]) < 0.02  # what made the linear scale dark
     heads.radio(key="colour").set_value("log").run()
-    detail = figures(heads)["head_detail"]["data"][0]
-    assert detail["zmin"] == pytest.approx(-4) and detail["zmax"] == 0
-    assert "weights %{customdata[2]}" in detail["hovertemplate"]
+    detail = figures(heads)["head_detail"]
+    assert detail["data"][0]["zmin"] == pytest.approx(-4) and detail["data"][0]["zmax"] == 0
+    assert "weights %{customdata[2]}" in click_cells(detail)["hovertemplate"]
 
 
 def test_long_charts_are_grouped_and_the_page_says_so():

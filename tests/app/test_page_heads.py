@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import figures, heatmaps, run_page, texts, z_arrays
+from helpers import click_cells, figures, heatmaps, run_page, texts, z_arrays
 
 PAGE = "app_pages/heads.py"
 
@@ -70,7 +70,7 @@ def test_stage_scores_is_signed_on_a_diverging_scale(default):
     assert hm[0]["colorscale"] != weights_scale and hm[0]["zmid"] == 0
     assert any((z < 0).any() for z in z_arrays(grid))
     detail = figures(at)["head_detail"]
-    assert "scores %{" in heatmaps(detail)[0]["hovertemplate"]
+    assert "scores %{" in click_cells(detail)["hovertemplate"]
 
 
 def test_stage_masked_says_nothing_is_masked_here():
@@ -120,7 +120,7 @@ def test_weights_only_model_shows_only_the_weights_stage(tiny_xlnet_dir):
     assert not at.get("button_group"), "no stage selector when there is one stage"
     figs = figures(at)
     assert figs["head_grid"]["layout"]["meta"]["stage"] == "weights"
-    detail = heatmaps(figs["head_detail"])[0]
+    detail = click_cells(figs["head_detail"])
     assert "scores" not in detail["hovertemplate"]
     assert "unavailable" in figs["head_detail"]["layout"]["title"]["text"]
 

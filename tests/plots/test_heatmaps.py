@@ -26,6 +26,13 @@ def heat(fig: go.Figure) -> list[go.Heatmap]:
     return [t for t in fig.data if isinstance(t, go.Heatmap)]
 
 
+def cells(fig: go.Figure):
+    """The one-head view's click targets, which carry its hover: (the trace, its customdata as [query, key, ...])."""
+    (t,) = [t for t in fig.data if t.name == hm.CELLS]
+    rows, cols = np.shape(heat(fig)[0].z)
+    return t, np.asarray(t.customdata, dtype=object).reshape(rows, cols, -1)
+
+
 def all_strings(fig: go.Figure) -> list[tuple[str, str]]:
     """(key, string) for every string anywhere in the figure's JSON (labels, titles, customdata, hover)."""
     out = []
@@ -113,7 +120,7 @@ def test_escaped_tokens_reach_labels_and_hover(trace):
     assert ticks[0] == "00 &lt;b&gt;x&lt;/b&gt;"
     assert ticks[1].endswith("&lt;img·src=x·onerror=alert(1)&gt;")
     assert ticks[4].endswith("&amp;amp;")
-    custom = np.asarray(heat(fig)[0].customdata, dtype=object)
+    custom = cells(fig)[1]
     assert custom[1, 0, 0] == ticks[1] and custom[1, 0, 1] == ticks[0]  # [query, key] of row 1, column 0
 
 
@@ -140,25 +147,24 @@ def test_masked_cells_are_nan_in_the_masked_stage(trace):
 
 def test_detail_hover_shows_every_stage(trace):
     fig = hm.head_detail(trace, 1, 3, "scaled")
-    t = heat(fig)[0]
+    t, custom = cells(fig)
     assert t.hovertemplate.endswith("<extra></extra>")
     for word in ("query %{", "key %{", "weights %{", "scores %{", "scaled %{"):
         assert word in t.hovertemplate
-    custom = np.asarray(t.customdata, dtype=object)
     q, k = 4, 2
     assert float(custom[q, k, 2]) == pytest.approx(trace.weights[1, 3, q, k], rel=1e-3)
     assert float(custom[q, k, 3]) == pytest.approx(trace.scores[1, 3, q, k], rel=1e-3)
     assert float(custom[q, k, 4]) == pytest.approx(trace.scaled[1, 3, q, k], rel=1e-3)
-    np.testing.assert_allclose(t.z, trace.scaled[1, 3])
+    np.testing.assert_allclose(heat(fig)[0].z, trace.scaled[1, 3])
     assert "head 3" in fig.layout.title.text and "Layer 1" in fig.layout.title.text
 
 
 def test_detail_of_a_weights_only_trace_says_scores_are_unavailable():
     tr = make_trace(["a", "b", "c"], only_weights=True)
     fig = hm.head_detail(tr, 0, 0)
-    t = heat(fig)[0]
+    t, custom = cells(fig)
     assert "scores" not in t.hovertemplate and "weights %{" in t.hovertemplate
-    assert np.asarray(t.customdata, dtype=object).shape == (3, 3, 3)
+    assert custom.shape == (3, 3, 3)
     assert "unavailable" in fig.layout.title.text
     assert len(heat(hm.head_grid(tr, 1))) == tr.n_head
     with pytest.raises(AttnvizError):
@@ -322,9 +328,9 @@ def test_transformed_grid_and_detail_hover_show_the_true_weight(n):
         custom = np.asarray(t.customdata)
         true = custom[..., 2].astype(float) if custom.ndim == 3 else custom
         np.testing.assert_allclose(true, w[h], rtol=1e-3)
-    detail = heat(hm.head_detail(tr, 0, 1, "weights", colours="log"))[0]
+    detail, custom = cells(hm.head_detail(tr, 0, 1, "weights", colours="log"))
     assert "weights %{customdata[2]}" in detail.hovertemplate
-    np.testing.assert_allclose(np.asarray(detail.customdata)[..., 2].astype(float), w[1], rtol=1e-3)
+    np.testing.assert_allclose(custom[..., 2].astype(float), w[1], rtol=1e-3)
     assert heat(hm.overview(tr, "weights", colours="row"))[0].zmax == 1.0
 
 

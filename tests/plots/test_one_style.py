@@ -103,6 +103,7 @@ def drawn(bundled, tiny_gpt2, monkeypatch_module):
     result = attnviz.ablate(tiny_gpt2, "the cat sat on the", heads=[(0, 1)])
     plots.ablation.prediction_bars(result)
     plots.ablation.change_grid(result.attention_change(), result, "later heads")
+    plots.ablation.head_picker(2, 4, [(0, 1), (1, 3)])
     before = np.linspace(-20, 20, 9)
     plots.softcap.softcap_curve(Softcap(before, 5 * np.tanh(before / 5), 5.0, n_cells=9), head=1)
     return seen

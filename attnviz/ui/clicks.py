@@ -1,0 +1,61 @@
+"""Clicks on charts: which key or head a Streamlit selection event names, and charts that take every click.
+
+A click on a chart's marker arrives as a selection event (see plots.clickable). Plotly keeps the clicked marker
+selected, and a second click on a selected marker unselects it, so the same cell clicked twice would give one event,
+then an empty one. A clickable chart's key therefore changes after every click it answers (`chart_key`,
+`take_click`): the chart comes back with nothing selected, and every click is a fresh selection of what was clicked.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .state import selected_tile
+
+
+def selected_key(event, n_keys: int) -> int | None:
+    """The key (column) of the cell a click selected on a token heatmap's click targets, or None.
+
+    The targets sit at x = key index (positional axes), so the first point's x names it; anything else (no point,
+    a non-number, a key outside 0..n_keys-1, as a crafted event could send) gives None."""
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError, IndexError):
+        return None
+    for point in points or ():
+        x = point.get("x") if hasattr(point, "get") else None
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() and 0 <= x < n_keys:
+            return int(x)
+    return None
+
+
+def selected_head(event, n_layer: int, n_head: int) -> tuple[int, int] | None:
+    """(layer, head) of the square a click selected on a layer x head grid (customdata [layer, head], read by
+    state.selected_tile), or None when there is none or it lies outside the model's layers and heads."""
+    tile = selected_tile(event)
+    if tile is None or not (0 <= tile[0] < n_layer and 0 <= tile[1] < n_head):
+        return None
+    return tile
+
+
+def toggle_head(picked: list[str], head_id: str, most: int) -> tuple[list[str], bool]:
+    """`picked` with `head_id` removed if it is there, else added at the end; (the new list, False) or, when adding
+    would pass `most`, (`picked` unchanged, True)."""
+    if head_id in picked:
+        return [p for p in picked if p != head_id], False
+    if len(picked) >= most:
+        return list(picked), True
+    return [*picked, head_id], False
+
+
+def chart_key(name: str) -> str:
+    """The current key of a clickable chart (it changes after each click the chart answers)."""
+    return f"{name}-{st.session_state.get(f'_clicks:{name}', 0)}"
+
+
+def take_click(name: str):
+    """The selection event of the chart `chart_key(name)`, for its on_select callback; the next run draws the chart
+    under a new key, with nothing selected, so a second click on the same marker is a selection again."""
+    event = st.session_state.get(chart_key(name))
+    st.session_state[f"_clicks:{name}"] = st.session_state.get(f"_clicks:{name}", 0) + 1
+    return event
