@@ -121,6 +121,10 @@ def fill_value(fill_id: str) -> float:
     return COMMON_FILLS[FILL_IDS[fill_id]]
 
 
+#: The URL value of a multi-choice emptied by the user: it matches no option, so a link reads it back as empty.
+NONE_CHOSEN = "none"
+
+
 def url_choice(widget, label: str, options, *, key: str, default=None, multi: bool = False, **kw):
     """A choice widget whose URL value is a short stable id (`source=module`), never its display label.
 
@@ -149,6 +153,8 @@ def url_choice(widget, label: str, options, *, key: str, default=None, multi: bo
     st.session_state[key] = state
     value = widget(label, ids, key=key, format_func=fmt, **kw)
     shown = [str(v) for v in (value if multi else [value])] if value != default else []
+    if multi and not value and default:  # emptied by the user: say so, or the link would reopen the default
+        shown = [NONE_CHOSEN]
     # Write only a change: a write sends the server's copy of the whole address, which may predate a widget the
     # browser has just moved (that widget's own write would be undone); an unchanged id needs no write.
     if shown != st.query_params.get_all(key):

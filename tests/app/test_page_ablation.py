@@ -44,3 +44,13 @@ def test_a_bad_target_is_a_message_and_the_page_stays_usable(tiny_llama_dir, tin
     at.session_state["abl_target"] = ""
     at.run()
     assert not at.exception and "ablation_prediction" in figures(at)
+
+
+def test_an_emptied_head_list_is_in_the_link_and_reopens_empty(tiny_llama_dir, tiny_text):
+    at = run_page(PAGE, text=tiny_text, source="hub", model=str(tiny_llama_dir))
+    assert at.multiselect(key="abl_heads").value == ["0-1"]  # the default
+    at.multiselect(key="abl_heads").set_value([]).run()
+    assert not at.exception and at.query_params.get("abl_heads") in ("none", ["none"])
+    link = run_page(PAGE, text=tiny_text, source="hub", model=str(tiny_llama_dir), abl_heads=["none"])
+    assert not link.exception and link.multiselect(key="abl_heads").value == []
+    assert any("at least one head" in t for t in texts(link, "info"))
