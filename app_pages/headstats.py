@@ -93,7 +93,8 @@ choice = _head(ui.url_choice(left.selectbox, f"Head (sorted by {label}, highest 
 view = ui.attention_view(tr, right)  # weights or value-weighted (weights x ||v W_O||), rows of 1 either way
 
 
-if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=ui.open_head, args=(src, *choice)):
+if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=ui.open_head,
+             args=(src, *choice, view)):  # fmt: skip
     # query_params={}: without it switch_page clears the URL and fails on URL-bound widgets (they rewrite it)
     st.switch_page("app_pages/heads.py", query_params={})
 w = V.attention_view(tr, choice[0], view, heads=choice[1])[0]  # this head only

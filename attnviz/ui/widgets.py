@@ -24,12 +24,15 @@ def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
     return (container or st).slider("Head", 0, src.n_head - 1, key="head", bind=URL, disabled=disabled)
 
 
-def open_head(src: Selection, layer: int, head: int) -> None:
+def open_head(src: Selection, layer: int, head: int, stage: str | None = None) -> None:
     """Point the sidebar at one head (for a click's callback): the head slider, and the layer slider when the layers
-    are the model's (our module's single layer is not the model's layer 0)."""
+    are the model's (our module's single layer is not the model's layer 0); `stage`, the Heads page's stage to open
+    with (the view the user was looking at: weights or value-weighted)."""
     if src.pretrained:
         st.session_state["layer"] = layer
     st.session_state["head"] = head
+    if stage is not None:
+        st.session_state["stage"] = stage
 
 
 def scroll_to(anchor: str) -> None:

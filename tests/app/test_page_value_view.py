@@ -127,3 +127,12 @@ def test_a_trace_without_values_greys_the_control_out_and_draws_the_weights(tiny
     tr = attnviz.trace(attnviz.load_model(str(tiny_xlnet_dir)), TEXT)
     assert not tr.has("values")
     np.testing.assert_allclose(z_arrays(fig)[0], tr.stages(0, heads=1).weights[0], atol=1e-6)
+
+
+def test_opening_the_head_on_the_heads_page_keeps_the_view():
+    at = page("app_pages/headstats.py", text=TEXT, hs_pick="2-5", view="value-weighted")
+    next(b for b in at.button if b.label == "Open it on the Heads page").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Heads" and at.session_state["stage"] == "value-weighted"
+    assert at.session_state["layer"] == 2 and at.session_state["head"] == 5
+    assert "value-weighted" in figures(at)["head_detail"]["layout"]["title"]["text"]
