@@ -14,6 +14,7 @@ from .analysis import neuron as N
 from .analysis import pairs as P
 from .analysis import rollout as R
 from .analysis import scaling as S
+from .analysis import values as V
 from .analysis import words as W
 from .errors import InputError, check_index
 from .plots import compare as cp
@@ -103,20 +104,24 @@ def masks(trace: AttentionTrace, layer: int = 0, head: int = 0, unmasked: Attent
     return out
 
 
-def headstats(trace: AttentionTrace, layer: int = 0, head: int = 0, statistic: str = "entropy", special=None):
-    """One statistic per layer x head (Clark et al. 2019) and one head's weights. `special`: the tokenizer's
-    special tokens (default: the usual [CLS], <s>, ... names)."""
+def headstats(trace: AttentionTrace, layer: int = 0, head: int = 0, statistic: str = "entropy", special=None,
+              view: str = "weights"):  # fmt: skip
+    """One statistic per layer x head (Clark et al. 2019) and one head's weights (`view`: "weights" or
+    "value-weighted", as on every page). `special`: the tokenizer's special tokens (default: [CLS], <s>, ...)."""
     if statistic not in H.STATISTICS:
         raise InputError(f"unknown statistic {statistic!r}; choose one of {', '.join(H.STATISTICS)}.")
     keys = H.special_keys(trace, special_tokens=SPECIAL_TOKENS if special is None else special)
     stats = H.head_stats(trace, keys)
     label, _, value_range = H.STATISTICS[statistic]
-    w = trace.stages(layer, heads=head).weights[0]
+    w = V.attention_view(trace, layer, view, heads=head)[0]
     (a, b), _ = hm.windows(trace)
-    title = f"layer {layer}, head {head}: weights"
+    title = f"layer {layer}, head {head}: {view}"
     return [
         (f"Head statistics: {label}", hp.stat_grid(stats[statistic], label, value_range, selected=(layer, head))),
-        (title.capitalize(), hp.weights_matrix(w, trace.tokens, title, "head_weights", trace.key_tokens, None, (a, b))),
+        (
+            title.capitalize(),
+            hp.weights_matrix(w, trace.tokens, title, "head_weights", trace.key_tokens, None, (a, b), view=view),
+        ),
     ]
 
 
@@ -143,8 +148,8 @@ def neuron(trace: AttentionTrace, layer: int = 0, head: int = 0, query: int = 0)
     return [(title, nv.vectors(view, trace.tokens, trace.key_tokens))]
 
 
-def words(trace: AttentionTrace, layer: int = 0, head: int = 0, scheme: str | None = None):
-    """One head between words (sub-word pieces merged back) beside the same head between tokens."""
+def words(trace: AttentionTrace, layer: int = 0, head: int = 0, scheme: str | None = None, view: str = "weights"):
+    """One head between words (sub-word pieces merged back) beside the same head between tokens (of `view`)."""
     scheme = W.detect_scheme(trace.tokens) if scheme is None else scheme
     special = H.special_keys(trace, special_tokens=SPECIAL_TOKENS)
     groups = W.word_groups(trace.tokens, scheme, special[: trace.n_tokens])
@@ -153,48 +158,50 @@ def words(trace: AttentionTrace, layer: int = 0, head: int = 0, scheme: str | No
         W.word_labels(trace.tokens, groups, scheme),
         W.word_labels(trace.key_tokens, key_groups, scheme),
     )
-    w = trace.layer(layer).weights
+    w = V.attention_view(trace, layer, view, heads=head)[0]  # rows of 1 either way, so merged rows are too
     merged = W.merge_words(w, groups, key_groups)
-    where = f"layer {layer}, head {head}"
+    where = f"layer {layer}, head {head}: {view}"
     return [
-        (f"{where}: words", hp.weights_matrix(merged[head], labels, f"{where}: words", "words_head", key_labels)),
-        (f"{where}: tokens",
-         hp.weights_matrix(w[head], trace.tokens, f"{where}: tokens", "tokens_head", trace.key_tokens)),
+        (f"{where}, words",
+         hp.weights_matrix(merged, labels, f"{where}, words", "words_head", key_labels, view=view)),
+        (f"{where}, tokens",
+         hp.weights_matrix(w, trace.tokens, f"{where}, tokens", "tokens_head", trace.key_tokens, view=view)),
     ]  # fmt: skip
 
 
-def pairs(trace: AttentionTrace, layer: int = 0, head: int = 0):
-    """A sentence pair (attnviz.trace(..., pair=...)): the four blocks per head, the crossing share, one head."""
+def pairs(trace: AttentionTrace, layer: int = 0, head: int = 0, view: str = "weights"):
+    """A sentence pair (attnviz.trace(..., pair=...)): the four blocks per head, the crossing share, one head (of
+    `view`: "weights" or "value-weighted")."""
     boundary, rule = P.pair_boundary(trace)
     if boundary is None:
         raise InputError(f"No boundary between two sentences in this trace ({rule}): trace a text with pair=.")
     end = P.real_length(trace.layer_mask(layer), trace.n_tokens)
-    w = trace.layer(layer).weights
+    w = V.attention_view(trace, layer, view)
     shares = P.block_shares(w, boundary, end)
-    title = f"layer {layer}, head {head}: weights"
+    title = f"layer {layer}, head {head}: {view}"
     return [
-        (f"The four blocks, every head of layer {layer}", pp.block_bars(shares)),
-        ("Attention crossing between the sentences", pp.crossing_bars(shares["crossing"])),
+        (f"The four blocks, every head of layer {layer}", pp.block_bars(shares, view=view)),
+        ("Attention crossing between the sentences", pp.crossing_bars(shares["crossing"], view=view)),
         ("One head with the boundary",
-         hp.weights_matrix(w[head], trace.tokens, title, "pair_head", trace.key_tokens, boundary)),
+         hp.weights_matrix(w[head], trace.tokens, title, "pair_head", trace.key_tokens, boundary, view=view)),
     ]  # fmt: skip
 
 
 def compare(trace: AttentionTrace, layer: int = 0, head: int = 0, other: AttentionTrace | None = None,
-            other_layer: int | None = None, measure: str = "mean_abs"):  # fmt: skip
+            other_layer: int | None = None, measure: str = "mean_abs", view: str = "weights"):  # fmt: skip
     """b − a per head (b: `other`, a minimal pair or a second model, or `other_layer` of this trace), most
-    changed head first."""
+    changed head first; of `view` ("weights", or "value-weighted" when both traces keep values)."""
     b = trace if other is None else other
     other_layer = (layer + 1) % trace.n_layer if other is None and other_layer is None else other_layer
     what = "two layers" if other is None else "two traces"
-    result = C.compare_traces(trace, b, layer, other_layer, what)
+    result = C.compare_traces(trace, b, layer, other_layer, what, view)
     order = result.ranked(measure)
     (start, stop), (kstart, kstop) = drawn = hm.windows(trace)
     titles = [f"#{r + 1}: head {h} ({result.change[measure][h]:.3f})" for r, h in enumerate(order)]
-    title = f"b − a, heads from most to least changed ({C.MEASURES[measure]})"
+    title = f"b − a of the {view}, heads from most to least changed ({C.MEASURES[measure]})"
     diff = result.diff[:, start:stop, kstart:kstop]
     return [(title, cp.diff_grid(diff, trace.tokens, title, order, labels=titles, window=drawn,
-                                 key_tokens=trace.key_tokens))]  # fmt: skip
+                                 key_tokens=trace.key_tokens, view=view))]  # fmt: skip
 
 
 PAGES = {

@@ -61,3 +61,20 @@ def test_show_gives_the_pages_own_figures(bundled, page, file, view, names):
     assert names <= set(shown) and names <= set(on_page), (set(shown), set(on_page))
     for name in names:
         assert_same(shown[name]["data"], on_page[name]["data"], name)
+
+
+@pytest.mark.parametrize(
+    "file, state, options, names",
+    [
+        ("headstats", dict(hs_pick="2-5"), dict(layer=2, head=5), {"head_weights"}),
+        ("words", dict(layer=2, head=5), dict(layer=2, head=5), {"words_head", "tokens_head"}),
+    ],
+)
+def test_show_draws_value_weighted_attention_as_the_pages_do(bundled, file, state, options, names):
+    at = run_page(f"app_pages/{file}.py", view="value-weighted", **state)
+    assert not at.exception, [e.value for e in at.exception]
+    on_page = figures(at)
+    shown = _by_name(attnviz.show(attnviz.trace(bundled, DEFAULT_TEXT), file, view="value-weighted", **options))
+    for name in names:
+        assert shown[name]["layout"]["meta"]["view"] == on_page[name]["layout"]["meta"]["view"] == "value-weighted"
+        assert_same(shown[name]["data"], on_page[name]["data"], name)
