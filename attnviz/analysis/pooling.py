@@ -86,8 +86,7 @@ def pooled_layer(trace: AttentionTrace, layer: int, stage: str, size: int, per_t
             total = count = 0.0
             for c in range(a, b, step):
                 rows = (c, min(b, c + step))
-                x = (value_share_tensor(trace, layer, queries=rows) if stage == VALUE_WEIGHTED
-                     else getattr(trace.stages(layer, queries=rows, device=True), stage))  # [head, rows, key]  # fmt: skip
+                x = _rows_of(trace, layer, stage, rows)  # [head, rows, key]
                 if stage == "masked":
                     x = x.masked_fill(
                         torch.as_tensor(~trace.layer_mask(layer, queries=rows), device=x.device), torch.nan
@@ -101,6 +100,15 @@ def pooled_layer(trace: AttentionTrace, layer: int, stage: str, size: int, per_t
             else:
                 out.append(torch.where(count > 0, total / count.clamp(min=1), torch.nan))
         return torch.stack(out, dim=1).float().cpu().numpy()
+
+
+def _rows_of(trace: AttentionTrace, layer: int, stage: str, rows: tuple[int, int]) -> torch.Tensor:
+    """[head, rows, key] float32 of one stage where the trace lives; the weights alone when only they are drawn."""
+    if stage == VALUE_WEIGHTED:
+        return value_share_tensor(trace, layer, queries=rows)
+    if stage == "weights":  # no scaled or masked copies of the rows (trace.weights_tensor: the same numbers)
+        return trace.weights_tensor(layer, queries=rows)
+    return getattr(trace.stages(layer, queries=rows, device=True), stage)
 
 
 def _key_blocks(cols: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
