@@ -80,7 +80,7 @@ def pooled_layer(trace: AttentionTrace, layer: int, stage: str, size: int, per_t
     over key blocks where the trace lives (a product with a 0/1 key-block matrix), only the tiles move to the host."""
     cols = block_starts(trace.n_keys, min(size, trace.n_keys))
     step = max(1, CHUNK_CELLS // max(1, trace.n_head * trace.n_keys))  # query rows of one chunk
-    out = []
+    out, blocks = [], None
     with torch.inference_mode():
         for a, b in tile_rows(trace.n_tokens, size, per_tile):
             total = count = 0.0
@@ -91,7 +91,7 @@ def pooled_layer(trace: AttentionTrace, layer: int, stage: str, size: int, per_t
                     x = x.masked_fill(
                         torch.as_tensor(~trace.layer_mask(layer, queries=rows), device=x.device), torch.nan
                     )
-                blocks = _key_blocks(cols, x)
+                blocks = _key_blocks(cols, x) if blocks is None else blocks  # once a layer: fewer small ops
                 finite = None if stage in SHARES else torch.isfinite(x)  # weights are finite by construction
                 total = total + ((x if finite is None else x.where(finite, 0.0)) @ blocks).sum(1)  # [head, key block]
                 count = count + (0.0 if finite is None else (finite.to(x.dtype) @ blocks).sum(1))
