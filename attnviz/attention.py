@@ -101,11 +101,31 @@ def stages_from_scores(
       dropped (gpt-oss), so a row's weights sum to less than 1: the rest went to the sink.
     """
     scaled, masked = masked_from_scores(scores, scale, mask, fill, bias, softcap)
+    return Stages(scores, scaled, masked, _weights(masked, sinks))
+
+
+def _weights(masked: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
+    """softmax(masked), with the sink logits (if any) as an extra key of every row that is then dropped."""
     if sinks is None:
-        return Stages(scores, scaled, masked, softmax(masked))
+        return softmax(masked)
     sink = sinks.reshape(-1, 1, 1) if sinks.dim() == 1 else sinks.unsqueeze(-1)  # per head / per query
     sink = sink.to(masked.dtype).expand(*masked.shape[:-1], 1)  # [..., head, query, 1]
-    return Stages(scores, scaled, masked, softmax(torch.cat([masked, sink], dim=-1))[..., :-1])
+    return softmax(torch.cat([masked, sink], dim=-1))[..., :-1]
+
+
+def weights_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None,
+                        sinks=None) -> torch.Tensor:  # fmt: skip
+    """The weights of `stages_from_scores` alone, equal to its weights bit for bit: the same operations, done in place
+    on `scores`, which the caller gives up (a tensor nobody else holds; no autograd). For reads that need only the
+    weights (value norms): one [..., query, key] tensor is allocated besides the scores instead of three."""
+    x = scores.mul_(scale)
+    if bias is not None:
+        x.add_(bias)
+    if softcap is not None:
+        x.div_(softcap).tanh_().mul_(softcap)
+    if mask is not None and not bool(mask.all()):
+        x.masked_fill_(~mask, fill)
+    return _weights(x, sinks)
 
 
 def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None):

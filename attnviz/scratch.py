@@ -192,7 +192,7 @@ def trace_module(
         qh, kh, vh = module.project(x[None], kv[None], kv[None])  # [1, head, T, d_head]
         # a dot product is kept as q and k (stages computed when asked); other score functions as their scores
         scores = None if module.score in ("dot", "scaled_dot") else module.score_fn(qh, kh)[0]
-        written = output_norms.table(vh[0], output_norms.head_slices(module.w_o.weight, module.n_head))
+        written = output_norms.table(vh[0], output_norms.r_factors(module.w_o.weight, module.n_head))
     used_scale = module.score_fn.default_scale(module.d_head) if scale is None else scale
     causal_used = module.causal if causal is None else causal
     hidden = tuple(sorted({int(i) for i in hide}))

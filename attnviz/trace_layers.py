@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from . import row_norms
-from .attention import Stages, check_scale, masked_from_scores, stages_from_scores
+from .attention import Stages, check_scale, masked_from_scores, stages_from_scores, weights_from_scores
 from .errors import AttnvizError
 from .mask_structure import StructuredMask, as_structured
 from .row_norms import RowNorms
@@ -284,6 +284,18 @@ class GivenWeights:
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return (self.weights,)
+
+
+def weights_alone(layer: LayerRecord | GivenWeights, heads=None, queries=ALL, keys=ALL) -> torch.Tensor:
+    """`layer.stages(heads, queries, keys).weights` without the other three stages: a recorded layer's whole rows are
+    computed in place on their scores (`weights_from_scores`, the same numbers); a window of keys, whose weights come
+    from the row norms, and given weights are read as `stages` reads them."""
+    if not isinstance(layer, LayerRecord) or keys != ALL:
+        return layer.stages(heads, queries, keys).weights
+    heads = _every(heads, layer.shape[0])
+    mask = layer.mask.rows(queries).to(layer.mask.device)
+    return weights_from_scores(layer.raw_scores(heads, queries), layer.scale, mask, layer.fill,
+                               layer._bias(heads, queries), layer.softcap, layer._sink_logits(heads, queries))  # fmt: skip
 
 
 def records_from_scores(scores, scale, mask=None, fill=None, bias=None) -> tuple[LayerRecord, ...]:

@@ -10,11 +10,12 @@ import numpy as np
 import torch
 
 from .errors import InputError, check_index
+from .trace_layers import weights_alone
 from .trace_read import frozen, head_index, span
 
 
 class ValueReads:
-    """Reads of a trace's values (see attnviz.analysis.values for value norms and value-weighted attention)."""
+    """Reads of a trace's values and the weights alone that value norms multiply (see attnviz.analysis.values)."""
 
     def _values_of(self, layer: int):
         """The layer's Values, or an InputError that says in words why the trace has none."""
@@ -29,6 +30,14 @@ class ValueReads:
         values = self._values_of(layer)
         out = values.output_norms(head_index(heads, self.n_head), span("keys", keys, self.n_keys))
         return out if device else frozen(out)
+
+    def weights_tensor(self, layer: int, heads=None, queries=None, keys=None) -> torch.Tensor:
+        """`stages(layer, heads, queries, keys, device=True).weights` (a float32 tensor of its own where the trace
+        lives) without computing the other three stages: what value norms multiply."""
+        record = self.layers[check_index("layer", layer, self.n_layer)]
+        rows, cols = span("queries", queries, self.n_tokens), span("keys", keys, self.n_keys)
+        with torch.inference_mode():
+            return weights_alone(record, head_index(heads, self.n_head), rows, cols)
 
     def values(self, layer: int, head: int) -> np.ndarray:
         """v [key, d_value] of one head as the model used it (value heads shared out as the model shares them)."""

@@ -18,6 +18,7 @@ TRACE = [("model", lambda r: r["model"]), ("tokens", lambda r: f"{r['tokens']:,}
          ("trace / eager, 1 thread, CPU", x("trace_vs_eager_cpu1")),
          ("held per layer", lambda r: mb(r["bytes"] / r["layers"])), ("held", lambda r: mb(r["bytes"])),
          ("a column", lambda r: ms(r["column_ms"])), ("a 128-query window", lambda r: ms(r["window_ms"])),
+         ("value norms / stages, one layer", x("norms_vs_stages")),
          ("Heads page, one layer", lambda r: r.get("heads_page") or ms(r["heads_page_ms"]))]
 # Issue 19's goals: benchmarks, shown here and never asserted in a test. (group, model, tokens, measure, at most)
 # On a shared CPU the 1.2x goal is shown by the wall clock and by CPU time on one thread, which load barely moves.

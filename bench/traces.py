@@ -16,6 +16,7 @@ import random
 import torch
 
 import attnviz
+from attnviz.analysis.values import value_norms
 from attnviz.hf.capture import CAPTURE_NAME
 from attnviz.plots import heatmaps as hm
 from bench.measure import interleaved, ms, ratio
@@ -115,6 +116,9 @@ def row(loaded, name: str, text: str, rounds: int, warmup: int) -> dict:
     last = (max(0, n - WINDOW), n)  # the last window; a column is [head, query], each row's softmax over all keys
     reads = {"column": lambda: tr.column(mid, key=0), "window": lambda: tr.stages(mid, queries=last, keys=last)}
     out |= {f"{k}_ms": ms(v) for k, v in interleaved(reads, rounds, warmup).items()}
+    if tr.has("values") and tr.n_head * n * n * 4 * 5 < room / 4:  # a layer's four stages, or its value norms, whole
+        layer = {"norms": lambda: value_norms(tr, mid), "stages": lambda: tr.stages(mid)}  # issue 20: norms <= stages
+        out["norms_vs_stages"] = ratio(interleaved(layer, rounds, warmup), "norms", "stages")
     try:
         return out | {"heads_page_ms": ms(interleaved({"p": lambda: heads_page(tr, mid)}, rounds, warmup)["p"])}
     except torch.cuda.OutOfMemoryError:

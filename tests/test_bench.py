@@ -20,7 +20,14 @@ def test_the_bundled_model_and_our_module_are_measured_and_the_report_shows_them
     mha = module.mha(batch=2, tokens=8, d_model=32, heads=4, rounds=1, warmup=0)
     (row,) = bundled["rows"]
     assert row["tokens"] == 8 and min(row[k] for k in row if k.startswith("trace_vs_")) > 0
-    assert {"trace_vs_eager", "trace_vs_sdpa_cpu1", "column_ms", "window_ms", "heads_page_ms"} <= set(row)
+    assert {
+        "trace_vs_eager",
+        "trace_vs_sdpa_cpu1",
+        "column_ms",
+        "window_ms",
+        "heads_page_ms",
+        "norms_vs_stages",
+    } <= set(row)
     assert row["bytes"] >= 2 * 6 * 12 * 8 * 32 * 4  # q and k of 6 layers x 12 heads, head dim 32, float32
     assert mha["ratio"] > 0 and mha["max_diff"] < 1e-5
     text = report.render(_results(cpu=bundled, mha=mha))

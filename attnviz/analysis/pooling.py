@@ -80,19 +80,18 @@ def pooled_layer(trace: AttentionTrace, layer: int, stage: str, size: int, per_t
     over key blocks where the trace lives (a product with a 0/1 key-block matrix), only the tiles move to the host."""
     cols = block_starts(trace.n_keys, min(size, trace.n_keys))
     step = max(1, CHUNK_CELLS // max(1, trace.n_head * trace.n_keys))  # query rows of one chunk
-    out = []
+    out, blocks = [], None
     with torch.inference_mode():
         for a, b in tile_rows(trace.n_tokens, size, per_tile):
             total = count = 0.0
             for c in range(a, b, step):
                 rows = (c, min(b, c + step))
-                x = (value_share_tensor(trace, layer, queries=rows) if stage == VALUE_WEIGHTED
-                     else getattr(trace.stages(layer, queries=rows, device=True), stage))  # [head, rows, key]  # fmt: skip
+                x = _rows_of(trace, layer, stage, rows)  # [head, rows, key]
                 if stage == "masked":
                     x = x.masked_fill(
                         torch.as_tensor(~trace.layer_mask(layer, queries=rows), device=x.device), torch.nan
                     )
-                blocks = _key_blocks(cols, x)
+                blocks = _key_blocks(cols, x) if blocks is None else blocks  # once a layer: fewer small ops
                 finite = None if stage in SHARES else torch.isfinite(x)  # weights are finite by construction
                 total = total + ((x if finite is None else x.where(finite, 0.0)) @ blocks).sum(1)  # [head, key block]
                 count = count + (0.0 if finite is None else (finite.to(x.dtype) @ blocks).sum(1))
@@ -101,6 +100,15 @@ def pooled_layer(trace: AttentionTrace, layer: int, stage: str, size: int, per_t
             else:
                 out.append(torch.where(count > 0, total / count.clamp(min=1), torch.nan))
         return torch.stack(out, dim=1).float().cpu().numpy()
+
+
+def _rows_of(trace: AttentionTrace, layer: int, stage: str, rows: tuple[int, int]) -> torch.Tensor:
+    """[head, rows, key] float32 of one stage where the trace lives; the weights alone when only they are drawn."""
+    if stage == VALUE_WEIGHTED:
+        return value_share_tensor(trace, layer, queries=rows)
+    if stage == "weights":  # no scaled or masked copies of the rows (trace.weights_tensor: the same numbers)
+        return trace.weights_tensor(layer, queries=rows)
+    return getattr(trace.stages(layer, queries=rows, device=True), stage)
 
 
 def _key_blocks(cols: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,7 @@ of what head h at query i takes from key j, in the residual stream, is ||weight[
 W_O[h] is the slice of the output projection that head h feeds; the output projection's bias is left out, as
 Kobayashi et al. do (it is the same for every key). Since ||w * x|| = |w| * ||x||, it is the weight times a
 [head, key] table the trace keeps (`trace.output_norms`), read through the trace's one read path: a layer's value
-norms cost what its stages cost.
+norms cost less than its stages (only the weights are computed, in place).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _norms(trace: AttentionTrace, layer: int, heads, queries, keys) -> torch.Ten
     if not trace.has("values"):
         raise InputError(trace.why_not("values"))
     with torch.inference_mode():
-        weights = trace.stages(layer, heads=heads, queries=queries, keys=keys, device=True).weights  # >= 0, and new
+        weights = trace.weights_tensor(layer, heads=heads, queries=queries, keys=keys)  # >= 0, its own, no other stage
         written = trace.output_norms(layer, heads=heads, keys=keys, device=True)
         return weights.mul_(written.to(weights.device)[:, None, :])  # in place: a long text's layer is large
 

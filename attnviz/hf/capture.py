@@ -163,7 +163,7 @@ class Recorder:
         proj = self.outputs.get(module)
         values = None
         if value is not None and proj is not None:
-            values = Values(value[0], output_norms.table(value[0], proj.heads(query.shape[1])))
+            values = Values(value[0], output_norms.table(value[0], proj.r_factors(query.shape[1], value.device)))
         record = LayerRecord(query[0], key[0], scale, mask, fill, bias, softcap=extra["softcap"], sinks=sinks,
                              scale_on=scale_on, norms=norms, values=values, no_values=no_values)  # fmt: skip
         self.layers.append(record)

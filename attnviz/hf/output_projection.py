@@ -25,9 +25,9 @@ class OutputProjection:
     weight: torch.Tensor  # (out, in) as torch.nn.Linear keeps it, or (in, out) for Conv1D (inputs_first)
     inputs_first: bool = False
 
-    def heads(self, n_head: int) -> torch.Tensor:
-        """[head, d_value, d_model]: the slice of W_O each head feeds."""
-        return output_norms.head_slices(self.weight, n_head, self.inputs_first)
+    def r_factors(self, n_head: int, device=None) -> torch.Tensor:
+        """[head, d_value, d_value]: R of each head's slice of W_O, kept per weight (output_norms.r_factors)."""
+        return output_norms.r_factors(self.weight, n_head, self.inputs_first, device)
 
 
 def _as_projection(module, width: int) -> OutputProjection | None:

@@ -19,7 +19,6 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .. import trace_cache
 from ..analysis.pooling import pooled_stage
@@ -36,6 +35,7 @@ from .common import (
     escape,
     f32,
     on_paper,
+    paper_figure,
     thin,
     tick_labels,
     ticks,
@@ -43,6 +43,7 @@ from .common import (
 )
 from .generation import add_spans
 from .pairs import add_boundary
+from .panels import panel_axes, panel_layout
 from .value_weighted import PROBABILITIES, VALUE_WEIGHTED_CAPTION, VALUE_WEIGHTED_NOTE, drawable  # noqa: F401
 from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
@@ -156,53 +157,40 @@ def head_grid(
     n_head = z_all.shape[0]
     cols = max(1, min(cols, n_head))
     rows = math.ceil(n_head / cols)
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        subplot_titles=titles or [f"head {h}" for h in range(n_head)],
-        shared_xaxes=True,
-        shared_yaxes=True,
-        horizontal_spacing=0.02 if cols > 1 else 0.0,
-        vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0.0,
-    )
+    hspace, vspace = 0.02 if cols > 1 else 0.0, min(0.06, 0.3 / rows) if rows > 1 else 0.0
+    layout = panel_layout(rows, cols, titles or [f"head {h}" for h in range(n_head)], hspace, vspace)
     scale = colour(stage, z_all, mode=colours)
     label = STAGE_LABELS[stage]
     keys, queries = tick_labels(trace.key_tokens)[kstart:kstop], tick_labels(trace.tokens)[start:stop]
-    for h in range(n_head):
-        fig.add_trace(
-            go.Heatmap(
-                z=f32(colour_values(stage, z_all[h], colours)),
-                x=keys,
-                y=queries,
-                **_grid_hover(z_all[h], transformed(stage, colours), f"head {h} · {label}"),
-                hoverongaps=False,
-                showscale=h == 0,
-                colorbar=colour_bar(stage, colours, label),
-                **scale,
-            ),
-            row=h // cols + 1,
-            col=h % cols + 1,
-        )
-    tick_x = token_axis(trace.key_tokens, kstart, kstop, MAX_TICKS // 2)
-    tick_y = token_axis(trace.tokens, start, stop, MAX_TICKS // 2)
+    data = [
+        dict(type="heatmap", z=f32(colour_values(stage, z_all[h], colours)), x=keys, y=queries,
+             **_grid_hover(z_all[h], transformed(stage, colours), f"head {h} · {label}"), hoverongaps=False,
+             showscale=h == 0, colorbar=colour_bar(stage, colours, label), **scale, **panel_axes(h))
+        for h in range(n_head)
+    ]  # fmt: skip
     # Fixed margins and no key labels under the panels: with 2 x n_head axes, Plotly's automatic margin
     # passes and tick-label layout were most of the browser's redraw time (measured in Chromium).
     # The keys are named in the hover and on the large single-head view below.
-    fig.update_xaxes(
-        **tick_x, showticklabels=False, automargin=False, showgrid=False, range=[kstart - 0.5, kstop - 0.5]
+    x_axis = token_axis(trace.key_tokens, kstart, kstop, MAX_TICKS // 2) | dict(
+        showticklabels=False, automargin=False, showgrid=False, range=[kstart - 0.5, kstop - 0.5]
     )
-    fig.update_yaxes(**tick_y, tickfont_size=9, automargin=False, showgrid=False, range=[stop - 0.5, start - 0.5])
-    fig.update_annotations(font_size=12)
+    y_axis = token_axis(trace.tokens, start, stop, MAX_TICKS // 2) | dict(
+        tickfont=dict(size=9), automargin=False, showgrid=False, range=[stop - 0.5, start - 0.5]
+    )
+    for name in [k for k in layout if k.startswith(("xaxis", "yaxis"))]:
+        layout[name] |= x_axis if name.startswith("x") else y_axis  # every panel's axes, as update_xaxes did
+    for title in layout["annotations"]:
+        title["font"] = dict(size=12)
     note = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
     panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
-    on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
-    fig.update_layout(
+    fig = paper_figure(dict(data=data, layout=layout | dict(
+        plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
         meta={"figure": "head_grid", "layer": layer, "stage": stage},
         height=rows * panel + 100,
         margin=dict(l=100, r=10, t=80 if stage == VALUE_WEIGHTED else 60, b=10),
         title=dict(text=f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}",
-                   font_size=14, x=0, xanchor="left"),
-    )  # fmt: skip
+                   font=dict(size=14), x=0, xanchor="left"),
+    )))  # fmt: skip
     drawn = ((start, stop), (kstart, kstop))
     return add_spans(add_boundary(fig, boundary, drawn, n_head), trace, drawn, n_head)  # spans: a generation's parts
 
