@@ -44,7 +44,8 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain"),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed"),
     )
-    return finish(fig, "stat_grid", 90 + 42 * n_layer, margin=dict(l=60, r=20, t=30, b=50), meta={"statistic": label})
+    height = max(230, 90 + 42 * n_layer)  # two layers drew a 90 px colour bar whose tick labels overlapped
+    return finish(fig, "stat_grid", height, margin=dict(l=60, r=20, t=30, b=50), meta={"statistic": label})
 
 
 def weights_matrix(
@@ -62,7 +63,9 @@ def weights_matrix(
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
     if note := range_note(len(tokens), len(key_tokens), (q0, q1), (k0, k1)):
         title += "\n" + note.removeprefix(" · ")
-    height, top = max(320, min(700, 160 + 18 * (q1 - q0))), 50 + 22 * title.count("\n")  # the title's lines fit
+    # a half-width matrix is ~200 px wide: at most 420 px tall, or its cells came out three times taller than wide
+    tallest = 700 if max_ticks > HALF_WIDTH_TICKS else 420
+    height, top = max(320, min(tallest, 160 + 18 * (q1 - q0))), 50 + 22 * title.count("\n")  # the title's lines fit
     q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in readable_tokens(key_tokens)[k0:k1]], dtype=object)
     custom = np.stack(np.broadcast_arrays(q_lab[:, None], k_lab[None, :]), axis=-1)
@@ -81,7 +84,6 @@ def weights_matrix(
         )
     )
     fig.update_layout(
-        # from the top of the card down: a centred two-line title reached the first query label
         # from the top of the card down: a centred two-line title reached the first query label; Plotly lifts each
         # further line of a top-anchored title by about one line, so the padding grows with them (else it is clipped)
         title=dict(text=escape(title).replace("\n", "<br>"), yref="container", y=1, yanchor="top",
