@@ -176,10 +176,11 @@ def tiny_deberta_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def gpt2_bpe_dir(tmp_path_factory):
-    """GPT-2 with its byte-level BPE tokenizer, trained offline, saved with its LM head (tests/tiny_families.py)."""
+    """GPT-2 with its byte-level BPE tokenizer, trained offline, saved with its LM head (tests/tiny_families.py); 512
+    positions, so pages can be opened on it at the server's token cap (tests/browser/test_long_pages.py)."""
     from tiny_families import build_gpt2_bpe
 
-    return build_gpt2_bpe(tmp_path_factory.mktemp("gpt2-bpe"))
+    return build_gpt2_bpe(tmp_path_factory.mktemp("gpt2-bpe"), positions=512)
 
 
 @pytest.fixture(scope="session")

@@ -65,9 +65,10 @@ def build(kind: str, folder, encoder_only: bool = False):
 BPE_CORPUS = ["The cat sat on the mat because it was tired.", "The dog ran away from the cat.", "the mat, the cat"] * 20
 
 
-def build_gpt2_bpe(folder):
+def build_gpt2_bpe(folder, positions: int = 64):
     """A tiny causal GPT-2 with a real byte-level BPE tokenizer (Ġ marks a space; rare words come in pieces), trained
-    offline on a few sentences; saved with its language-model head (GPT2LMHeadModel), so it predicts tokens."""
+    offline on a few sentences; saved with its language-model head (GPT2LMHeadModel), so it predicts tokens.
+    `positions`: the longest text it reads."""
     import json
     from pathlib import Path
 
@@ -83,7 +84,7 @@ def build_gpt2_bpe(folder):
     end = "<|endoftext|>"
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=end, eos_token=end, unk_token=end)
     torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(vocab_size=backend.get_vocab_size(), n_embd=32, n_layer=2, n_head=4, n_positions=64,
+    GPT2LMHeadModel(GPT2Config(vocab_size=backend.get_vocab_size(), n_embd=32, n_layer=2, n_head=4, n_positions=positions,
                          bos_token_id=0, eos_token_id=0)).save_pretrained(folder)  # fmt: skip
     tok.save_pretrained(folder)
     settings = Path(folder) / "tokenizer_config.json"  # GPT-2 takes no token_type_ids

@@ -62,7 +62,8 @@ def change_grid(change: np.ndarray, result: Ablation, title: str) -> go.Figure:
                       fillcolor="rgba(200,200,200,0.55)")  # fmt: skip
     fig.update_xaxes(title_text="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain")
     fig.update_yaxes(title_text="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed")
-    finish(fig, "ablation_change", height=110 + 40 * n_layer, top=50, title=dict(text=title))
+    # at least 260 px: with two layers the colour bar was ~70 px tall and its tick labels ran into each other
+    finish(fig, "ablation_change", height=max(260, 110 + 40 * n_layer), top=50, title=dict(text=title))
     fig.update_layout(meta={"figure": "ablation_change", "heads": [list(h) for h in result.heads],
                             "mode": result.mode})  # fmt: skip
     return fig

@@ -45,7 +45,8 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain"),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed"),
     )
-    return finish(fig, "stat_grid", 90 + 42 * n_layer, margin=dict(l=60, r=20, t=30, b=50), meta={"statistic": label})
+    height = max(230, 90 + 42 * n_layer)  # two layers drew a 90 px colour bar whose tick labels overlapped
+    return finish(fig, "stat_grid", height, margin=dict(l=60, r=20, t=30, b=50), meta={"statistic": label})
 
 
 def weights_matrix(
@@ -66,7 +67,9 @@ def weights_matrix(
         title += "\n" + note.removeprefix(" · ")
     notes = note_lines(view, 64 if max_ticks <= HALF_WIDTH_TICKS else 110)  # small print: ~5.5 px a character
     extra = 28 * len(notes)  # the notes' lines (each lifts the title a little less than a line), above the plot
-    height = max(320, min(700, 160 + 18 * (q1 - q0))) + extra
+    # a half-width matrix is ~200 px wide: at most 420 px tall, or its cells came out three times taller than wide
+    tallest = 700 if max_ticks > HALF_WIDTH_TICKS else 420
+    height = max(320, min(tallest, 160 + 18 * (q1 - q0))) + extra
     top = 50 + 22 * title.count("\n") + extra  # the title's lines fit
     q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in readable_tokens(key_tokens)[k0:k1]], dtype=object)

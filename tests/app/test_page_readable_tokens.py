@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from helpers import APP
 from streamlit.testing.v1 import AppTest
-from tiny_families import build_gpt2_bpe
 
 PAGES = sorted(str(p.relative_to(Path(APP).parent)) for p in (Path(APP).parent / "app_pages").glob("*.py"))
 MARKERS = ("Ġ", "Ċ")
@@ -25,10 +24,9 @@ def _shown_text(at) -> str:
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if not p.endswith("words.py")])
-def test_byte_level_tokens_read_as_text_on_every_page(page, tmp_path_factory):
-    folder = _model(tmp_path_factory)
+def test_byte_level_tokens_read_as_text_on_every_page(page, gpt2_bpe_dir):
     at = AppTest.from_file(APP, default_timeout=120)
-    state = {"text": "The cat sat on the mat.\nThe dog ran away.", "source": "hub", "model": str(folder)}
+    state = {"text": "The cat sat on the mat.\nThe dog ran away.", "source": "hub", "model": str(gpt2_bpe_dir)}
     for key, value in state.items():
         at.session_state[key] = value
     at.run()
@@ -39,12 +37,3 @@ def test_byte_level_tokens_read_as_text_on_every_page(page, tmp_path_factory):
     no_text = ("app_pages/scaling.py", "app_pages/scores.py", "app_pages/pairs.py", "app_pages/ablation.py")
     if at.get("plotly_chart") and page not in no_text:  # ablation's charts name predicted tokens, not the text's
         assert "·cat" in shown or "·sat" in shown, page  # the tokens are there, spaces shown as ·
-
-
-_BUILT = {}
-
-
-def _model(factory):
-    if "gpt2" not in _BUILT:
-        _BUILT["gpt2"] = build_gpt2_bpe(factory.mktemp("gpt2-bpe-labels"))
-    return _BUILT["gpt2"]

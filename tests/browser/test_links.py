@@ -269,13 +269,6 @@ def chat_model(tiny_llama_dir, tmp_path_factory) -> str:
 DECODER_CASES = {"ablation"}
 
 
-@pytest.fixture(scope="module")
-def decoder_folder(tmp_path_factory):
-    from tiny_families import build_gpt2_bpe
-
-    return build_gpt2_bpe(tmp_path_factory.mktemp("links-gpt2"))
-
-
 #: Cases opened with a second sentence (the Sentence pairs page draws nothing without one).
 PAIRS = {"pairs": "It was tired, and it slept."}
 
@@ -295,7 +288,7 @@ def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browse
     text, charts, actions = CASES[case]
     model = (
         request.getfixturevalue("chat_model") if case == "heads-generate"
-        else request.getfixturevalue("decoder_folder") if case in DECODER_CASES else None
+        else request.getfixturevalue("gpt2_bpe_dir") if case in DECODER_CASES else None
     )  # fmt: skip
     a, b = new_tab(browser, server), new_tab(browser, server)
     try:

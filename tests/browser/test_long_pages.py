@@ -1,6 +1,7 @@
 """Every page with a 2,048-token text in a real Chromium (#18): the charts are drawn, and the work each page gives the
 browser is bounded whatever the text's length, which is what keeps it fast (the seconds are written to
 test-output/screens/long-pages.txt, never asserted), and no chart's text is drawn over its other text at 1,280 x 800.
+The same overlap check runs on every page at 10, 128 and 512 tokens for the bundled BERT and a byte-level BPE GPT-2.
 
 A tiny Llama-shaped model with 8,192 positions (the bundled BERT stops at 512) on a server whose token limit is
 2,048 (ATTNVIZ_MAX_TOKENS), the sidebar's Token limit set to 2,048 through the link. For every chart on every page,
@@ -14,7 +15,7 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-from browserkit import OUT, TEXT_OVERLAPS_JS, Tab, free_port, start_server, stop
+from browserkit import CLIPPED_TITLES_JS, OUT, TEXT_OVERLAPS_JS, Tab, free_port, start_server, stop
 from tiny_families import build
 
 N = 2048
@@ -86,4 +87,40 @@ def test_every_page_draws_a_2048_token_text_with_bounded_work(browser, long_serv
         context.close()
         (OUT / "long-pages.txt").write_text("\n".join(report) + "\n")  # the seconds, for a person (not asserted)
         print("\n".join(report))
+    assert problems == [], "\n".join(problems)
+
+
+#: tokens -> (sentence, second sentence of the Sentence pairs page); the bundled tokenizer makes 10 tokens of the first
+SIZES = {10: ("The cat sat on the mat again.", "It was tired."), 128: (TEXT, "the dog ran away ."), 512: (TEXT, TEXT)}
+#: page path -> charts it draws at least on a short text (Export draws on request; Ablation says why not on BERT)
+SHORT_PAGES = PAGES | {"rollout": 3, "ablation": 0}
+
+
+def _short_page_problems(tab: Tab, name: str, n: int, cut: bool) -> list[str]:
+    body = tab.page.inner_text("body")
+    problems = [f"{name}: {e[:200]}" for e in tab.errors_on_page()]
+    problems += [f"{name}: a traceback on the page"] if "Traceback" in body else []
+    if cut and f"kept the first {n}" not in body:
+        problems.append(f"{name}: the page does not say it cut the text to {n} tokens")
+    problems += [f"{name}: overlapping text: {o}" for o in tab.page.evaluate(TEXT_OVERLAPS_JS)]
+    return problems + [f"{name}: clipped: {t}" for t in tab.page.evaluate(CLIPPED_TITLES_JS)]
+
+
+@pytest.mark.parametrize("n", list(SIZES))
+def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, server, gpt2_bpe_dir, n):
+    """Every page of the bundled BERT and of GPT-2 with its byte-level BPE tokenizer (its labels are other strings:
+    '·cat'), at 1,280 x 800 on the session's server: no chart text drawn over other text, no title clipped by its card,
+    no error. A 128- or 512-token text is cut there through the link's token limit, and the page says so."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    tab, problems, (text, pair) = Tab(context.new_page(), server), [], SIZES[n]
+    try:
+        for model, source in {"bert": {}, "gpt2": dict(source="hub", model=str(gpt2_bpe_dir))}.items():
+            for path, charts in SHORT_PAGES.items():
+                least = 1 if path == "ablation" and source else charts if n == 10 or path != "rollout" else 2
+                query = urlencode(dict(text=text, pair=pair if path == "pairs" else "", **source) | (
+                    dict(max_tokens=n) if n > 10 else {}))  # fmt: skip
+                tab.open(f"{path}?{query}", charts=least, timeout=120_000)
+                problems += _short_page_problems(tab, f"{model}/{path or 'heads'}/{n}", n, n > 10 and path != "pairs")
+    finally:
+        context.close()
     assert problems == [], "\n".join(problems)
