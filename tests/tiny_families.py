@@ -39,8 +39,9 @@ def _configs(n: int) -> dict:
     }  # fmt: skip
 
 
-def build(kind: str, folder, encoder_only: bool = False):
-    from transformers import AutoModel, AutoModelForSeq2SeqLM, T5EncoderModel
+def build(kind: str, folder, encoder_only: bool = False, lm_head: bool = False):
+    """A tiny random model of `kind` saved with its tokenizer; `lm_head`: a decoder with its language-model head."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, T5EncoderModel
 
     tok, n = _tokenizer()
     config = _configs(n)[kind]
@@ -50,7 +51,7 @@ def build(kind: str, folder, encoder_only: bool = False):
     elif config.is_encoder_decoder:
         model = AutoModelForSeq2SeqLM.from_config(config)
     else:
-        model = AutoModel.from_config(config)
+        model = (AutoModelForCausalLM if lm_head else AutoModel).from_config(config)
     with torch.no_grad():  # sinks start at zero: give them values that matter
         for module in model.modules():
             if isinstance(getattr(module, "sinks", None), torch.nn.Parameter):

@@ -23,7 +23,7 @@ TEXT = " ".join(["the cat sat on the mat a dog ran away ."] * 200)  # 2,200 toke
 PAIR_A = " ".join(("the cat sat on the mat a dog ran away .".split() * 200)[:2000])
 #: page path -> charts it draws at least (Export draws its charts on request)
 PAGES = {"": 3, "scaling": 4, "masks": 4, "module": 2, "headstats": 2, "rollout": 2, "neuron": 1, "scores": 5,
-         "words": 2, "pairs": 3, "compare": 1, "export": 0}  # fmt: skip
+         "words": 2, "pairs": 3, "compare": 1, "ablation": 2, "export": 0}  # fmt: skip
 CELLS_PER_CHART = 70_000  # 4 heads of a 128 x 128 window: 65,536 cells; the whole text's would be 4 x 2,048²
 LABELS_PER_AXIS = 64
 PAGE_BYTES = 3 * 2**20  # one 2,048 x 2,048 float32 heatmap alone is 16 MB
@@ -43,7 +43,7 @@ WORK_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
 
 @pytest.fixture(scope="module")
 def long_server(tmp_path_factory):
-    folder = build("long_llama", tmp_path_factory.mktemp("long_llama"))
+    folder = build("long_llama", tmp_path_factory.mktemp("long_llama"), lm_head=True)  # Ablation predicts
     OUT.mkdir(parents=True, exist_ok=True)
     port = free_port()
     proc = start_server(port, OUT.parent / "long-pages-server.log", {"ATTNVIZ_MAX_TOKENS": str(N)})
