@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from helpers import APP
 from streamlit.testing.v1 import AppTest
-from tiny_families import build_gpt2_bpe
 
 PAGES = sorted(str(p.relative_to(Path(APP).parent)) for p in (Path(APP).parent / "app_pages").glob("*.py"))
 SOURCE, TARGET = "the cat sat on the mat", "a dog ran away"
@@ -24,9 +23,9 @@ KINDS = ["bundled", "gpt2_bpe", "llama", "module", "xlnet"] + [
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory, tiny_llama_dir, tiny_xlnet_dir, family_dir):
+def folders(gpt2_bpe_dir, tiny_llama_dir, tiny_xlnet_dir, family_dir):
     return {
-        "gpt2_bpe": build_gpt2_bpe(tmp_path_factory.mktemp("gpt2-bpe")),
+        "gpt2_bpe": gpt2_bpe_dir,
         "llama": tiny_llama_dir,
         "xlnet": tiny_xlnet_dir,
         "t5": family_dir("t5"),

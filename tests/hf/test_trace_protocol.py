@@ -135,13 +135,11 @@ def test_encode_keeps_the_tokenizers_word_and_sequence_ids(bundled):
     assert P.pair_boundary(tr)[0] == P.segment_boundary(tr.tokens)  # the separator rule finds the same place
 
 
-def test_byte_level_word_ids_keep_apart_what_markers_merge(tmp_path):
+def test_byte_level_word_ids_keep_apart_what_markers_merge(gpt2_bpe_dir):
     """GPT-2 joins a pair with no separator and its second text starts without a space marker: the markers merge the
     last piece of sentence A with the first of B, the tokenizer's word ids do not; its sequence ids give B's start
     without tokenizing sentence A again."""
-    from tiny_families import build_gpt2_bpe
-
-    loaded = attnviz.load_model(str(build_gpt2_bpe(tmp_path / "gpt2")))
+    loaded = attnviz.load_model(str(gpt2_bpe_dir))
     tr = attnviz.trace(loaded, "The cat sat.", pair="A dog ran away.")
     b = tr.tokens.index("A")
     markers, ids = W.word_groups(tr.tokens, "bpe"), W.trace_groups(tr)[0]

@@ -3,8 +3,6 @@ as marks. Checked against the tokenizer's own byte-level decoder (the Rust `toke
 
 from __future__ import annotations
 
-from tiny_families import build_gpt2_bpe
-
 import attnviz
 from attnviz.plots.common import numbered, readable_tokens, tick_labels
 
@@ -15,8 +13,8 @@ def _marks(text: str) -> str:
     return text.replace(" ", "·").replace("\n", "↵")
 
 
-def test_byte_level_bpe_tokens_read_as_their_text_with_visible_spaces(tmp_path):
-    loaded = attnviz.load_model(str(build_gpt2_bpe(tmp_path / "gpt2")))
+def test_byte_level_bpe_tokens_read_as_their_text_with_visible_spaces(gpt2_bpe_dir):
+    loaded = attnviz.load_model(str(gpt2_bpe_dir))
     tr = attnviz.trace(loaded, TEXT)
     assert any(t.startswith("Ġ") for t in tr.tokens) and "Ċ" in "".join(tr.tokens)  # the raw tokens carry markers
     own = [loaded.tokenizer.convert_tokens_to_string([t]) for t in tr.tokens]  # the tokenizer's decoder, one at a time
