@@ -69,7 +69,7 @@ def test_clicking_an_overview_tile_opens_that_layer_and_head(tab):
     x, y = tab.page.evaluate(
         """() => {
             const gd = [...document.querySelectorAll('.js-plotly-plot')].find(
-                g => (g._fullData || []).some(t => t.type === 'scatter' && t.customdata));
+                g => ((g.layout || {}).meta || {}).figure === 'overview');  // one head's cells are clickable too
             const i = gd._fullData.findIndex(t => t.type === 'scatter' && t.customdata);
             const t = gd._fullData[i];
             const k = t.customdata.findIndex(c => c[0] === 3 && c[1] === 7);
