@@ -19,10 +19,10 @@ def folders(tmp_path_factory):
 def _heatmap_shape(tab) -> tuple[int, int]:
     """(rows, columns) of the single-head heatmap as drawn, read from Plotly's own data in the page."""
     shape = tab.page.evaluate(
-        """() => { const plots = [...document.querySelectorAll('.js-plotly-plot')];
-                   const d = plots.map(p => p.data && p.data[0]).find(t => t && t.type === 'heatmap' && t.customdata
-                                                                    && !('showscale' in t && t.showscale === false));
-                   const z = d.z; return z.bdata ? z.shape : [z.length, z[0].length]; }"""
+        """() => { const gd = [...document.querySelectorAll('.js-plotly-plot')].find(
+                       g => ((g.layout || {}).meta || {}).figure === 'head_detail');
+                   const z = gd.data.find(t => t.type === 'heatmap').z;
+                   return z.bdata ? z.shape : [z.length, z[0].length]; }"""
     )
     return tuple(int(v) for v in (shape.split(",") if isinstance(shape, str) else shape))
 
