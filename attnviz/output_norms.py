@@ -59,8 +59,9 @@ def table(v: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
 
     w_o[h] = R^T Q^T (QR of its transpose; Q's columns orthonormal), so ||v @ w_o[h]|| = ||v @ R^T||: d_head x d_head
     per head instead of d_head x d_model, about d_model / d_head times less work than the projection itself, and
-    without squaring anything (no loss of precision to a Gram matrix)."""
-    n_head, d_head, _ = r.shape
+    without squaring anything (no loss of precision to a Gram matrix). R is [head, min(d_model, d_head), d_head]:
+    square unless the model is narrower than a head (tiny test models can be)."""
+    n_head, _, d_head = r.shape
     if v.shape[-1] != d_head or n_head % v.shape[0]:
         raise ValueError(f"values {tuple(v.shape)} do not fit an output projection of {n_head} heads x {d_head}")
     kv = torch.arange(n_head, device=v.device) // (n_head // v.shape[0])

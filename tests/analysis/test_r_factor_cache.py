@@ -7,6 +7,7 @@ import gc
 import weakref
 
 import numpy as np
+import pytest
 import torch
 
 import attnviz
@@ -55,3 +56,15 @@ def test_traces_of_one_model_share_r_and_agree(bundled):
     b = attnviz.trace(bundled, "the cat sat on the mat")
     assert output_norms.r_factors(weight, b.n_head) is kept
     np.testing.assert_array_equal(a.output_norms(0), b.output_norms(0))
+
+
+@pytest.mark.parametrize("d_model, d_head", [(96, 16), (8, 32)])  # wider than a head, and narrower (tiny models)
+def test_the_table_equals_the_norm_of_v_times_each_heads_slice(d_model, d_head):
+    n_head, n_kv, n_key = 4, 2, 5
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(d_model, n_head * d_head, generator=gen)  # nn.Linear's (out, in)
+    v = torch.randn(n_kv, n_key, d_head, generator=gen)
+    got = output_norms.table(v, output_norms.r_factors(weight, n_head)).numpy()
+    w_o = weight.numpy().T.reshape(n_head, d_head, d_model)  # head h feeds inputs h*d_head .. (h+1)*d_head
+    want = np.stack([np.linalg.norm(v.numpy()[h // (n_head // n_kv)] @ w_o[h], axis=-1) for h in range(n_head)])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
