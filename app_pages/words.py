@@ -31,8 +31,9 @@ labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.
 st.caption(
     f"{tr.n_tokens} tokens → {len(groups)} words. Special tokens ([CLS], [SEP], <s>, padding) stay words of their own."
 )
+notice = st.empty()  # one slot whether it shows or not: the URL-bound controls below never move up a place
 if len(groups) == tr.n_tokens and len(key_groups) == tr.n_keys:
-    st.info(
+    notice.info(
         "No word of this sentence is cut into pieces, so the two heatmaps below are the same. Try a sentence with a "
         "rare or long word, e.g. *Tokenizers split unbelievably rare words.*",
         icon=":material/info:",

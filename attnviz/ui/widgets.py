@@ -109,7 +109,9 @@ def columns(name: str, spec, **kw):
     Streamlit's frontend keeps one URL binding per widget and drops it when a copy of the widget unmounts. When an
     unkeyed block moves up the page between two runs (a caption above it vanishes), the new copy of its widgets
     registers first and the stale copy, removed at the end of the run, then unregisters them: from then on moving
-    the widget no longer writes the address bar. A keyed container keeps its identity wherever it moves.
+    the widget no longer writes the address bar. A keyed container keeps its identity wherever it moves; still, give
+    a notice that comes and goes above one a fixed slot (st.empty), as Words does: moving up a place lost the Head
+    slider's writes there in about half of the Chromium runs even inside a keyed container.
     """
     return st.container(key=f"row-{name}").columns(spec, **kw)
 
