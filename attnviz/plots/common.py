@@ -110,6 +110,10 @@ def _visible(text: str) -> str:
     return "".join(_VISIBLE.get(c, c if c.isprintable() else f"\\x{ord(c):02x}") for c in text)
 
 
+#: The most characters a tick label shows (a '0123 ' position prefix included).
+LONGEST_LABEL = 24
+
+
 def readable_tokens(tokens) -> list[str]:
     """Tokens as a reader wants them on an axis, in hover and in tables: byte-level BPE decoded ("Ġcat" -> "·cat",
     "Ċ" -> "↵", "Ã©" -> "é"), SentencePiece's "▁" as "·", other whitespace and control characters made visible.
@@ -172,12 +176,26 @@ MAX_TICKS = 40  # more labels than this on one axis become unreadable: label eve
 
 def ticks(tokens=None, start: int = 0, stop: int | None = None, most: int = MAX_TICKS, labels=None) -> dict:
     """THE tick-label helper: positions [start, stop) labelled '%03d token' (repeated tokens stay apart), every n-th
-    one when more than `most` would crowd the axis. `labels`: ready-made labels (one per position) instead of tokens.
+    one when more than `most` would crowd the axis, each cut to LONGEST_LABEL characters. `labels`: ready-made labels
+    (one per position) instead of tokens, shown whole.
     """
+    cut = short_label if labels is None else str  # token labels are cut (a long one ran into the axis title)
     labels = tick_labels(tokens) if labels is None else list(labels)
     stop = len(labels) if stop is None else stop
     vals = list(range(start, stop, thin(stop - start, most)))
-    return dict(tickmode="array", tickvals=vals, ticktext=[labels[i] for i in vals])
+    return dict(tickmode="array", tickvals=vals, ticktext=[cut(labels[i]) for i in vals])
+
+
+def short_label(label: str, most: int = LONGEST_LABEL) -> str:
+    """An escaped tick label cut to `most` characters with "…" (a long merged word or code token ran into the axis
+    title); never inside an entity such as &lt;. The hover keeps the whole label."""
+    if len(label) <= most:
+        return label
+    cut = label[: most - 1]
+    amp = cut.rfind("&")
+    if amp >= 0 and ";" not in cut[amp:]:  # the cut fell inside an entity
+        cut = cut[:amp]
+    return cut + "…"
 
 
 def token_axes(
@@ -206,9 +224,9 @@ def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
     their numeric coordinates (ranges and shapes) while the hover names the token. Categories before `start`
     get short placeholder names."""
     labels = tick_labels(tokens)
-    shown = ticks(labels=labels, start=start, stop=stop, most=max_ticks)["ticktext"]
+    shown = [labels[i] for i in ticks(labels=labels, start=start, stop=stop, most=max_ticks)["tickvals"]]
     return dict(type="category", categoryorder="array", categoryarray=[str(i) for i in range(start)] + labels[start:stop],
-                tickmode="array", tickvals=shown, ticktext=shown)  # fmt: skip
+                tickmode="array", tickvals=shown, ticktext=[short_label(s) for s in shown])  # fmt: skip
 
 
 # --- figures ----------------------------------------------------------------------------------------

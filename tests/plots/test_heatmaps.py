@@ -12,7 +12,7 @@ from helpers import make_trace
 from attnviz import ui
 from attnviz.errors import AttnvizError
 from attnviz.plots import heatmaps as hm
-from attnviz.plots.common import chart_config
+from attnviz.plots.common import chart_config, short_label
 
 XSS = ["<b>x</b>", "<img src=x onerror=alert(1)>", "the", "the", "&amp;", "<br>"]
 
@@ -118,10 +118,11 @@ def test_escaped_tokens_reach_labels_and_hover(trace):
     fig = hm.head_detail(trace, 0, 0)
     ticks = list(fig.layout.xaxis.ticktext)
     assert ticks[0] == "00 &lt;b&gt;x&lt;/b&gt;"
-    assert ticks[1].endswith("&lt;img·src=x·onerror=alert(1)&gt;")
     assert ticks[4].endswith("&amp;amp;")
     custom = cells(fig)[1]
-    assert custom[1, 0, 0] == ticks[1] and custom[1, 0, 1] == ticks[0]  # [query, key] of row 1, column 0
+    assert custom[1, 0, 0].endswith("&lt;img·src=x·onerror=alert(1)&gt;")  # the hover names the whole token, escaped
+    assert ticks[1] == short_label(custom[1, 0, 0]) == "01 &lt;img·src=x·onerro…"  # the axis a cut of it
+    assert custom[1, 0, 1] == ticks[0]  # [query, key] of row 1, column 0
 
 
 def test_a_quote_token_is_labelled_with_a_quote_not_an_entity():

@@ -3,8 +3,10 @@ as marks. Checked against the tokenizer's own byte-level decoder (the Rust `toke
 
 from __future__ import annotations
 
+import re
+
 import attnviz
-from attnviz.plots.common import numbered, readable_tokens, tick_labels
+from attnviz.plots.common import LONGEST_LABEL, numbered, readable_tokens, tick_labels, ticks
 
 TEXT = "The cat sat on the mat.\nIt was café <b>tired</b>"
 
@@ -37,3 +39,12 @@ def test_wordpiece_and_sentencepiece_tokens_keep_their_text():
         "né",
         "ß",
     ]  # Latin-1 letters of a non-byte-level vocabulary stay as they are
+
+
+def test_long_tick_labels_are_cut_and_never_inside_an_entity():
+    long_word = "linkscarrythewholeview,everycontrolofit."
+    shown = ticks([long_word, "<b>" * 10, "cat"])["ticktext"]
+    assert shown[0] == f"00 {long_word}"[: LONGEST_LABEL - 1] + "…" and len(shown[0]) == LONGEST_LABEL
+    assert shown[1].endswith("…") and len(shown[1]) <= LONGEST_LABEL and "<" not in shown[1]
+    assert re.fullmatch(r"01 (&lt;|&gt;|b)*…", shown[1]), shown[1]  # whole entities only: no "&l" left dangling
+    assert shown[2] == "02 cat"  # short labels are left alone
