@@ -81,11 +81,10 @@ except AttnvizError as e:
     ui.show_error(e)
     ui.stop(tr)
 
-st.caption(
-    f"a = {ui.literal(label_a)}, layer {layer}; b = {ui.literal(label_b)}"
-    + ("" if mode == "layers" else f", layer {layer_b}")
-    + "."
+side_a, side_b = (
+    (label_a, label_b) if mode == "layers" else (f"{label_a}, layer {layer}", f"{label_b}, layer {layer_b}")
 )
+st.caption(f"a = {ui.literal(side_a)}; b = {ui.literal(side_b)}.")  # labels name a user's model or text
 measure = ui.url_choice(st.selectbox, "Rank heads by", C.MEASURES, key="cmp_measure")
 order = result.ranked(measure)
 drawn = hm.windows(tr, ui.token_window(tr, hm.MAX_SHOWN))  # queries and keys apart, as on the Heads page

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -11,6 +13,7 @@ from .value_weighted import note_lines
 from .windows import axis_ranges, range_note, window
 
 HALF_WIDTH_TICKS = 12  # key labels of a half-width matrix (~200 px): upright, ~16 px apart, they never touch
+HALF_WIDTH_TITLE = 44  # characters of a title line on a half-width matrix (Plotly never wraps a title)
 STAT_SCALE = "Cividis"  # sequential, readable in both themes; set explicitly with zmin/zmax
 
 
@@ -63,6 +66,8 @@ def weights_matrix(
     rows, cols = axis_ranges(token_range)
     (q0, q1), (k0, k1) = window(len(tokens), rows), window(len(key_tokens), cols)
     w = f32(np.asarray(weights)[q0:q1, k0:k1])
+    if max_ticks <= HALF_WIDTH_TICKS:  # ~380 px wide: a long title ("the cross attention, layer 0, ...") was clipped
+        title = "\n".join(textwrap.wrap(title, HALF_WIDTH_TITLE, break_on_hyphens=False))
     if note := range_note(len(tokens), len(key_tokens), (q0, q1), (k0, k1)):
         title += "\n" + note.removeprefix(" · ")
     notes = note_lines(view, 64 if max_ticks <= HALF_WIDTH_TICKS else 110)  # small print: ~5.5 px a character

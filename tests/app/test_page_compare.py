@@ -70,6 +70,7 @@ def test_two_layers(bundled):
     at = page(layer=1, cmp_mode="layers", cmp_layer=4)
     tr = attnviz.trace(bundled, TEXT)
     _check(at, tr.layer(1).weights.astype(np.float64), tr.layer(4).weights.astype(np.float64))
+    assert "a = layer 1; b = layer 4." in texts(at, "caption")  # each side named once ("layer 1, layer 1" before)
 
 
 def test_two_models_the_same_weights_give_zero(bundled):
