@@ -9,7 +9,7 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 """
 
 from .before_softmax import scale_note
-from .clicks import chart_key, selected_head, selected_key, take_click, toggle_head
+from .clicks import chart_key, selected_head, selected_key, selected_tile, take_click, toggle_head
 from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text
 from .generation import generation_settings, generation_steps
 from .kv_groups import grid_groups
@@ -35,7 +35,6 @@ from .state import (
     fill_value,
     keep_history,
     max_tokens,
-    selected_tile,
     server_max_tokens,
     text_inputs,
     url_choice,

@@ -10,7 +10,33 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .state import selected_tile
+
+def clicked_points(event) -> list:
+    """The points of a Streamlit plotly selection event ({"selection": {"points": [...]}}), [] for anything else."""
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError, IndexError):
+        return []
+    return list(points) if isinstance(points, (list, tuple)) else []
+
+
+def selected_tile(event) -> tuple[int, int] | None:
+    """(layer, head) from a Streamlit plotly selection event on the overview, or None if nothing usable.
+
+    Expects {"selection": {"points": [{"customdata": [layer, head], ...}], ...}} (dicts or Streamlit's
+    attribute dicts); takes the first point that carries a [layer, head] pair. Customdata sent as a numpy
+    typed array comes back from the browser as {"0": layer, "1": head}, so that form is accepted too.
+    """
+    for point in clicked_points(event):
+        data = point.get("customdata") if hasattr(point, "get") else None
+        if hasattr(data, "get"):
+            data = [data.get("0"), data.get("1")]
+        if isinstance(data, (list, tuple)) and len(data) >= 2:
+            try:
+                return int(data[0]), int(data[1])
+            except (TypeError, ValueError):
+                continue
+    return None
 
 
 def selected_key(event, n_keys: int) -> int | None:
@@ -18,11 +44,7 @@ def selected_key(event, n_keys: int) -> int | None:
 
     The targets sit at x = key index (positional axes), so the first point's x names it; anything else (no point,
     a non-number, a key outside 0..n_keys-1, as a crafted event could send) gives None."""
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError, IndexError):
-        return None
-    for point in points or ():
+    for point in clicked_points(event):
         x = point.get("x") if hasattr(point, "get") else None
         if isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() and 0 <= x < n_keys:
             return int(x)
@@ -31,7 +53,7 @@ def selected_key(event, n_keys: int) -> int | None:
 
 def selected_head(event, n_layer: int, n_head: int) -> tuple[int, int] | None:
     """(layer, head) of the square a click selected on a layer x head grid (customdata [layer, head], read by
-    state.selected_tile), or None when there is none or it lies outside the model's layers and heads."""
+    selected_tile), or None when there is none or it lies outside the model's layers and heads."""
     tile = selected_tile(event)
     if tile is None or not (0 <= tile[0] < n_layer and 0 <= tile[1] < n_head):
         return None

@@ -198,29 +198,6 @@ def _current_url() -> str:
     return f"{base.split('?')[0]}?{query}" if query else base
 
 
-def selected_tile(event) -> tuple[int, int] | None:
-    """(layer, head) from a Streamlit plotly selection event on the overview, or None if nothing usable.
-
-    Expects {"selection": {"points": [{"customdata": [layer, head], ...}], ...}} (dicts or Streamlit's
-    attribute dicts); takes the first point that carries a [layer, head] pair. Customdata sent as a numpy
-    typed array comes back from the browser as {"0": layer, "1": head}, so that form is accepted too.
-    """
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError, IndexError):
-        return None
-    for point in points or ():
-        data = point.get("customdata") if hasattr(point, "get") else None
-        if hasattr(data, "get"):
-            data = [data.get("0"), data.get("1")]
-        if isinstance(data, (list, tuple)) and len(data) >= 2:
-            try:
-                return int(data[0]), int(data[1])
-            except (TypeError, ValueError):
-                continue
-    return None
-
-
 def bound_text_fields() -> None:
     """Cut every text field to TEXT_LIMITS before a widget or a page reads it, and remember what was cut.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import streamlit as st
 
@@ -36,9 +37,12 @@ def open_head(src: Selection, layer: int, head: int, stage: str | None = None) -
 
 
 def scroll_to(anchor: str) -> None:
-    """Bring the heading with this anchor into view (after a click that opened something further up the page)."""
-    # st.html runs the script in the app's own page; "<" escaped so no anchor can close the script element
-    target = json.dumps(f"#{anchor}").replace("<", "\\u003c")
+    """Bring the heading with this anchor into view (after a click that opened something further up the page).
+
+    Only the app's own heading anchors (lower-case words and hyphens) are taken: the script runs in the app's page."""
+    if not re.fullmatch(r"[a-z0-9-]{1,40}", anchor):
+        raise ValueError(f"not one of the app's heading anchors: {anchor!r}")
+    target = json.dumps(f"#{anchor}")
     st.html(f"<script>document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>",
             unsafe_allow_javascript=True)  # fmt: skip
 
