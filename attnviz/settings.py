@@ -8,6 +8,9 @@
 | ATTNVIZ_MAX_MODEL_MB     | 1500              | weights larger than this are refused before loading            |
 | ATTNVIZ_TRACE_CACHE_MB   | 1024              | byte budget of the dashboard's trace cache, all sessions       |
 | ATTNVIZ_MAX_UPLOAD_MB    | 256 (64 hosted)   | most an uploaded trace file may take once unpacked             |
+| ATTNVIZ_MAX_LAYERS       | 128               | most layers a trace may have (a model, an uploaded file)       |
+| ATTNVIZ_MAX_HEADS        | 128               | most heads per layer a trace may have                          |
+| ATTNVIZ_HEAVY_RUNS       | 2                 | sessions computing a trace or a Masks experiment at once       |
 
 Hosted mode is on wherever strangers can reach the dashboard, unless ATTNVIZ_HOSTED=0 opts out: on Streamlit
 Community Cloud (its containers check the repository out under /mount/src and set HOSTNAME=streamlit) and when
@@ -18,6 +21,12 @@ with the committed config, which binds 127.0.0.1) it is off unless ATTNVIZ_HOSTE
 The token limit defaults to what the machine serves quickly: 512 tokens on a CPU (256 hosted, where many
 sessions share it) and 4,096 with a GPU (a trace stores q and k, not tokens² per head, so long texts fit); a
 model's own position limit caps it further.
+
+The layer and head limits are over every model the dashboard is meant for (the largest open models have about
+126 layers and 128 heads; the hosted allow-list far fewer): they bound what a trace file may declare, so a file a
+few kB long cannot make the dashboard build a million layer records. Heavy runs past ATTNVIZ_HEAVY_RUNS wait their
+turn with a message (attnviz.ui.heavy): each one holds a few hundred MB at its peak, so this bounds a replica's
+memory and keeps its cores answering the light pages (docs/deploy.md sizes a pod from it).
 
 The values are read on every call (a few dictionary look-ups), so a test or an operator can change the
 environment of a running process and the next request sees it.
@@ -41,6 +50,9 @@ class Settings:
     max_model_bytes: int
     trace_cache_bytes: int
     max_upload_bytes: int
+    max_layers: int = 128
+    max_heads: int = 128
+    heavy_runs: int = 2
 
 
 def _number(name: str, default: float) -> float:
@@ -64,6 +76,9 @@ def current() -> Settings:
         max_model_bytes=int(_number("ATTNVIZ_MAX_MODEL_MB", 1500) * 2**20),
         trace_cache_bytes=int(_number("ATTNVIZ_TRACE_CACHE_MB", 1024) * 2**20),
         max_upload_bytes=int(_number("ATTNVIZ_MAX_UPLOAD_MB", 64 if hosted else 256) * 2**20),
+        max_layers=max(1, int(_number("ATTNVIZ_MAX_LAYERS", 128))),
+        max_heads=max(1, int(_number("ATTNVIZ_MAX_HEADS", 128))),
+        heavy_runs=max(1, int(_number("ATTNVIZ_HEAVY_RUNS", 2))),
     )
 
 

@@ -2,8 +2,9 @@
 
 Nothing is unpacked before it is checked. The zip directory gives every member's unpacked size
 (`ZipInfo.file_size`), so a file that would take more than the byte budget is refused before any inflation;
-the first bytes of each member give its npy header (dtype and shape), so ranks, dtypes, token counts and the
-agreement between the arrays are checked before any array is read. Then each member is unpacked once, pickles
+the first bytes of each member give its npy header (dtype and shape), so ranks, dtypes, the counts of layers, heads
+and tokens and the agreement between the arrays are checked before any array is read or any layer record built (a
+few kB can declare a million layers or heads in arrays of one token). Then each member is unpacked once, pickles
 never (object arrays are refused from their header), the JSON record's size is capped and every field of it is
 checked (scales as the API checks them, `check_scale`). Every failure is an InputError saying what is wrong,
 in our words: numpy's and zipfile's (with their advice to load pickles) never reach a user.
@@ -33,6 +34,8 @@ NPZ_FORMAT = "attnviz-trace/1"
 RECORD_BYTES = 4 * 2**20  # the JSON record unpacked; numpy stores text at 4 bytes a character
 LOAD_BYTES = 2 * 2**30  # what `load_npz` unpacks at most unless told otherwise (the dashboard passes less)
 MAX_MEMBERS = 1024  # a trace file holds 6 arrays plus at most 5 per layer
+MAX_LAYERS = 1024  # what `load_npz` opens at most unless told otherwise: beyond every model (the dashboard passes less)
+MAX_HEADS = 1024
 HEAD_BYTES = 16_384  # read of each member for its npy header (numpy caps a header at 10,000 characters)
 UNREAD = ("scaled", "masked")  # recomputed from scores: headers checked, data never unpacked
 SCALE_ON = ("scores", "q", "k", "q and k")
@@ -69,17 +72,29 @@ def refused(why: str) -> InputError:
     return InputError(f"This is not an attnviz trace file (.npz saved on the Export page): {why}.")
 
 
-def read_npz(data: bytes, max_tokens: int | None = None, max_bytes: int = LOAD_BYTES) -> tuple[dict, dict]:
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What a trace file may declare: tokens (queries or keys; None: any), layers, heads, and bytes once unpacked."""
+
+    tokens: int | None = None
+    bytes: int = LOAD_BYTES
+    layers: int = MAX_LAYERS
+    heads: int = MAX_HEADS
+
+
+def read_npz(data: bytes, max_tokens: int | None = None, max_bytes: int = LOAD_BYTES, limits: Limits | None = None):
     """(checked JSON record, arrays as float32 / bool) of a file written by `export.trace_npz`.
 
     Refused before any array is unpacked: more than `max_bytes` to unpack, more than `max_tokens` queries or keys,
-    members, ranks or dtypes the Export page does not write. Any other failure (a damaged or truncated file)
-    is an InputError too.
+    more layers or heads than `limits` allows, members, ranks or dtypes the Export page does not write. `limits`,
+    when given, replaces `max_tokens` and `max_bytes`. Any other failure (a damaged or truncated file) is an
+    InputError too.
     """
+    limits = limits or Limits(max_tokens, max_bytes)
     try:
         with _open_zip(data) as zf:
-            members = _headers(zf, _directory(zf, max_bytes))
-            shape = _check_shapes(members, max_tokens)
+            members = _headers(zf, _directory(zf, limits.bytes))
+            shape = _check_shapes(members, limits)
             record = check_record(_record(zf, members["provenance.json"]), shape, set(members))
             arrays = {n: _array(zf, m) for n, m in members.items() if n not in (*UNREAD, "provenance.json")}
     except InputError:
@@ -148,18 +163,31 @@ def _headers(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo]) -> dict[str
     return out
 
 
-def _check_shapes(members: dict[str, Member], max_tokens: int | None) -> tuple[int, int, int, int]:
-    """(layers, heads, queries, keys) that every array agrees on, within the token limit."""
-    n_layer, n_head, n_query, n_key = dims = members["weights"].shape
+def _check_counts(dims: tuple[int, int, int, int], limits: Limits) -> None:
+    """Layers, heads and tokens within the limits, said in our words with the limit."""
+    n_layer, n_head, n_query, n_key = dims
     if min(dims) < 1:
         raise refused("its weights array is empty")
-    if any(members[n].shape != dims for n in ("scores", "scaled", "masked") if n in members):
-        raise refused("its stage arrays differ in shape")
-    if max_tokens is not None and max(n_query, n_key) > max_tokens:
+    over = [(n_layer, limits.layers, "layers"), (n_head, limits.heads, "heads")]
+    for n, most, what in over:
+        if n > most:
+            raise InputError(
+                f"This trace has {n:,} {what}; attnviz opens traces of up to {most:,} {what} here. "
+                "A model with that many is beyond what this dashboard draws."
+            )
+    if limits.tokens is not None and max(n_query, n_key) > limits.tokens:
         raise InputError(
             f"This trace has {n_query:,} queries x {n_key:,} keys; this dashboard opens traces of up to "
-            f"{max_tokens:,} tokens. Open it in Python with attnviz.export.load_npz."
+            f"{limits.tokens:,} tokens. Open it in Python with attnviz.export.load_npz."
         )
+
+
+def _check_shapes(members: dict[str, Member], limits: Limits) -> tuple[int, int, int, int]:
+    """(layers, heads, queries, keys) that every array agrees on, within the limits."""
+    n_layer, n_head, n_query, n_key = dims = members["weights"].shape
+    _check_counts(dims, limits)
+    if any(members[n].shape != dims for n in ("scores", "scaled", "masked") if n in members):
+        raise refused("its stage arrays differ in shape")
     expected = {"mask": [(n_layer, n_query, n_key)], "bias": [(n_head, n_query, n_key), (1, n_query, n_key)],
                 "sinks": [(n_head,), (n_head, n_query)], "softcap": [()], "output_norms": [(n_head, n_key)]}  # fmt: skip
     for name, m in members.items():
@@ -257,9 +285,11 @@ def _tupled(v):
     return tuple(_tupled(x) for x in v) if isinstance(v, list) else v
 
 
-def open_npz(data: bytes, max_tokens: int | None = None, max_bytes: int = LOAD_BYTES) -> tuple[AttentionTrace, dict]:
+def open_npz(
+    data: bytes, max_tokens: int | None = None, max_bytes: int = LOAD_BYTES, limits: Limits | None = None
+) -> tuple[AttentionTrace, dict]:
     """(the trace saved by `trace_npz`, its record): rebuilt from its scores, scale, mask and fill (or weights)."""
-    rec, arrays = read_npz(data, max_tokens, max_bytes)
+    rec, arrays = read_npz(data, max_tokens, max_bytes, limits)
     names = {f.name for f in dataclasses.fields(Provenance)}
     fields = {k: v for k, v in rec.items() if k in names}
     fields.update(options=tuple((k, _tupled(v)) for k, v in rec["options"]), input_ids=tuple(rec["input_ids"]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -20,6 +21,7 @@ from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
 from .generation import generation_request
+from .heavy import LIGHT_TOKENS, heavy
 from .literal import literal, show_error
 from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs
 
@@ -66,8 +68,21 @@ def _trace_cache() -> BytesLRU:
 
 def _cached_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
     key = (model_name, module_key, text, options)
+
+    def compute() -> AttentionTrace:
+        with heavy(_long(text, dict(options))):  # queued behind other long runs; a cached trace never waits
+            return _compute_trace(model_name, module_key, text, options)
+
     with st.spinner("Running the model and capturing every attention stage…"):
-        return _trace_cache().get_or_compute(key, lambda: _compute_trace(model_name, module_key, text, options))
+        return _trace_cache().get_or_compute(key, compute)
+
+
+def _long(text: str, opts: dict) -> bool:
+    """Whether a trace may pass LIGHT_TOKENS tokens (queries plus padding and new tokens). Counted from characters,
+    before tokenizing: a character gives at most a few byte-level tokens."""
+    chars = sum(len(str(opts.get(k) or "")) for k in ("pair", "target")) + len(text)
+    extra = int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)
+    return min(3 * chars, int(opts.get("max_tokens") or 3 * chars)) + extra > LIGHT_TOKENS
 
 
 def _compute_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
@@ -145,26 +160,48 @@ def _shown_trace(src: Selection, text: str, options: dict) -> AttentionTrace | N
     return tr.part(src.part or "encoder") if isinstance(tr, Seq2SeqTrace) else tr
 
 
+def upload_limits() -> trace_file.Limits:
+    """What an uploaded trace may declare here: this server's token, layer and head limits and upload budget."""
+    conf = settings.current()
+    return trace_file.Limits(conf.max_tokens, conf.max_upload_bytes, conf.max_layers, conf.max_heads)
+
+
 def saved_trace(upload) -> tuple[AttentionTrace, dict] | None:
     """The trace in an uploaded .npz and its record; None (after saying why) for a file that cannot be opened.
 
-    Read once per file: the result (or the reason) stays in session state while the file sits in the uploader,
-    so reruns redo nothing. The file is checked against this dashboard's token limit and upload budget before
-    anything in it is unpacked (trace_file).
+    The opened trace is kept in the shared, byte-bounded trace cache under the file's digest, never in session
+    state, so held uploads count in the one memory budget with every other trace (a session keeps only the digest,
+    and the reason a file was refused). A trace the cache has dropped is opened again from the uploader's bytes.
+    The file is checked against this dashboard's limits before anything in it is unpacked (trace_file).
     """
     if upload is None:
         st.session_state.pop("_saved_trace", None)
         return None
     held = st.session_state.get("_saved_trace")
     if held is None or held[0] != upload.file_id:
-        conf = settings.current()
-        try:
-            result = trace_file.open_npz(upload.getvalue(), conf.max_tokens, conf.max_upload_bytes)
-        except AttnvizError as e:
-            result = str(e)
-        held = (upload.file_id, result)
+        data = upload.getvalue()
+        held = (upload.file_id, hashlib.sha256(data).hexdigest())
         st.session_state["_saved_trace"] = held
-    if isinstance(held[1], str):
-        st.error(literal(held[1]))
+    if held[1].startswith("!"):
+        st.error(literal(held[1][1:]))
         return None
-    return held[1]
+    limits = upload_limits()
+    try:
+        return _trace_cache().get_or_compute(("upload", held[1], limits), lambda: _open_upload(upload, limits))
+    except AttnvizError as e:
+        st.session_state["_saved_trace"] = (held[0], "!" + str(e))  # said again on every rerun, never reopened
+        st.error(literal(e))
+        return None
+
+
+class _Opened(tuple):
+    """(trace, record) with the trace's bytes, so the byte-bounded cache counts an upload at its size."""
+
+    @property
+    def nbytes(self) -> int:
+        return self[0].nbytes
+
+
+def _open_upload(upload, limits: trace_file.Limits) -> _Opened:
+    with heavy():  # unpacking and checking the largest allowed file takes a few hundred MB for a moment
+        return _Opened(trace_file.open_npz(upload.getvalue(), limits=limits))

@@ -21,8 +21,18 @@ def head_picker(src: Selection, container=None, disabled: bool = False) -> int:
     """The head slider; bound to the URL so links open on the same head.
 
     `disabled` greys it out (e.g. while a page pools all heads) without dropping the chosen head from the URL.
+    With one head (our module offers n_head = 1) there is nothing to pick: Streamlit refuses a slider from 0 to 0,
+    so the page says which head it shows instead.
     """
-    return (container or st).slider("Head", 0, src.n_head - 1, key="head", bind=URL, disabled=disabled)
+    return count_slider(container or st, "Head", src.n_head, key="head", disabled=disabled)
+
+
+def count_slider(where, label: str, n: int, key: str, disabled: bool = False, **kw) -> int:
+    """A URL-bound slider over 0..n-1 (heads, layers of a trace), or, for n = 1, a caption naming the only one."""
+    if n <= 1:
+        where.caption(f"{label}: 0 (the only one)")
+        return 0
+    return where.slider(label, 0, n - 1, key=key, bind=URL, disabled=disabled, **kw)
 
 
 def open_head(src: Selection, layer: int, head: int, stage: str | None = None) -> None:
