@@ -58,7 +58,7 @@ head = ui.head_picker(src)
 span = hm.window(tr.n_tokens)
 boundary = ui.pair_boundary(src, tr)
 figs = [
-    hm.head_grid(tr, layer, stage, token_range=span, boundary=boundary),
+    hm.head_grid(tr, layer, stage, token_range=span, boundary=boundary),  # the first GRID_HEADS, said in its title
     hm.head_detail(tr, layer, head, stage, token_range=span, boundary=boundary),
 ]
 st.download_button(
@@ -90,7 +90,8 @@ if opened is not None:
         bind=ui.URL,
     )
     saved_stage = saved_stage or "weights"
-    grid = hm.head_grid(saved, saved_layer, saved_stage, token_range=hm.window(saved.n_tokens))
+    first = ui.grid_first_head(saved, key="ex_grid_from")  # a file may hold more heads than a grid draws
+    grid = hm.head_grid(saved, saved_layer, saved_stage, token_range=hm.window(saved.n_tokens), first_head=first)
     grid.update_layout(meta={**grid.layout.meta, "figure": "saved_grid"})
     st.plotly_chart(
         grid,

@@ -32,8 +32,10 @@ st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
 groups = ui.grid_groups(tr, layer, hm.windows(tr, span)[0])  # grouped-query heads drawn by key/value group
+first = ui.grid_first_head(tr)  # a model with more heads than a grid draws: which of them
+drawn = dict(token_range=span, colours=colours, boundary=boundary, without=without, first_head=first)
 st.plotly_chart(
-    hm.head_grid(tr, layer, stage, token_range=span, colours=colours, boundary=boundary, without=without, **groups),
+    hm.head_grid(tr, layer, stage, **drawn, **groups),
     theme=None,
     config=ui.chart_config(f"layer{layer}", stage, "heads"),
 )

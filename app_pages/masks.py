@@ -56,14 +56,15 @@ if analysis.hides_everything(hide, base.n_keys):
 layers = None if apply == "all" else (layer,)
 opts = analysis.mask_options(single_layer=not src.pretrained, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
                              layers=layers, fill=ui.fill_value(fill), part=src.part)  # fmt: skip
-traces = mask_traces(src, opts)
-if traces is None:
-    ui.stop(base)
-with_mask, without, model_own = traces
+with ui.heavy(max(n_real, pad_to) > ui.LIGHT_TOKENS):  # three traces and a report: queued at the page's bounds
+    traces = mask_traces(src, opts)
+    if traces is None:
+        ui.stop(base)
+    with_mask, without, model_own = traces
+    rep = analysis.mask_report(with_mask, without, model_own, layer, head, n_real, causal, hide, base.n_keys)
 if src.pretrained and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
 boundary = ui.pair_boundary(src, with_mask)
-rep = analysis.mask_report(with_mask, without, model_own, layer, head, n_real, causal, hide, base.n_keys)
 kept = analysis.own_mask_words(model_own, layer)
 if own:
     st.info("**This model is causal**: its own mask hides every future key, in every layer, whatever the toggle says "

@@ -48,6 +48,10 @@ from .value_weighted import PROBABILITIES, VALUE_WEIGHTED_CAPTION, VALUE_WEIGHTE
 from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
+GRID_HEADS = (
+    32  # panels one head grid draws at most (each is two axes and a heatmap: the browser's cost grows with them)
+)
+OVERVIEW_CELLS = 600_000  # cells of the overview's image at most: tiles shrink for many layers x heads
 PER_TILE = 16  # query rows the overview reads per row of tiles (every key of them): time grows with the keys only
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
@@ -143,28 +147,37 @@ def _grid_hover(z: np.ndarray, true_values: bool, head: str) -> dict:
     return dict(customdata=f32(z), hovertemplate=f"{who}<br>%{{customdata:.4g}}<extra></extra>")
 
 
+def grid_heads(n_head: int, first: int = 0) -> tuple[int, int]:
+    """(first, stop) of the heads a grid draws: at most GRID_HEADS, from `first` (moved back to fit)."""
+    first = max(0, min(int(first), n_head - GRID_HEADS))
+    return first, min(n_head, first + GRID_HEADS)
+
+
 def head_grid(
     trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None, colours: str = "linear",
-    boundary: int | None = None, titles=None, without=(),
+    boundary: int | None = None, titles=None, without=(), first_head: int = 0,
 ) -> go.Figure:  # fmt: skip
     """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance.
 
     `colours`: a COLOUR_RANGES id for weights; the hover then still shows the true weight. `boundary`: where
     sentence B of a pair starts (dashed lines on every panel, see plots.pairs), or None. `titles`: one per head
-    (e.g. its key/value group); `without`: sink keys left out of the weights, rows renormalised (see stage_values)."""
+    (e.g. its key/value group); `without`: sink keys left out of the weights, rows renormalised (see stage_values).
+    At most GRID_HEADS heads are drawn, from `first_head` (`grid_heads`); the title then says which."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
-    z_all = stage_values(trace, layer, stage, (start, stop), (kstart, kstop), without)
+    h0, h1 = grid_heads(trace.n_head, first_head)
+    z_all = stage_values(trace, layer, stage, (start, stop), (kstart, kstop), without)[h0:h1]
     n_head = z_all.shape[0]
+    titles = list(titles or [f"head {h}" for h in range(trace.n_head)])[h0:h1]
     cols = max(1, min(cols, n_head))
     rows = math.ceil(n_head / cols)
     hspace, vspace = 0.02 if cols > 1 else 0.0, min(0.06, 0.3 / rows) if rows > 1 else 0.0
-    layout = panel_layout(rows, cols, titles or [f"head {h}" for h in range(n_head)], hspace, vspace)
+    layout = panel_layout(rows, cols, titles, hspace, vspace)
     scale = colour(stage, z_all, mode=colours)
     label = STAGE_LABELS[stage]
     keys, queries = tick_labels(trace.key_tokens)[kstart:kstop], tick_labels(trace.tokens)[start:stop]
     data = [
         dict(type="heatmap", z=f32(colour_values(stage, z_all[h], colours)), x=keys, y=queries,
-             **_grid_hover(z_all[h], transformed(stage, colours), f"head {h} · {label}"), hoverongaps=False,
+             **_grid_hover(z_all[h], transformed(stage, colours), f"head {h0 + h} · {label}"), hoverongaps=False,
              showscale=h == 0, colorbar=colour_bar(stage, colours, label), **scale, **panel_axes(h))
         for h in range(n_head)
     ]  # fmt: skip
@@ -182,10 +195,12 @@ def head_grid(
     for title in layout["annotations"]:
         title["font"] = dict(size=12)
     note = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
+    if n_head < trace.n_head:
+        note += f" · heads {h0}–{h1 - 1} of {trace.n_head}"
     panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
     fig = paper_figure(dict(data=data, layout=layout | dict(
         plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
-        meta={"figure": "head_grid", "layer": layer, "stage": stage},
+        meta={"figure": "head_grid", "layer": layer, "stage": stage, "heads": [h0, h1]},
         height=rows * panel + 100,
         margin=dict(l=100, r=10, t=80 if stage == VALUE_WEIGHTED else 60, b=10),
         title=dict(text=f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}",
@@ -282,6 +297,7 @@ def overview(
     """
     n_layer, n_head = trace.n_layer, trace.n_head
     # pooled one layer at a time, so a long text never holds every layer at full size
+    tile = max(2, min(tile, math.isqrt(OVERVIEW_CELLS // (n_layer * n_head)) - 1))  # many layers x heads: smaller tiles
     read = lambda: pooled_stage(trace, stage, tile, per_tile=PER_TILE)  # noqa: E731 - a few query rows per tile row
     pooled = trace_cache.memo(trace, ("overview", stage, tile), read)  # once
     pooled = colour_values(stage, pooled, colours)  # the colours drawn (the overview has no value hover)

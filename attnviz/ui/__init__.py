@@ -12,6 +12,7 @@ from .before_softmax import scale_note
 from .clicks import chart_key, selected_head, selected_key, selected_tile, take_click, toggle_head
 from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text
 from .generation import generation_settings, generation_steps
+from .heavy import LIGHT_TOKENS, heavy
 from .kv_groups import grid_groups
 from .literal import literal, record_table, show_error
 from .pair_ui import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary
@@ -44,6 +45,8 @@ from .widgets import (
     chart_config,
     colour_range,
     columns,
+    count_slider,
+    grid_first_head,
     head_picker,
     key_choice,
     open_head,
@@ -63,4 +66,5 @@ __all__ = [
     "sinks_and_softcap", "stage_picker", "stop", "text_inputs", "token_window", "trace_of_text", "url_choice",
     "grid_groups", "who_reads", "leave_out_first", "sink_map", "without_sinks",
     "chart_key", "selected_head", "selected_key", "take_click", "toggle_head",
+    "LIGHT_TOKENS", "heavy", "count_slider", "grid_first_head",
 ]  # fmt: skip

@@ -35,6 +35,19 @@ def count_slider(where, label: str, n: int, key: str, disabled: bool = False, **
     return where.slider(label, 0, n - 1, key=key, bind=URL, disabled=disabled, **kw)
 
 
+def grid_first_head(trace: AttentionTrace, key: str = "grid_from", container=None) -> int:
+    """For more than hm.GRID_HEADS heads: the first head a grid draws (URL-bound), and the page says which it draws."""
+    if trace.n_head <= hm.GRID_HEADS:
+        return 0
+    where = container or st
+    asked = where.slider(f"Heads shown, {hm.GRID_HEADS} at a time: from", 0, trace.n_head - 1, 0, step=hm.GRID_HEADS,
+                         key=key, bind=URL)  # fmt: skip
+    h0, h1 = hm.grid_heads(trace.n_head, asked)
+    where.caption(f"The grid draws heads {h0}–{h1 - 1} of {trace.n_head}: at most {hm.GRID_HEADS} at a time, so "
+                  "the page stays fast. Move the slider to see the others.")  # fmt: skip
+    return h0
+
+
 def open_head(src: Selection, layer: int, head: int, stage: str | None = None) -> None:
     """Point the sidebar at one head (for a click's callback): the head slider, and the layer slider when the layers
     are the model's (our module's single layer is not the model's layer 0); `stage`, the Heads page's stage to open

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from helpers import deflate_bomb, figures, npz_members, npz_of, run_page, table_rows, z_arrays
+from helpers import deflate_bomb, figures, npz_members, npz_of, run_page, table_rows, texts, z_arrays
 
 import attnviz
-from attnviz import export
+from attnviz import export, trace_file
+from attnviz.plots import heatmaps as hm
 
 PAGE = "app_pages/export.py"
 TEXT = "The cat sat on the mat."
@@ -78,9 +79,33 @@ def test_malformed_and_oversized_uploads_give_a_message_and_the_page_stays_usabl
     assert not at.exception and not at.error and "saved_grid" in figures(at)
 
 
-def test_an_upload_is_read_once_while_it_sits_in_the_uploader(bundled):
+def test_an_upload_is_read_once_and_held_in_the_shared_cache_not_the_session(bundled, monkeypatch):
+    opened = []
+    real = trace_file.open_npz
+    monkeypatch.setattr(trace_file, "open_npz", lambda *a, **k: opened.append(1) or real(*a, **k))
     at = page()
     at.file_uploader(key="ex_upload").upload("t.npz", export.trace_npz(attnviz.trace(bundled, TEXT))).run()
-    first = at.session_state["_saved_trace"][1][0]
     at.slider(key="ex_layer").set_value(2).run()  # a rerun with the file still there
-    assert not at.exception and at.session_state["_saved_trace"][1][0] is first  # not read again
+    assert not at.exception and len(opened) == 1  # not read again
+    held = at.session_state["_saved_trace"]  # the session keeps the file's digest; the trace is in the trace cache
+    assert isinstance(held[1], str) and len(held[1]) == 64
+
+
+def test_an_upload_past_the_count_limits_is_refused_and_a_wide_one_drawn_in_part(bundled):
+    one = npz_members(export.trace_npz(attnviz.AttentionTrace.from_weights(["a"], np.ones((1, 1, 1, 1)))))
+    at = page()
+    huge = {**one, "weights": np.ones((1, 100_000, 1, 1), np.float16)}
+    at.file_uploader(key="ex_upload").upload("huge.npz", npz_of(huge)).run()
+    assert not at.exception and "saved_grid" not in figures(at)
+    assert texts(at, "error") == [
+        "This trace has 100,000 heads; attnviz opens traces of up to 128 heads here. A model with that many is "
+        "beyond what this dashboard draws."
+    ]
+    wide = {**one, "weights": np.ones((1, 40, 1, 1), np.float16)}
+    at.file_uploader(key="ex_upload").upload("wide.npz", npz_of(wide)).run()
+    assert not at.exception and not at.error
+    assert len(z_arrays(figures(at)["saved_grid"])) == hm.GRID_HEADS
+    assert any("heads 0–31 of 40" in c for c in texts(at, "caption"))
+    at.slider(key="ex_grid_from").set_value(32).run()
+    grid = figures(at)["saved_grid"]
+    assert len(z_arrays(grid)) == 32 and grid["layout"]["meta"]["heads"] == [8, 40]
