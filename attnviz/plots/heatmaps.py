@@ -61,7 +61,9 @@ STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked
 # --- small pure helpers -----------------------------------------------------------------------------
 
 
-def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, keys=None, without=()) -> np.ndarray:
+def stage_values(
+    trace: AttentionTrace, layer: int, stage: str, queries=None, keys=None, without=(), heads=None
+) -> np.ndarray:
     """[head, query, key] float32 values of one stage, with masked cells as NaN for the masked stage.
 
     queries / keys: (start, stop) windows; only the window's rows are computed (every key still in the softmax),
@@ -74,7 +76,7 @@ def stage_values(trace: AttentionTrace, layer: int, stage: str, queries=None, ke
         raise AttnvizError(trace.why_not(stage))
     if without and stage == "weights":
         return window_without_keys(trace, layer, rows, cols, without)
-    z = np.array(getattr(trace_cache.stages(trace, layer, queries=rows, keys=cols), stage), dtype=np.float32)
+    z = np.array(getattr(trace_cache.stages(trace, layer, heads, rows, cols), stage), dtype=np.float32)
     if stage == "masked":
         z[:, ~trace.layer_mask(layer, rows, cols)] = np.nan  # only the window's cells of the mask
     return z
@@ -165,7 +167,9 @@ def head_grid(
     At most GRID_HEADS heads are drawn, from `first_head` (`grid_heads`); the title then says which."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
     h0, h1 = grid_heads(trace.n_head, first_head)
-    z_all = stage_values(trace, layer, stage, (start, stop), (kstart, kstop), without)[h0:h1]
+    picked = None if (h0, h1) == (0, trace.n_head) else list(range(h0, h1))  # only the drawn heads' stages
+    z_all = stage_values(trace, layer, stage, (start, stop), (kstart, kstop), without, picked)
+    z_all = z_all[h0:h1] if z_all.shape[0] == trace.n_head else z_all
     n_head = z_all.shape[0]
     titles = list(titles or [f"head {h}" for h in range(trace.n_head)])[h0:h1]
     cols = max(1, min(cols, n_head))
