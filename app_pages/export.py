@@ -70,12 +70,11 @@ st.download_button(
     on_click="ignore",
 )
 
-st.subheader("Open a saved trace", divider="gray")
-st.caption("Load an .npz saved here: its heads are shown from the file alone, with the record it carries.")
-upload = st.file_uploader("Trace file (.npz)", type=["npz"], key="ex_upload")
-opened = ui.saved_trace(upload)  # read once per file, within this dashboard's limits; None after saying why
-if opened is not None:
-    saved, saved_record = opened
+
+def show_saved(saved, saved_record: dict) -> None:
+    """The uploaded trace's heads and record. A function, so the trace is never a page variable: the download
+    buttons above keep this page's variables alive after the run, and an upload must live only in the byte-bounded
+    trace cache (ui.saved_trace)."""
     for note in saved.notes:
         st.caption(ui.literal(note))  # the uploaded file's own notes
     saved_layer = 0
@@ -102,3 +101,12 @@ if opened is not None:
     with st.expander("Its provenance"):
         rows = export.record_rows(saved_record, full=True)
         ui.record_table(rows)
+
+
+st.subheader("Open a saved trace", divider="gray")
+st.caption("Load an .npz saved here: its heads are shown from the file alone, with the record it carries.")
+upload = st.file_uploader("Trace file (.npz)", type=["npz"], key="ex_upload")
+with ui.heavy(upload is not None):  # opening and drawing a large file: a few at a time
+    if (opened := ui.saved_trace(upload)) is not None:  # within this dashboard's limits; None after saying why
+        show_saved(*opened)
+        del opened
