@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attnviz.gate import Gate
+from attnviz.ui.gate import Gate
 from attnviz.ui.heavy import queued_message
 
 

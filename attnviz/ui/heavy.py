@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from .. import settings
-from ..gate import Gate
+from .gate import Gate
 
 LIGHT_TOKENS = 128  # at most this many tokens (queries + padding): milliseconds of work, never queued
 _gates: dict[int, Gate] = {}
