@@ -74,7 +74,9 @@ def test_bars_lines_and_labels_are_drawn_and_every_token_stays_text():
     assert token in texts and "A title" in texts and "key" in texts and "line" in texts  # the text, not markup
     rects = [r for r in root.iter(f"{SVG}rect") if r.get("fill", "").startswith("rgb(")]
     heights = [float(r.get("height")) for r in rects]
-    assert len(rects) == 3 and np.allclose(np.array(heights) / heights[1], [3, 1, 2], rtol=0.01)  # bar heights in proportion
+    assert len(rects) == 3 and np.allclose(
+        np.array(heights) / heights[1], [3, 1, 2], rtol=0.01
+    )  # bar heights in proportion
     (line,) = root.iter(f"{SVG}polyline")
     ys = [float(p.split(",")[1]) for p in line.get("points").split()]
     assert ys[0] > ys[1] > ys[2]  # rising values climb the picture

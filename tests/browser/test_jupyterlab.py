@@ -105,3 +105,23 @@ def test_an_executed_notebook_draws_every_figure_in_jupyterlab_offline(browser, 
     finally:
         context.close()
         stop(proc)
+
+
+def test_a_viewer_that_runs_nothing_shows_every_figure_as_a_picture(browser, executed_notebook, tmp_path):
+    """What nbviewer or GitHub show: each output's text/html (they do not know plotly's type), scripts not run."""
+    nb = nbformat.read(executed_notebook, as_version=4)
+    html = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.outputs
+            if "text/html" in o.get("data", {})]  # fmt: skip
+    page_file = tmp_path / "static.html"
+    page_file.write_text("<!DOCTYPE html><html><body>" + "\n".join(html) + "</body></html>", encoding="utf-8")
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(page_file.as_uri())
+        boxes = [page.locator(".attnviz-static svg").nth(i).bounding_box() for i in range(13)]
+        assert page.locator(".attnviz-static svg").count() == 13 and page.locator("script").count() == 0
+        assert all(b and b["width"] >= 700 and b["height"] >= 300 for b in boxes)
+        assert page.locator(".attnviz-static svg image").count() >= 13  # every heatmap's cells, the colour bars
+        page.screenshot(path=str(OUT / "notebook_static.png"), full_page=True)
+    finally:
+        context.close()
