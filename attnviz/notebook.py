@@ -1,10 +1,14 @@
 """attnviz in a notebook: a trace draws itself, and `show` draws any dashboard page's figures inline.
 
-One output is one self-contained HTML fragment: plotly.js travels with it once, gzip-compressed and base64-coded
-(about 2 MB instead of the 4.8 MB that `to_html(include_plotlyjs=True)` puts in every figure), the browser
-inflates it with DecompressionStream, and every figure of the output is drawn with it. Outputs in one page share
-the inflated copy. Nothing is fetched from any host, so it works offline, in JupyterLab, VS Code's notebooks and
-a notebook exported to static HTML.
+In Jupyter (JupyterLab, VS Code, Colab, nbconvert) each figure is its own output in plotly's notebook mime type
+(`application/vnd.plotly.v1+json`): the figure's JSON only. The front end draws it with the plotly.js it ships
+(plotly's JupyterLab renderer is inside the `plotly` package), without trusting the notebook, so a notebook executed
+elsewhere (nbconvert, a course handout) draws in JupyterLab, and plotly.js is not stored in every output. Beside it,
+each output carries a static picture of the figure (text/html: an inline SVG, no script; attnviz.figure_svg) for
+viewers that run nothing and do not know plotly's type (nbviewer, GitHub, a notebook exported to HTML).
+
+`Figures.to_html` / `save` still write one self-contained interactive page: plotly.js travels with it once,
+gzip-compressed and base64-coded, inflated by the browser with DecompressionStream; nothing is fetched from any host.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ import plotly.offline
 
 from .figures import page_figures
 from .plots.common import chart_config
-from .trace import HTML_VIEW, AttentionTrace
+from .static import static_html
+from .trace import NOTEBOOK_VIEW, AttentionTrace
 
 _IDS = itertools.count()
+PLOTLY_MIME = "application/vnd.plotly.v1+json"  # plotly's own notebook type: JupyterLab, VS Code, Colab draw it
 
 # Reads its own output's data, inflates plotly.js once per page (a copy already inflated is reused), draws.
 _DRAW = """(function () {
@@ -83,7 +89,7 @@ def _script_json(value) -> str:
 
 @dataclass(frozen=True)
 class Figures:
-    """Figures shown as one notebook output (`_repr_html_`); `figures` are the plotly figures themselves."""
+    """Figures shown in a notebook, one output each (`_ipython_display_`); `figures` are the plotly figures."""
 
     items: tuple[tuple[str, go.Figure], ...]
     heading: str = ""
@@ -105,6 +111,26 @@ class Figures:
     def __repr__(self) -> str:
         return f"Figures({', '.join(self.titles)})"
 
+    def mimebundles(self) -> list[dict]:
+        """What a notebook stores, in order: the heading, then per figure a title and the figure itself (plotly's
+        mime type, a static picture in text/html for viewers that run nothing, and text)."""
+        out = [_text_bundle(self.heading, "attnviz-note")] if self.heading else []
+        for title, fig in self.items:
+            spec = _figure_json(fig, title)
+            out.append(_text_bundle(title, "attnviz-title"))
+            out.append({PLOTLY_MIME: spec, "text/html": static_html(spec), "text/plain": f"<figure: {title}>"})
+        return out
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display  # only ever called by IPython, so it is there
+
+        for bundle in self.mimebundles():
+            display(bundle, raw=True)
+
+    def _repr_html_(self) -> str:
+        """For front ends that take HTML only: the static pictures with their headings (no script)."""
+        return "\n".join(b["text/html"] for b in self.mimebundles())
+
     def to_html(self) -> str:
         """One self-contained HTML fragment: headings, figure boxes, their data, plotly.js once, the drawing script."""
         uid = f"attnviz-{next(_IDS)}-{id(self):x}"
@@ -123,9 +149,6 @@ class Figures:
         parts.append(f"<script>{_DRAW % {'id': uid, 'version': version}}</script></div>")
         return "\n".join(parts)
 
-    def _repr_html_(self) -> str:
-        return self.to_html()
-
     def save(self, path) -> Path:
         """The same output as a complete HTML page (opens offline in any browser)."""
         path = Path(path)
@@ -133,6 +156,12 @@ class Figures:
         page = f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title></head><body>'
         path.write_text(page + self.to_html() + "</body></html>\n", encoding="utf-8")
         return path
+
+
+def _text_bundle(text: str, kind: str) -> dict:
+    """A line of text as its own output (a heading above a figure): escaped HTML, and the text itself."""
+    style = "font-weight:600;font-size:15px;margin:10px 0 0" if kind == "attnviz-title" else "font-size:13px"
+    return {"text/html": f'<div class="{kind}" style="{style}">{html.escape(text)}</div>', "text/plain": text}
 
 
 def summary(trace: AttentionTrace) -> str:
@@ -153,9 +182,9 @@ def show(trace: AttentionTrace, page: str = "heads", layer: int = 0, head: int =
     return Figures(tuple(page_figures(trace, page, layer, head, **options)), summary(trace))
 
 
-def trace_html(trace: AttentionTrace) -> str:
+def trace_view(trace: AttentionTrace) -> Figures:
     """What a trace shows in a notebook: every head of layer 0, head 0 up close and every layer x head."""
-    return show(trace, "heads").to_html()
+    return show(trace, "heads")
 
 
-HTML_VIEW[:] = [trace_html]  # a trace's _repr_html_ draws with it from now on
+NOTEBOOK_VIEW[:] = [trace_view]  # a trace draws itself in a notebook with it from now on

@@ -38,9 +38,9 @@ from .trace_values import ValueReads
 
 __all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance", "Values"]
 
-#: How a notebook draws a trace: attnviz.notebook puts its view here when imported (it draws with the pages'
-#: figures, which read traces: registering keeps every import pointing down to this module).
-HTML_VIEW: list = []
+#: How a notebook draws a trace: attnviz.notebook puts its view here when imported (trace -> its figures, drawn with
+#: the pages' figure code, which reads traces: registering keeps every import pointing down to this module).
+NOTEBOOK_VIEW: list = []
 
 _WHAT = {
     "vectors": "query and key vectors",
@@ -161,9 +161,8 @@ class AttentionTrace(ValueReads):
         """Every head, query and key of one layer: `stages(layer)`."""
         return self.stages(layer)
 
-    def _repr_html_(self) -> str | None:
-        """A notebook draws a trace as the Heads page does, with the view attnviz.notebook registers (None: plain repr)."""
-        return HTML_VIEW[0](self) if HTML_VIEW else None
+    def _ipython_display_(self) -> None:  # a notebook draws a trace as the Heads page does (attnviz.notebook's view)
+        NOTEBOOK_VIEW[0](self)._ipython_display_()
 
     def stage(self, name: str, layer: int | None = None) -> np.ndarray:
         """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""

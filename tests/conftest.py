@@ -270,6 +270,20 @@ def fresh_venv(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def executed_notebook(fresh_venv, tmp_path_factory):
+    """docs/notebook.ipynb executed by `jupyter nbconvert --execute` in the fresh install, once per session, with a
+    first cell that prints where attnviz came from: the file a user hands on (tests/test_notebook.py reads its
+    outputs, tests/browser/test_jupyterlab.py opens it in JupyterLab)."""
+    import fresh_install
+    import nbformat
+    from nbformat.v4 import new_code_cell
+
+    nb = nbformat.read(ROOT / "docs" / "notebook.ipynb", as_version=4)
+    nb.cells.insert(0, new_code_cell(fresh_install.WHERE_CELL))
+    return fresh_venv.nbconvert_execute(nb, tmp_path_factory.mktemp("executed-notebook"))
+
+
+@pytest.fixture(scope="session")
 def family_dir(tmp_path_factory):
     """family_dir(kind, encoder_only=False) -> a folder with a tiny random model of a family with special attention
     (built by tests/tiny_families.py, cached)."""

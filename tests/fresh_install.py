@@ -50,6 +50,17 @@ class FreshVenv:
         assert done.returncode == 0, done.stderr[-4000:]
         return nbformat.read(out, as_version=4)
 
+    def nbconvert_execute(self, nb, folder: Path) -> Path:
+        """`jupyter nbconvert --to notebook --execute` of `nb` in this venv (cwd `folder`), as a course would run a
+        handout: returns the executed notebook's file."""
+        src = folder / "notebook.ipynb"
+        nbformat.write(nb, src)
+        args = ["-m", "nbconvert", "--to", "notebook", "--execute", "--ExecutePreprocessor.timeout=300",
+                "--output", "executed.ipynb", str(src)]  # fmt: skip
+        done = self.run(args, cwd=folder)
+        assert done.returncode == 0, done.stderr[-4000:]
+        return folder / "executed.ipynb"
+
 
 def build(tmp_path: Path) -> FreshVenv:
     venv = tmp_path / "venv"

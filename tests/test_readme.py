@@ -17,10 +17,11 @@ from nbformat.v4 import new_code_cell, new_notebook
 from tiny_families import build
 
 from attnviz.hf import bundled_model_path
+from attnviz.notebook import PLOTLY_MIME
 
 ROOT = Path(__file__).resolve().parents[1]
 MARK = "# needs the network"
-VIEW = 'class="attnviz-output"'  # what attnviz.notebook writes around every output
+NOTE = 'class="attnviz-note"'  # the line attnviz.notebook writes above each page's figures
 
 
 def readme_blocks() -> list[str]:
@@ -53,6 +54,11 @@ def html_outputs(cell) -> list[str]:
     return [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
 
 
+def figure_outputs(cell) -> list[dict]:
+    """The figures a cell drew, each one output in plotly's notebook type."""
+    return [o["data"][PLOTLY_MIME] for o in cell.outputs if PLOTLY_MIME in o.get("data", {})]
+
+
 def test_offline_replaces_only_marked_lines_and_refuses_unknown_hub_ids():
     block = 'a = load("gpt2")  # needs the network\nb = load("gpt2")'
     assert offline(block, {"gpt2": "/m"}) == "a = load('/m')  # needs the network\nb = load(\"gpt2\")"
@@ -70,9 +76,10 @@ def test_readme_python_blocks_run_as_written_in_a_fresh_install(fresh_venv, stan
     where = where_from(done)
     assert Path(where["attnviz"]).is_relative_to(fresh_venv.build), where  # the installed copy, not the checkout
     assert Path(where["python"]).parent == fresh_venv.python.parent  # the kernel ran in the fresh venv
-    drawn = {b.strip().splitlines()[0]: html_outputs(c) for b, c in zip(blocks, done.cells[1:])}
-    trace_cell = next(v for k, v in drawn.items() if k.startswith("trace  #"))
-    assert len(trace_cell) == 1 and VIEW in trace_cell[0]  # a trace drew itself (its _repr_html_)
-    pages = next(v for k, v in drawn.items() if k.startswith("for page in"))
-    assert len(pages) == 4 and all(VIEW in h for h in pages)  # one output per page
+    cells = {b.strip().splitlines()[0]: c for b, c in zip(blocks, done.cells[1:])}
+    trace_cell = next(v for k, v in cells.items() if k.startswith("trace  #"))
+    figures = [f["layout"]["meta"]["figure"] for f in figure_outputs(trace_cell)]
+    assert figures == ["head_grid", "head_detail", "overview"]  # a trace drew itself, as the Heads page does
+    pages = next(v for k, v in cells.items() if k.startswith("for page in"))
+    assert sum(NOTE in h for h in html_outputs(pages)) == 4 and len(figure_outputs(pages)) >= 4  # every page drew
     assert (tmp_path / "compare.html").read_text().count("attnviz-figure") >= 1  # figures.save wrote the page

@@ -5,7 +5,10 @@ No other attnviz module imports transformers."""
 
 from .layers import module_from_layer
 from .load import BUNDLED, LoadedModel, bundled_model_path, from_model, load_model
+from .progress import quiet_tqdm_auto
 from .tracing import attention_inputs, trace_pretrained
+
+quiet_tqdm_auto()  # every module here imports transformers inside its functions: this runs before any of them
 
 __all__ = ["BUNDLED", "LoadedModel", "attention_inputs", "bundled_model_path", "from_model", "load_model", "module_from_layer",
            "trace_pretrained"]  # fmt: skip

@@ -1,5 +1,6 @@
-"""A trace's notebook view (`_repr_html_`) and attnviz.show's outputs, opened in Chromium from a file:// page, as a
-notebook exported to static HTML holds them: every chart drawn, hover works, no request leaves the page."""
+"""attnviz.show's self-contained HTML (`Figures.to_html`, what `save` writes; plotly.js inside) for a trace's own view
+and a Masks view, opened in Chromium from a file:// page: every chart drawn, hover works, no request leaves the page.
+(In Jupyter the figures are outputs in plotly's mime type: tests/browser/test_jupyterlab.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ DRAWN = "document.querySelectorAll('.js-plotly-plot .main-svg').length"
 def test_a_trace_and_show_draw_offline_in_one_static_page(browser, bundled, tmp_path):
     trace = attnviz.trace(bundled, "The cat sat on the mat.")
     masked = attnviz.trace(bundled, "The cat sat on the mat.", causal=True)
-    outputs = [trace._repr_html_(), attnviz.show(masked, "masks", layer=1, head=2, unmasked=trace).to_html()]
+    outputs = [attnviz.show(trace).to_html(), attnviz.show(masked, "masks", layer=1, head=2, unmasked=trace).to_html()]
     for html in outputs:  # nothing in an output points at a host
         assert "<script src" not in html and "<link" not in html and "https://cdn" not in html
     page_file = tmp_path / "notebook.html"
