@@ -169,7 +169,12 @@ def project(points, method: str = "pca", seed: int = 0) -> tuple[np.ndarray, tup
         reducer = lib.UMAP(n_components=2, n_neighbors=min(15, len(x) - 1), random_state=seed, init="random")
     else:
         reducer = lib.TSNE(n_components=2, perplexity=min(30.0, (len(x) - 1) / 3), init="pca", random_state=seed)
-    return np.asarray(reducer.fit_transform(x), np.float32), None
+    from threadpoolctl import threadpool_limits  # comes with scikit-learn, which both methods need
+
+    # One thread: OpenMP's waiting threads on a shared server (every session runs its script beside the others) made
+    # a 12-point t-SNE take 12 s here instead of 0.4 s.
+    with threadpool_limits(1):
+        return np.asarray(reducer.fit_transform(x), np.float32), None
 
 
 def sample(n: int, most: int, seed: int) -> np.ndarray:
