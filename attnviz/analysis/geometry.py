@@ -6,11 +6,12 @@ the weight between them. Two changes make them comparable without changing any w
 keys are rescaled by a and 1/a (every q.k unchanged) and the keys translated so their centroid meets the queries'
 (each query's logits all shift by one constant, q.shift, which the softmax ignores), with a chosen so that the mean
 norms then match. How far distance can then be trusted is measured, not assumed: the correlation between the scaled
-score q.k x scale and -distance over the (query, key) pairs the mask allows, before and after (`correlation`).
+score q.k x scale and -distance over the (query, key) pairs the mask allows, compared within each query's row (what
+a softmax compares), before and after (`correlation`).
 
 Everything here takes plain arrays of points, so a sample drawn from many texts goes through the same functions as
 one trace's head (`points_geometry`); `head_geometry` reads one head of a trace. PCA is the default projection
-(numpy's SVD, deterministic); UMAP (umap-learn) and t-SNE (scikit-learn) are optional.
+(numpy's SVD, deterministic signs); UMAP (umap-learn) and t-SNE (scikit-learn) are optional.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ METHODS = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}
 #: The most points (queries and keys together) each method projects; above it a seeded sample is drawn and said.
 #: PCA is linear in the points; UMAP and t-SNE build neighbour graphs and take minutes past a few thousand here.
 MAX_POINTS = {"pca": 20_000, "umap": 5_000, "tsne": 5_000}
-#: The most (query, key) pairs the correlation is computed over; above it, a seeded sample of pairs.
+#: The most (query, key) pairs the correlation is computed over; above it, a seeded sample of query rows.
 MAX_PAIRS = 1_000_000
 INSTALL = {"umap": "pip install umap-learn==0.5.12", "tsne": "pip install scikit-learn==1.9.1"}
 
@@ -97,43 +98,46 @@ def normalise(q, k) -> Normalised:
     return Normalised(q * a, k / a + shift, a, shift)
 
 
-def _pairs(mask: np.ndarray, most: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(query, key) index arrays of the allowed pairs, or of a seeded sample of at most `most` of them."""
-    n_q, n_k = mask.shape
-    if n_q * n_k <= most:
-        return np.nonzero(mask)
-    i, j = rng.integers(0, n_q, most), rng.integers(0, n_k, most)
-    keep = mask[i, j]
-    return i[keep], j[keep]
+def _rows(n_q: int, n_k: int, most: int, rng: np.random.Generator) -> np.ndarray:
+    """The query rows the correlation reads: all of them, or a seeded sample whose pairs number at most `most`."""
+    return sample(n_q, max(1, most // max(n_k, 1)), int(rng.integers(2**31))) if n_q * n_k > most else np.arange(n_q)
 
 
 def correlation(q, k, mask=None, scale: float = 1.0, most: int = MAX_PAIRS, seed: int = 0) -> float:
-    """Pearson correlation of q.k x scale with -|q - k| over the pairs `mask` allows (all pairs without one); NaN when
-    fewer than two pairs or either side is constant. Above `most` pairs, a seeded sample of them."""
+    """Pearson correlation of q.k x scale with -|q - k| over the pairs `mask` allows (all without one), each taken
+    within its query's row: both are centred on the row's mean over its allowed keys, since a softmax ignores what a
+    row's scores share (and the normalisation adds exactly such a constant). NaN when nothing varies. Above `most`
+    pairs, a seeded sample of whole rows."""
     q, k = np.asarray(q, np.float64), np.asarray(k, np.float64)
     mask = np.ones((len(q), len(k)), bool) if mask is None else np.asarray(mask, bool)
-    i, j = _pairs(mask, most, np.random.default_rng(seed))
+    rows = _rows(len(q), len(k), most, np.random.default_rng(seed))
+    i, j = np.nonzero(mask[rows])
+    i = rows[i]
     if len(i) < 2:
         return float("nan")
     score = np.einsum("pd,pd->p", q[i], k[j]) * scale
-    distance = np.linalg.norm(q[i] - k[j], axis=1)
-    if score.std() == 0 or distance.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(score, -distance)[0, 1])
+    distance = -np.linalg.norm(q[i] - k[j], axis=1)
+    count = np.bincount(i, minlength=len(q))
+    for v in (score, distance):  # centred within each row, in place
+        v -= (np.bincount(i, v, minlength=len(q)) / np.maximum(count, 1))[i]
+    den = np.sqrt((score @ score) * (distance @ distance))
+    return float(score @ distance / den) if den > 0 else float("nan")
 
 
 def pca(points, n: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """(projection [point, n], share of variance of each axis): the centred points' SVD. Signs are fixed so each
-    axis's largest loading is positive: the same points always give the same picture."""
+    """(projection [point, n], share of variance of each axis) of the centred points. The axes come from numpy's SVD
+    of the [d, d] scatter matrix (its singular vectors are the points' own right singular vectors): 100,000 points
+    of head dim 64 in tens of milliseconds, where the SVD of the points themselves took seconds. Signs are fixed so
+    each axis's largest loading is positive: the same points always give the same picture."""
     x = np.asarray(points, np.float64)
     x = x - x.mean(axis=0)
-    _, s, vt = np.linalg.svd(x, full_matrices=False)
+    _, s, vt = np.linalg.svd(x.T @ x, hermitian=True)  # s: the squared singular values of x, largest first
     vt = vt[:n]
     vt = vt * np.sign(vt[np.arange(len(vt)), np.abs(vt).argmax(axis=1)])[:, None]
-    total = float((s**2).sum())
-    share = (s[:n] ** 2) / total if total > 0 else np.zeros(len(vt))
+    total = float(s.sum())
+    share = s[:n] / total if total > 0 else np.zeros(len(vt))
     out = x @ vt.T
-    if out.shape[1] < n:  # fewer dimensions than axes (one point, or one-dimensional vectors): pad with zeros
+    if out.shape[1] < n:  # one-dimensional vectors: pad with zeros
         out = np.pad(out, ((0, 0), (0, n - out.shape[1])))
         share = np.pad(share, (0, n - len(share)))
     return out, share

@@ -64,11 +64,15 @@ def test_the_reported_correlations_are_those_of_the_points(bert_trace):
     q, k = (v.astype(np.float64) for v in bert_trace.vectors(layer, head))
     mask, scale = bert_trace.layer_mask(layer), bert_trace.facts(layer).scale
 
-    def corr(qq, kk):
-        i, j = np.nonzero(mask)
-        score = np.array([qq[a] @ kk[b] for a, b in zip(i, j)]) * scale
-        dist = np.array([np.sqrt(((qq[a] - kk[b]) ** 2).sum()) for a, b in zip(i, j)])
-        s, d = score - score.mean(), -dist + dist.mean()
+    def corr(qq, kk):  # row by row: each query's scores and -distances centred on that row's mean, then pooled
+        scores, dists = [], []
+        for a in range(len(qq)):
+            keys = np.flatnonzero(mask[a])
+            s = np.array([qq[a] @ kk[b] for b in keys]) * scale
+            d = -np.array([np.sqrt(((qq[a] - kk[b]) ** 2).sum()) for b in keys])
+            scores.append(s - s.mean())
+            dists.append(d - d.mean())
+        s, d = np.concatenate(scores), np.concatenate(dists)
         return (s @ d) / np.sqrt((s @ s) * (d @ d))
 
     norm = G.normalise(q, k)  # checked apart (centroids meet, norms match): here only its points are used
@@ -83,10 +87,18 @@ def test_a_causal_mask_limits_the_pairs_and_the_cap_samples_with_a_seed():
     rng = np.random.default_rng(0)
     q, k = rng.normal(size=(40, 8)), rng.normal(size=(40, 8)) + 1
     causal = np.tril(np.ones((40, 40), bool))
-    i, j = np.nonzero(causal)
-    expected = np.corrcoef((q[i] * k[j]).sum(1), -np.linalg.norm(q[i] - k[j], axis=1))[0, 1]
-    assert np.isclose(G.correlation(q, k, causal), expected)
-    assert not np.isclose(G.correlation(q, k), expected)  # every pair counts without the mask
+    score, dist = q @ k.T, -np.linalg.norm(q[:, None] - k[None], axis=2)
+
+    def centred(m, allowed):  # each row minus its mean over the allowed keys
+        mean = np.where(allowed, m, 0).sum(1, keepdims=True) / allowed.sum(1, keepdims=True)
+        return (m - mean)[allowed]
+
+    s, d = centred(score, causal), centred(dist, causal)
+    assert np.isclose(G.correlation(q, k, causal), s @ d / np.sqrt((s @ s) * (d @ d)))
+    s, d = centred(score, np.ones_like(causal)), centred(dist, np.ones_like(causal))
+    assert np.isclose(G.correlation(q, k), s @ d / np.sqrt((s @ s) * (d @ d)))  # every pair without the mask
+    assert not np.isclose(G.correlation(q, k), G.correlation(q, k, causal))
+    assert G.correlation(q, k, most=400, seed=2) != G.correlation(q, k)  # 10 of the 40 rows: a sample said apart
     geo = G.points_geometry(q, k, causal, most=20, seed=1)
     assert geo.sampled and len(geo.xy) == 20 and "seeded sample of 10 queries and 10 keys" in geo.note
     assert np.array_equal(geo.position, G.points_geometry(q, k, causal, most=20, seed=1).position)
