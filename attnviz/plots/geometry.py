@@ -15,6 +15,7 @@ from .common import escape, f32, finish, readable_tokens
 
 SYMBOLS = {False: "circle", True: "diamond"}  # queries, keys
 KIND = {False: "query", True: "key"}
+KINDS = {False: "queries", True: "keys"}
 KIND_COLOURS = {False: "#1f77b4", True: "#d62728"}  # the small multiples colour by kind alone
 CATEGORY_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
                     "#bcbd22", "#7f7f7f")  # fmt: skip
@@ -74,7 +75,7 @@ def query_key_space(geo: Geometry, tokens, key_tokens=None, colour: str = "posit
     scatter, fig = _scatter(len(xy)), go.Figure()
     top = max(1, max(geo.n_queries, geo.n_keys) - 1)
     cats = None if colour == "position" else np.array(_categories(geo, colour, queries, keys, groups), dtype=object)
-    palette = {}
+    palette, shown = {}, set()
     if cats is not None:
         order = sorted(set(cats), key=lambda c: (c == "other", c))
         palette = {
@@ -86,25 +87,33 @@ def query_key_space(geo: Geometry, tokens, key_tokens=None, colour: str = "posit
             marker = dict(color=f32(geo.position[side]), colorscale="Viridis", cmin=0, cmax=top,
                           colorbar=dict(title=dict(text="position", side="right"), thickness=14) if not is_key else None,
                           showscale=not is_key)  # fmt: skip
-            fig.add_trace(scatter(x=xy[side, 0], y=xy[side, 1], mode="markers", name=f"{KIND[is_key]}s",
+            fig.add_trace(scatter(x=xy[side, 0], y=xy[side, 1], mode="markers", name=KINDS[is_key],
                                   marker=marker | dict(symbol=SYMBOLS[is_key], size=8, line=dict(width=0.5, color="#333")),
                                   customdata=custom[side], hovertext=hover[side], hoverinfo="text"))  # fmt: skip
             continue
         for cat, col in palette.items():
             pick = side & (cats == cat)
             if pick.any():
-                fig.add_trace(scatter(x=xy[pick, 0], y=xy[pick, 1], mode="markers", legendgroup=cat,
-                                      name=f"{KIND[is_key]} · {escape(cat)}", customdata=custom[pick],
+                fig.add_trace(scatter(x=xy[pick, 0], y=xy[pick, 1], mode="markers", legendgroup=cat, name=escape(cat),
+                                      showlegend=cat not in shown, customdata=custom[pick],
                                       marker=dict(color=col, symbol=SYMBOLS[is_key], size=8,
                                                   line=dict(width=0.5, color="#333")),
                                       hovertext=hover[pick], hoverinfo="text"))  # fmt: skip
+                shown.add(cat)
+    if cats is not None:  # the two marker kinds, once, in the legend (the colours name the categories)
+        for is_key in (False, True):
+            fig.add_trace(scatter(x=[None], y=[None], mode="markers", name=KINDS[is_key], legendgroup="kinds",
+                                  marker=dict(color="#888", symbol=SYMBOLS[is_key], size=8), hoverinfo="skip"))  # fmt: skip
     x_title, y_title = _axes_titles(geo)
-    fig.update_xaxes(title_text=x_title, zeroline=False)
-    fig.update_yaxes(title_text=y_title, zeroline=False, scaleanchor="x", scaleratio=1)  # distances read true
-    legend = dict(orientation="v", x=1.02, y=1, xanchor="left") if cats is not None else None
-    extra = {"legend": legend} if legend else {}
-    return finish(fig, "query_key_space", height=560, top=60, title=title, clickmode="event+select",
-                  meta={"points": len(xy), "colour": colour}, **extra)  # fmt: skip
+    fig.update_xaxes(title_text=x_title, zeroline=False, ticklabelstandoff=6)
+    fig.update_yaxes(title_text=y_title, zeroline=False, scaleanchor="x", scaleratio=1, ticklabelstandoff=6)
+    legend = (
+        dict(orientation="v", x=1.02, y=1, xanchor="left")
+        if cats is not None  # a list of categories: beside
+        else dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0)
+    )  # two kinds: above the plot
+    return finish(fig, "query_key_space", height=580, top=90, title=dict(text=title, y=0.98, yanchor="top"),
+                  clickmode="event+select", meta={"points": len(xy), "colour": colour}, legend=legend)  # fmt: skip
 
 
 def head_panels(geos: list[Geometry], tokens, key_tokens=None, title: str = "", cols: int = 4) -> go.Figure:
@@ -121,7 +130,7 @@ def head_panels(geos: list[Geometry], tokens, key_tokens=None, title: str = "", 
         xy, hover = f32(geo.xy), np.array(_hover(geo, queries, keys), dtype=object)
         for is_key in (False, True):
             side = geo.is_key == is_key
-            fig.add_trace(_scatter(len(xy))(x=xy[side, 0], y=xy[side, 1], mode="markers", name=f"{KIND[is_key]}s",
+            fig.add_trace(_scatter(len(xy))(x=xy[side, 0], y=xy[side, 1], mode="markers", name=KINDS[is_key],
                                             legendgroup=KIND[is_key], showlegend=h == 0, hovertext=hover[side],
                                             hoverinfo="text", marker=dict(color=KIND_COLOURS[is_key], size=4,
                                                                           symbol=SYMBOLS[is_key])),

@@ -19,8 +19,9 @@ TEXT = "The cat sat on the mat because <b>it</b> was tired."
 
 def _points(fig: dict) -> tuple[np.ndarray, np.ndarray]:
     """(xy of every point, customdata [is_key, position]) in drawing order."""
-    xy = [np.c_[array(t["x"]), array(t["y"])] for t in fig["data"]]
-    custom = [array(t["customdata"]).reshape(-1, 2) for t in fig["data"] if "customdata" in t]
+    drawn = [t for t in fig["data"] if "customdata" in t]  # not the legend's two marker kinds
+    xy = [np.c_[array(t["x"]), array(t["y"])] for t in drawn]
+    custom = [array(t["customdata"]).reshape(-1, 2) for t in drawn]
     return np.concatenate(xy), np.concatenate(custom)
 
 
@@ -35,7 +36,7 @@ def test_the_page_draws_the_heads_projection_with_escaped_hover_and_every_head(b
     by_point = {(int(k), int(p)): row for (k, p), row in zip(custom, xy)}
     for row, is_key, pos in zip(geo.xy, geo.is_key, geo.position):
         assert np.allclose(by_point[(int(is_key), int(pos))], row, atol=1e-5)
-    hover = " ".join(h for t in figs["query_key_space"]["data"] for h in t["hovertext"])
+    hover = " ".join(h for t in figs["query_key_space"]["data"] if "customdata" in t for h in t["hovertext"])
     assert "&lt;" in hover and "<" not in hover.replace("<b>", "").replace("</b>", "").replace("<br>", "")  # escaped
     assert len(figs["query_key_heads"]["data"]) == 2 * tr.n_head
     said = " ".join(texts(at, "caption"))
