@@ -49,7 +49,8 @@ st.subheader(f"Head {head} of {src.where}", anchor="qk-space")
 st.caption(
     f"Correlation of the scaled score q·k with −distance over the pairs the mask allows: **{geo.before:.2f}** for "
     f"the raw vectors, **{geo.after:.2f}** after the normalisation (a = {geo.a:.3g}). The nearer 1, the more a short "
-    "distance means a high score. Circles are queries, diamonds keys. **Click a point** to pick its token."
+    "distance means a high score; where the raw number is the higher one, the raw picture (switch *Normalised* off) is the "
+    "more faithful. Circles are queries, diamonds keys. **Click a point** to pick its token."
 )
 for note in [geo.note, *GE.layer_notes(tr, layer)]:
     if note:
