@@ -25,6 +25,7 @@ PAGES = [
     st.Page("app_pages/masks.py", title="Masks", icon=":material/visibility_off:"),
     st.Page("app_pages/module.py", title="Our module", icon=":material/build:"),
     st.Page("app_pages/headstats.py", title="Head statistics", icon=":material/leaderboard:"),
+    st.Page("app_pages/geometry.py", title="Query-key space", icon=":material/scatter_plot:"),
     st.Page("app_pages/rollout.py", title="Rollout", icon=":material/account_tree:"),
     st.Page("app_pages/neuron.py", title="Neuron view", icon=":material/hub:"),
     st.Page("app_pages/scores.py", title="Score functions", icon=":material/calculate:"),

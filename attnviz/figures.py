@@ -8,6 +8,7 @@ become keyword arguments (layer, head, stage, ...). Each function returns [(titl
 from __future__ import annotations
 
 from .analysis import compare as C
+from .analysis import geometry as GE
 from .analysis import heads as H
 from .analysis import masks as M
 from .analysis import neuron as N
@@ -19,6 +20,7 @@ from .analysis import words as W
 from .errors import InputError, check_index
 from .plots import compare as cp
 from .plots import distributions as dp
+from .plots import geometry as gp
 from .plots import headstats as hp
 from .plots import heatmaps as hm
 from .plots import masks as mp
@@ -204,9 +206,34 @@ def compare(trace: AttentionTrace, layer: int = 0, head: int = 0, other: Attenti
                                  key_tokens=trace.key_tokens, view=view))]  # fmt: skip
 
 
+def geometry(trace: AttentionTrace, layer: int = 0, head: int = 0, method: str = "pca", colour: str = "position",
+             normalised: bool = True):  # fmt: skip
+    """One head's queries and keys in one space (AttentionViz), then every head of the layer as small multiples (PCA).
+    method: pca, umap or tsne; colour: position, token, sentence or role; normalised=False shows the raw vectors."""
+    if colour not in GE.COLOURS:
+        raise InputError(f"unknown colour {colour!r}; choose one of {', '.join(GE.COLOURS)}.")
+    geo = GE.head_geometry(trace, layer, head, method, normalised)
+    groups = {"sentence": GE.sentence_groups, "role": GE.role_groups}.get(colour, lambda t: None)(trace)
+    title = geometry_title(geo, layer, head, normalised)
+    panels = GE.layer_geometry(trace, layer)
+    return [
+        (title, gp.query_key_space(geo, trace.tokens, trace.key_tokens, colour, groups)),
+        (f"Every head of layer {layer} (PCA, normalised)", gp.head_panels(panels, trace.tokens, trace.key_tokens)),
+    ]
+
+
+def geometry_title(geo, layer: int, head: int, normalised: bool) -> str:
+    """What the picture is and how far its distances can be trusted, in one line."""
+    which = "normalised" if normalised else "raw"
+    return (
+        f"Layer {layer}, head {head}: queries and keys ({which}, {GE.METHODS[geo.method]}); q·k vs −distance: "
+        f"r = {geo.before:.2f} raw, {geo.after:.2f} normalised"
+    )
+
+
 PAGES = {
     "heads": heads, "scaling": scaling, "masks": masks, "headstats": headstats, "rollout": rollout,
-    "neuron": neuron, "words": words, "pairs": pairs, "compare": compare,
+    "neuron": neuron, "words": words, "pairs": pairs, "compare": compare, "geometry": geometry,
 }  # fmt: skip
 
 

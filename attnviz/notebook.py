@@ -176,8 +176,9 @@ def summary(trace: AttentionTrace) -> str:
 def show(trace: AttentionTrace, page: str = "heads", layer: int = 0, head: int = 0, **options) -> Figures:
     """The figures of one dashboard page for `trace`, drawn inline in a notebook.
 
-    page: heads, scaling, masks, headstats, rollout, neuron, words, pairs or compare (see attnviz.figures for each
-    page's own options, e.g. stage= on heads, scale= on scaling, unmasked= on masks, other= on compare, view="value-weighted" on headstats, words, pairs and compare).
+    page: heads, scaling, masks, headstats, rollout, neuron, words, pairs, compare or geometry (see attnviz.figures
+    for each page's own options, e.g. stage= on heads, scale= on scaling, unmasked= on masks, other= on compare,
+    method= and colour= on geometry, view="value-weighted" on headstats, words, pairs and compare).
     """
     return Figures(tuple(page_figures(trace, page, layer, head, **options)), summary(trace))
 

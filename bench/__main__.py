@@ -2,7 +2,7 @@
 
 python -m bench                 # everything (about half an hour on 2 cores); rewrites the generated part of the docs
 python -m bench --quick         # tiny sizes, one round: checks that the benches run (bench/out/ only)
-python -m bench --only gpu      # some groups (cpu, mha, llama, browser, gpu); printed and saved in bench/out/
+python -m bench --only gpu      # some groups (cpu, mha, llama, geometry, browser, gpu); printed and saved in bench/out/
 python -m bench.load            # sessions per replica, in Chromium (docs/deploy.md)
 """
 
@@ -18,16 +18,18 @@ import time
 
 import torch
 
-from bench import browser, module, report, traces
+from bench import browser, geometry, module, report, traces
 from bench.measure import OUT, ROOT, load, machine
 
 GROUPS = {"cpu": traces.bundled, "mha": module.mha, "llama": traces.llama}  # in this order; then:
+GROUPS["geometry"] = geometry.pca
 GROUPS["browser"] = lambda **kw: asyncio.run(browser.run(**kw))
 GROUPS["gpu"] = lambda **kw: traces.llama(**{"models": traces.GPU, "device": "cuda"} | kw)
 SMALL = (("tiny Llama", traces.TINY | {"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8}, (256,), 1),)
 QUICK = {"cpu": {"sizes": (16,), "rounds": 1, "warmup": 0}, "llama": {"models": SMALL}, "gpu": {"models": SMALL},
          "mha": {"batch": 2, "tokens": 16, "d_model": 64, "heads": 4, "rounds": 1, "warmup": 0},
-         "browser": {"rounds": 1, "warmup": 0, "bytes_tokens": 32}}  # fmt: skip
+         "browser": {"rounds": 1, "warmup": 0, "bytes_tokens": 32},
+         "geometry": {"points": 1_000, "rounds": 1, "warmup": 0}}  # fmt: skip
 
 
 def run(groups, quick: bool = False) -> dict:

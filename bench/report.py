@@ -92,9 +92,22 @@ sentence the Heads page receives {mb(b["page_bytes"])}; bertviz 1.4.1's head_vie
 {mb(b["bertviz_bytes"])}: **bertviz / Heads page = {b["bertviz_vs_page"]:.1f}x**."""
 
 
+def _geometry(g: dict) -> str:
+    met = "met" if g["pca_ms"] < g["goal_ms"] else "**missed**"
+    row = [f"{g['points']:,} points, head dim {g['d_head']}", ms(g["pca_ms"]), ms(g["eigh_ms"]), f"{g['ratio']:.2f}x",
+           f"under {g['goal_ms']:,.0f} ms: {met}"]  # fmt: skip
+    return f"""### Query-key space: PCA (issue 30)
+
+attnviz's PCA (numpy SVD) beside the covariance's eigenvectors (the same axes, |difference| {g["max_rel_diff"]:.1e} of
+the largest coordinate); median of {g["rounds"]} rounds.
+
+{table([row], ["input", "attnviz PCA", "eigh of the covariance", "PCA / eigh", "goal"])}"""
+
+
 SECTIONS = {"cpu": lambda g: _traces(g, "### attnviz.trace against the forwards it replaces (bundled model, CPU)"),
             "mha": _mha, "llama": lambda g: _traces(g, "### Long texts on Llama shapes (CPU)"),
-            "gpu": lambda g: _traces(g, "### Long texts on Llama shapes (GPU)"), "browser": _browser}  # fmt: skip
+            "gpu": lambda g: _traces(g, "### Long texts on Llama shapes (GPU)"), "geometry": _geometry,
+            "browser": _browser}  # fmt: skip
 
 
 def render(res: dict) -> str:

@@ -1,6 +1,6 @@
 """The benchmark command still runs (smallest sizes, one round) and its report renders; no speed is asserted."""
 
-from bench import module, report, traces
+from bench import geometry, module, report, traces
 from bench.__main__ import GROUPS, SMALL
 from bench.measure import load, machine
 
@@ -43,3 +43,10 @@ def test_llama_rows_run_on_cpu_through_the_gpu_code_path_and_render_with_the_goa
     assert min(row[k] for k in ("column_ms", "window_ms", "heads_page_ms")) > 0
     text = report.render(_results(llama=res, gpu={"skipped": "no GPU in this test"}))
     assert f"| tiny Llama | {n} |" in text and "Goals (issue 19)" in text and "not measured" in text
+
+
+def test_the_query_key_pca_row_is_measured_against_the_covariance_route_and_shows_its_goal():
+    row = geometry.pca(points=2_000, rounds=1, warmup=0)
+    assert row["max_rel_diff"] < 1e-6 and row["pca_ms"] > 0 and row["ratio"] > 0
+    text = report.render(_results(geometry=row))
+    assert "| 2,000 points, head dim 64 |" in text and "under 1,000 ms" in text

@@ -9,7 +9,16 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 """
 
 from .before_softmax import scale_note
-from .clicks import chart_key, selected_head, selected_key, selected_tile, take_click, toggle_head
+from .clicks import (
+    chart_key,
+    point_in,
+    selected_head,
+    selected_key,
+    selected_point,
+    selected_tile,
+    take_click,
+    toggle_head,
+)
 from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text
 from .generation import generation_settings, generation_steps
 from .heavy import LIGHT_TOKENS, heavy
@@ -50,6 +59,7 @@ from .widgets import (
     head_picker,
     key_choice,
     open_head,
+    open_key,
     scroll_to,
     section,
     stage_picker,
@@ -66,5 +76,6 @@ __all__ = [
     "sinks_and_softcap", "stage_picker", "stop", "text_inputs", "token_window", "trace_of_text", "url_choice",
     "grid_groups", "who_reads", "leave_out_first", "sink_map", "without_sinks",
     "chart_key", "selected_head", "selected_key", "take_click", "toggle_head",
+    "open_key", "point_in", "selected_point",
     "LIGHT_TOKENS", "heavy", "count_slider", "grid_first_head",
 ]  # fmt: skip

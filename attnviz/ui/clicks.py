@@ -81,3 +81,17 @@ def take_click(name: str):
     event = st.session_state.get(chart_key(name))
     st.session_state[f"_clicks:{name}"] = st.session_state.get(f"_clicks:{name}", 0) + 1
     return event
+
+
+def point_in(point, n_queries: int, n_keys: int) -> tuple[bool, int] | None:
+    """(is a key, token position) when `point` is a (0 query / 1 key, position) pair inside the trace, else None."""
+    if not isinstance(point, (list, tuple)) or len(point) != 2 or point[0] not in (0, 1):
+        return None
+    is_key, position = bool(point[0]), point[1]
+    return (is_key, int(position)) if 0 <= position < (n_keys if is_key else n_queries) else None
+
+
+def selected_point(event, n_queries: int, n_keys: int) -> tuple[bool, int] | None:
+    """(is a key, token position) of the point a click selected on the query-key space (customdata [0 for a query or
+    1 for a key, position], read as selected_tile reads a pair), or None for anything else."""
+    return point_in(selected_tile(event), n_queries, n_keys)

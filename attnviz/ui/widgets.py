@@ -59,6 +59,13 @@ def open_head(src: Selection, layer: int, head: int, stage: str | None = None) -
         st.session_state["stage"] = stage
 
 
+def open_key(src: Selection, layer: int, head: int, key: int) -> None:
+    """Point the Heads page at one head and its "Who reads this token" at one key (for a button's callback)."""
+    open_head(src, layer, head)
+    st.session_state["hd_key"] = key
+    st.session_state["key_picked"] = True  # the Heads page scrolls to who reads it
+
+
 def scroll_to(anchor: str) -> None:
     """Bring the heading with this anchor into view (after a click that opened something further up the page).
 

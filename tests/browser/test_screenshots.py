@@ -21,6 +21,7 @@ PAGES = {
     "words": ("words", 2),
     "pairs": ("pairs" + PAIR_QUERY, 3),
     "compare": ("compare", 1),
+    "geometry": ("geometry?qk_colour=token", 2),
     "export": ("export", 0),
     "heads-pair": (PAIR_QUERY, 3),  # the Heads page with a second sentence: the boundary on its heatmaps
 }

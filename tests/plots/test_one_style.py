@@ -82,7 +82,7 @@ def drawn(bundled, tiny_gpt2, monkeypatch_module):
         monkeypatch_module.setattr(module, name, watch)
     text = "The cat sat on the mat because it was tired."
     tr = attnviz.trace(bundled, text)
-    for page in ("heads", "scaling", "headstats", "rollout", "neuron", "words", "compare"):
+    for page in ("heads", "scaling", "headstats", "rollout", "neuron", "words", "compare", "geometry"):
         figures.page_figures(tr, page, layer=1, head=2)
     figures.page_figures(attnviz.trace(bundled, text, pair="It slept."), "pairs", layer=1, head=2)
     hidden = attnviz.trace(bundled, text, hide=(2, 3))
