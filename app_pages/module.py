@@ -5,8 +5,8 @@ from dataclasses import replace
 import streamlit as st
 
 from attnviz import ui
+from attnviz.module.tracing import module_code, parity
 from attnviz.plots import heatmaps as hm
-from attnviz.scratch import module_code, parity
 
 src = ui.current()
 st.title("Our module")

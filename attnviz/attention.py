@@ -130,7 +130,7 @@ def weights_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_F
 
 def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None):
     """(scaled, masked): the stages before the softmax, as `stages_from_scores` defines them (it calls this), so the
-    row normalisers of a trace (attnviz.row_norms) come from the very same masked scores."""
+    row normalisers of a trace (attnviz.trace.row_norms) come from the very same masked scores."""
     scaled = scores * scale
     if bias is not None:
         scaled = scaled + bias

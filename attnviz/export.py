@@ -25,7 +25,7 @@ import numpy as np
 from .errors import check_index
 from .plots.common import print_ready
 from .trace import AttentionTrace
-from .trace_file import NPZ_FORMAT, load_npz, open_npz, read_npz  # noqa: F401 - reading back: attnviz.export.load_npz
+from .trace.file import NPZ_FORMAT, load_npz, open_npz, read_npz  # noqa: F401 - reading back: attnviz.export.load_npz
 
 VERSIONED = ("attnviz", "torch", "transformers", "numpy", "plotly", "streamlit")
 

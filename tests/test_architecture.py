@@ -108,8 +108,8 @@ def test_files_and_functions_fit_on_a_screen():
 
 #: The only modules that may name a trace's kind: the trace itself, the loader and our module's tracer.
 KIND_FLAGS = ("weights_only", "is_module")
-KIND_OWNERS = ("attnviz/trace.py", "attnviz/trace_layers.py", "attnviz/trace_read.py", "attnviz/trace_cache.py",
-               "attnviz/hf/load.py", "attnviz/scratch.py")  # fmt: skip
+KIND_OWNERS = ("attnviz/trace/record.py", "attnviz/trace/layers.py", "attnviz/trace/reads.py", "attnviz/trace/window_cache.py",
+               "attnviz/hf/load.py", "attnviz/module/tracing.py")  # fmt: skip
 
 
 def _identifiers(tree) -> set[str]:

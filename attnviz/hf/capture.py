@@ -31,11 +31,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import output_norms
 from ..attention import DEFAULT_FILL, causal_mask
 from ..errors import InputError
-from ..mask_structure import StructuredMask, recognise
-from ..trace import LayerRecord, Values
+from ..trace import LayerRecord, Values, output_norms
+from ..trace.mask import StructuredMask, recognise
 from . import kernels
 
 CAPTURE_NAME = "attnviz"

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..generation import Generation, Segment
 from ..trace import AttentionTrace
+from ..trace.generation import Generation, Segment
 from .encode import Encoded, cut_text, encode
 from .load import LoadedModel
 from .probe import model_inputs

@@ -1,4 +1,4 @@
-"""How the seam computes one attention call, and each row's softmax normaliser with it (attnviz.row_norms).
+"""How the seam computes one attention call, and each row's softmax normaliser with it (attnviz.trace.row_norms).
 
 - fused: on the CPU, the kernel torch's scaled_dot_product_attention itself runs for float CPU attention returns
   every row's log-sum-exp beside the output, so the norms cost nothing. Used where the layer's mask is exactly causal
@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 
 from ..attention import stages_from_scores
-from ..mask_structure import StructuredMask
-from ..row_norms import RowNorms, cat, norms_of
+from ..trace.mask import StructuredMask
+from ..trace.row_norms import RowNorms, cat, norms_of
 
 CELLS = 2**22  # score cells per block of the chunked path (16 MB of float32 per intermediate)
 

@@ -59,7 +59,7 @@ def token_limit(loaded: LoadedModel, max_tokens=None) -> int:
 
 def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, **options) -> AttentionTrace:
     """Trace tokens already encoded (a text, or a prompt and what the model generated); `asked` joins the
-    provenance's options, `generation` (attnviz.generation.Generation) says which tokens the model wrote."""
+    provenance's options, `generation` (attnviz.trace.generation.Generation) says which tokens the model wrote."""
     exp = experiment(loaded, len(enc.tokens), **options)
     asked = dict(asked, **{k: getattr(exp, k) for k in options})
     provenance = Provenance(

@@ -10,15 +10,16 @@ import streamlit as st
 import torch
 from streamlit import config
 
-from .. import settings, trace_file
+from .. import settings
 from ..analysis import heads
 from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.generate import generate
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
-from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
+from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
+from ..trace import file as trace_file
 from .generation import generation_request
 from .literal import literal, show_error
 from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs

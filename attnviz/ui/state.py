@@ -10,7 +10,7 @@ import streamlit as st
 from .. import settings
 from ..analysis.masks import COMMON_FILLS
 from ..hf import LoadedModel
-from ..scratch import ModuleSource
+from ..module.tracing import ModuleSource
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 

@@ -25,9 +25,9 @@ import zipfile
 import numpy as np
 import torch
 
-from .attention import check_scale
-from .errors import InputError
-from .trace import AttentionTrace, LayerRecord, Provenance, Values
+from ..attention import check_scale
+from ..errors import InputError
+from .record import AttentionTrace, LayerRecord, Provenance, Values
 
 NPZ_FORMAT = "attnviz-trace/1"
 RECORD_BYTES = 4 * 2**20  # the JSON record unpacked; numpy stores text at 4 bytes a character

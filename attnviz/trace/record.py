@@ -2,7 +2,7 @@
 
 Axes everywhere: [layer, head, query, key]; query and key lengths may differ (cross-attention).
 
-A trace is a list of layers of one of two kinds (attnviz.trace_layers): recorded layers, which keep what the stages are
+A trace is a list of layers of one of two kinds (attnviz.trace.layers): recorded layers, which keep what the stages are
 made from (q and k as the model used them, the scale, the mask, the fill, any bias, softcap or sinks) and compute a
 window's stages when asked, so a trace grows linearly with the tokens; or given weights, for families whose attention
 code cannot be read. Every reader asks the same way: `stages(layer, heads=, queries=, keys=)` for a window,
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .attention import DEFAULT_FILL, Stages, check_scale
-from .errors import AttnvizError, InputError, check_index
+from ..attention import DEFAULT_FILL, Stages, check_scale
+from ..errors import AttnvizError, InputError, check_index
 from .generation import Generation
 from .given import weights_array
-from .trace_layers import (
+from .layers import (
     CAPABILITIES,
     STAGES,
     GivenWeights,
@@ -33,8 +33,8 @@ from .trace_layers import (
     kv_groups,
     records_from_scores,
 )
-from .trace_read import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids
-from .trace_values import ValueReads
+from .reads import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids
+from .values import ValueReads
 
 __all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance", "Values"]
 
@@ -111,7 +111,7 @@ class AttentionTrace(ValueReads):
     def from_attentions(cls, attentions, tokens, key_tokens=None, model: str = "", item: int = 0) -> AttentionTrace:
         """A weights-only trace from what a transformers model returns with output_attentions=True: one
         [batch, head, query, key] tensor per layer (any dtype or device, gradients or not); batch item `item`.
-        SDPA's empty tuple or None raise an InputError saying what to do (see attnviz.given)."""
+        SDPA's empty tuple or None raise an InputError saying what to do (see attnviz.trace.given)."""
         weights = weights_array(attentions, item)
         why = "only the final weights were given (output_attentions)"
         return cls.from_weights(tokens, weights, why, key_tokens=key_tokens, provenance=Provenance(model, "attentions"))

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import output_norms
-from .attention import DEFAULT_FILL, SCORE_FUNCTIONS, MultiHeadAttention, check_scale, seeded_module, seeded_vectors
-from .errors import InputError
-from .hf import LoadedModel, attention_inputs, module_from_layer
-from .hf.encode import encode
-from .trace import AttentionTrace, LayerRecord, Provenance, Values
+from ..attention import DEFAULT_FILL, SCORE_FUNCTIONS, MultiHeadAttention, check_scale, seeded_module, seeded_vectors
+from ..errors import InputError
+from ..hf import LoadedModel, attention_inputs, module_from_layer
+from ..hf.encode import encode
+from ..trace import AttentionTrace, LayerRecord, Provenance, Values, output_norms
 
 INPUTS = ("embeddings", "hidden", "random")
 WEIGHTS = ("random", "pretrained")
@@ -112,7 +111,7 @@ def module_code() -> str:
     """The source of our attention (stages, split/merge, forward), to read next to what it draws."""
     import inspect
 
-    from .attention import ScoreFunction, additive_scores, stages_from_scores
+    from ..attention import ScoreFunction, additive_scores, stages_from_scores
 
     mha = MultiHeadAttention
     parts = [stages_from_scores, ScoreFunction.forward, additive_scores, mha.split_heads, mha.merge_heads, mha.forward]

@@ -16,10 +16,10 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from ..attention import Stages, check_scale, masked_from_scores, stages_from_scores, weights_from_scores
+from ..errors import AttnvizError
 from . import row_norms
-from .attention import Stages, check_scale, masked_from_scores, stages_from_scores, weights_from_scores
-from .errors import AttnvizError
-from .mask_structure import StructuredMask, as_structured
+from .mask import StructuredMask, as_structured
 from .row_norms import RowNorms
 
 STAGES = ("scores", "scaled", "masked", "weights")
@@ -84,7 +84,7 @@ class Values:
 
     v       [kv_head, key, d_value]  values as the model used them (key/value heads not expanded, like k)
     written [head, key]              ||v[kv(h), j] @ W_O[h]||: what query head h writes into the residual stream from
-                                     key j per unit of weight (attnviz.output_norms), computed while tracing
+                                     key j per unit of weight (attnviz.trace.output_norms), computed while tracing
     """
 
     v: torch.Tensor
@@ -118,7 +118,7 @@ class LayerRecord:
                                        q * scale before q.k), "k" (DeBERTa-v2: k * scale) or "q and k" (each by
                                        sqrt(scale)); q and k here are always unscaled, so scores = q.k and scaled =
                                        scores * scale in every case
-    norms [head, query] x 2           each row's softmax normaliser (attnviz.row_norms), computed from the record
+    norms [head, query] x 2           each row's softmax normaliser (attnviz.trace.row_norms), computed from the record
                                        when not given (the seam gives them from the kernel that ran the layer)
     values                             the values and what each head writes from each key (`Values`), else None and
                                        no_values says why
