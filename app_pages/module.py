@@ -11,7 +11,7 @@ from attnviz.plots import heatmaps as hm
 src = ui.current()
 st.title("Our module")
 st.markdown(
-    "`attnviz.MultiHeadAttention` (attnviz/attention.py): attention from scratch, every stage kept; how: below."
+    "`attnviz.MultiHeadAttention` (attnviz/module/multihead.py): attention from scratch, every stage kept; how: below."
 )
 
 
@@ -100,7 +100,7 @@ st.markdown(
     "3. **Attend**: per head, scores = q·k, scaled by 1/√d_head, masked, softmaxed into weights that mix the values.\n"
     "4. **Merge heads**: the pieces are put back side by side and W_o projects them to d_model again."
 )
-with st.expander("Read the code (attnviz/attention.py)", icon=":material/code:"):
+with st.expander("Read the code (attnviz/attention.py, attnviz/module/)", icon=":material/code:"):
     st.code(module_code(), language="python", line_numbers=True)
 
 st.subheader("Use it from Python")

@@ -12,13 +12,10 @@ from .analysis.ablation import Ablation, TokenChange
 from .analysis.law import LawRow, sqrt_d_law
 from .attention import (
     DEFAULT_FILL,
-    MultiHeadAttention,
     Stages,
     attention,
     causal_mask,
     default_scale,
-    seeded_module,
-    seeded_vectors,
     softmax,
     stages_from_scores,
     valid_length_mask,
@@ -28,6 +25,7 @@ from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, 
 from .hf.ablate import ablate
 from .hf.generate import generate
 from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
+from .module.multihead import MultiHeadAttention, seeded_module, seeded_vectors
 from .module.tracing import ModuleSource, trace_module
 from .notebook import Figures, show
 from .trace import STAGES, AttentionTrace, LayerRecord, Provenance

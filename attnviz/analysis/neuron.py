@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..attention import MultiHeadAttention
 from ..errors import InputError, check_index
+from ..module.multihead import MultiHeadAttention
 from ..trace import AttentionTrace
 
 EXACT_ROWS = 128  # up to this many queries the Heads page draws the whole layer: take the same arrays

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from ..attention import MultiHeadAttention
 from ..errors import InputError, check_index
+from ..module.multihead import MultiHeadAttention
 from .load import LoadedModel
 
 

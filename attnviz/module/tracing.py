@@ -7,11 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..attention import DEFAULT_FILL, SCORE_FUNCTIONS, MultiHeadAttention, check_scale, seeded_module, seeded_vectors
+from ..attention import DEFAULT_FILL, check_scale
 from ..errors import InputError
 from ..hf import LoadedModel, attention_inputs, module_from_layer
 from ..hf.encode import encode
 from ..trace import AttentionTrace, LayerRecord, Provenance, Values, output_norms
+from .multihead import MultiHeadAttention, seeded_module, seeded_vectors
+from .scores import SCORE_FUNCTIONS
 
 INPUTS = ("embeddings", "hidden", "random")
 WEIGHTS = ("random", "pretrained")
@@ -111,7 +113,8 @@ def module_code() -> str:
     """The source of our attention (stages, split/merge, forward), to read next to what it draws."""
     import inspect
 
-    from ..attention import ScoreFunction, additive_scores, stages_from_scores
+    from ..attention import stages_from_scores
+    from .scores import ScoreFunction, additive_scores
 
     mha = MultiHeadAttention
     parts = [stages_from_scores, ScoreFunction.forward, additive_scores, mha.split_heads, mha.merge_heads, mha.forward]
