@@ -1,6 +1,6 @@
 """Everything that touches transformers: loading (load), the capture seam (capture), tracing a sentence
 (tracing), tokenizing (encode), what may be loaded (access), the stages of families with their own attention code
-(own) and copying a layer into our module (layers).
+(readers) and copying a layer into our module (layers).
 No other attnviz module imports transformers."""
 
 from .layers import module_from_layer

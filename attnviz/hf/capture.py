@@ -111,7 +111,7 @@ class Recorder:
     pad_keys: torch.Tensor | None = None  # [key] bool, True at padding positions
     layers: list[LayerRecord] = field(default_factory=list)
     modules: list[torch.nn.Module] = field(default_factory=list)
-    own_code: bool = False  # attnviz.hf.own's hooks record only into such a Recorder (an own-code family's trace)
+    own_code: bool = False  # attnviz.hf.readers's hooks record only into such a Recorder (an own-code family's trace)
     roles: dict = field(default_factory=dict)  # encoder-decoder: attention module -> encoder / decoder / cross
     masks: list = field(default_factory=list)  # (the dense mask seen, its structure) of the latest distinct masks
     outputs: dict = field(default_factory=dict)  # attention module -> OutputProjection (attnviz.hf.output_projection)
@@ -336,7 +336,7 @@ def call_kwargs(model) -> dict:
 
 @contextlib.contextmanager
 def recording(rec: Recorder):
-    """`rec` is this thread's capture state inside the block (the seam and attnviz.hf.own's hooks record into it)."""
+    """`rec` is this thread's capture state inside the block (the seam and attnviz.hf.readers's hooks record into it)."""
     token = _CAPTURE.set(rec)
     try:
         yield rec

@@ -4,7 +4,7 @@ A checkpoint saved with its head (config.architectures naming a `*ForCausalLM`, 
 class) is loaded as that class, so the same model that is traced can also say which token comes next. A base
 checkpoint (the bundled all-MiniLM-L6-v2 is a BertModel) is loaded as it is, and says in words that it cannot
 predict tokens. The attention modules sit inside the head class exactly as in the base model, so capture, the
-load probe and the readers of attnviz.hf.own find them the same way.
+load probe and the readers of attnviz.hf.readers find them the same way.
 """
 
 from __future__ import annotations

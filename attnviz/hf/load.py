@@ -46,7 +46,7 @@ class LoadedModel:
     attention_modules: tuple = field(default=(), repr=False)
     roles: dict = field(default_factory=dict, repr=False)  # encoder-decoder: attention module -> encoder/decoder/cross
     layers_per_role: dict = field(default_factory=dict)
-    reproduced: bool = False  # own-code family whose stages attnviz reads from its attention modules (attnviz.hf.own)
+    reproduced: bool = False  # own-code family whose stages attnviz reads from its attention modules (attnviz.hf.readers)
     note: str = ""  # why the model is weights-only, when it is and the reason is more than "its own code"
     inputs: frozenset | None = None  # the encoded inputs its forward names (None: it names none we know)
     lm_head: str = ""  # what its language-model head predicts: "causal", "masked", "seq2seq"; "" when it has none

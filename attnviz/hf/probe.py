@@ -1,7 +1,7 @@
 """The load-time probe: one tiny forward pass that learns what a model just loaded really does.
 
 Whether it calls attnviz's capture seam (and once per layer), or computes attention in its own code that
-attnviz.hf.own reads, or gives only eager weights; the shapes of its attention layers (heads, the dimension q.k sums
+attnviz.hf.readers reads, or gives only eager weights; the shapes of its attention layers (heads, the dimension q.k sums
 over) and, for an encoder-decoder, each attention module's role. `probe` returns all of it as one `Found` record, from
 which attnviz.hf.load builds the frozen LoadedModel once.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..errors import InputError, ModelLoadError
-from . import capture, output_projection, own
+from . import capture, output_projection, readers
 from .encode import encode
 
 INSTEAD = "Use a model with softmax attention, such as 'bert-base-uncased' or 'gpt2', or the bundled all-MiniLM-L6-v2."
@@ -35,7 +35,7 @@ class Subject:
 
 @dataclass(frozen=True)
 class Found:
-    """What the load probe found: the route (seam, own code read by attnviz.hf.own, or eager weights), the shapes of
+    """What the load probe found: the route (seam, own code read by attnviz.hf.readers, or eager weights), the shapes of
     the attention layers, their modules and, for an encoder-decoder, each module's role."""
 
     captures: bool
@@ -54,7 +54,7 @@ def probe(subject: Subject) -> Found:
     """Run one tiny forward to learn the shapes and whether the model really calls the seam.
 
     Some families accept the implementation name and never call it (DeBERTa-v2, XLNet), or need math the seam
-    does not reproduce (softcapping, attention sinks): those switch to eager, weights-only unless attnviz.hf.own
+    does not reproduce (softcapping, attention sinks): those switch to eager, weights-only unless attnviz.hf.readers
     reads their own code (`_reproduced`).
     """
     inputs, refused = probe_inputs(subject), ""
@@ -104,12 +104,12 @@ def _seam_probe(subject: Subject, inputs: dict) -> tuple:
 
 
 def _reproduced(subject: Subject) -> tuple:
-    """An own-code family attnviz knows (attnviz.hf.own): (its Recorder, "") once checked on a plain and a padded
+    """An own-code family attnviz knows (attnviz.hf.readers): (its Recorder, "") once checked on a plain and a padded
     text; (None, why) when the check failed; (None, "") for any other family."""
     text = " ".join(["hello world"] * 8)
     plain = encode(subject.tokenizer, text, limit=subject.max_tokens)
     padded = encode(subject.tokenizer, text, limit=subject.max_tokens, pad_to=len(plain.ids) + 3)
-    return own.install(subject.model, [model_inputs(subject, e.inputs) for e in (plain, padded)])
+    return readers.install(subject.model, [model_inputs(subject, e.inputs) for e in (plain, padded)])
 
 
 def _eager_shapes(subject: Subject) -> tuple[int, int, int]:

@@ -8,7 +8,7 @@ import torch
 from ..attention import check_scale
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
-from . import capture, own
+from . import capture, readers
 from .encode import Encoded, encode
 from .load import LoadedModel
 from .probe import model_inputs
@@ -116,7 +116,7 @@ def _given_weights(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, c
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
     attentions = [a for a in capture.forward_eager(loaded.model, inputs) if a is not None]  # hybrids: attention only
-    if own.eager_gives_scores(loaded.model):  # SqueezeBERT returns its masked scores: the weights are their softmax
+    if readers.eager_gives_scores(loaded.model):  # SqueezeBERT returns its masked scores: the weights are their softmax
         attentions = [a.float().softmax(-1) for a in attentions]
     weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
     why = loaded.note or "it computes attention inside its own code"
@@ -139,7 +139,7 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
 
     def grab(module, args, kwargs):
         x = (args[0] if args else kwargs.get("hidden_states")).detach()[0]
-        reader = own.reproducer_of(module)
+        reader = readers.reader_of(module)
         seen.setdefault("x", (x.T if reader and reader.channels_first else x).float().cpu().clone())
         raise capture.InputsRead  # the layers after this one would be computed for nothing
 

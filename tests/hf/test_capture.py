@@ -179,7 +179,7 @@ def test_concurrent_traces_do_not_mix_experiments(tiny_bert, tiny_text):
 def test_bypassing_families_fall_back_to_eager_weights_only(tiny_xlnet_dir, eager_copy, eager_reference, tiny_text):
     """XLNet never calls our attention function and computes attention in code attnviz does not read: it still loads
     and traces, weights only (Falcon, DeBERTa-v2 and GPT-Neo bypass the seam too, and have every stage now:
-    attnviz.hf.own reads their code)."""
+    attnviz.hf.readers read their code)."""
     folder = tiny_xlnet_dir
     loaded = attnviz.load_model(str(folder))
     assert not loaded.captures

@@ -1,4 +1,4 @@
-"""Families that compute attention in their own code, read stage by stage (attnviz.hf.own): BLOOM and MPT (ALiBi).
+"""Families that compute attention in their own code, read stage by stage (attnviz.hf.readers): BLOOM and MPT (ALiBi).
 
 Each is compared with transformers' own eager attention (output_attentions=True) of a copy loaded independently
 from the same folder, on a plain and a padded text; the ALiBi bias is compared with the slopes of the ALiBi paper
@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.hf import own
+from attnviz.hf import readers
+from attnviz.hf.readers import alibi
 from tests.hf import families as fm
 
 FAMILIES = ["bloom", "mpt"]
@@ -110,8 +111,8 @@ def test_experiments_its_own_code_would_not_apply_are_refused(options, folders):
 def test_a_reading_that_disagrees_with_the_model_falls_back_to_weights_only(folders, monkeypatch):
     """The check at load is real: a reader that drops the ALiBi bias is caught, and no wrong stage is shown."""
     key = "transformers.models.bloom.modeling_bloom.BloomAttention"
-    wrong = own.Reproducer("BLOOM", lambda m, a: own.bloom(m, a)._replace(bias=None))
-    monkeypatch.setitem(own.REPRODUCERS, key, wrong)
+    wrong = readers.Reader("BLOOM", lambda m, a: alibi.bloom(m, a)._replace(bias=None))
+    monkeypatch.setitem(readers.READERS, key, wrong)
     loaded = attnviz.load_model(str(folders["bloom"]), device="cpu")
     assert not loaded.reproduced and "did not match the model's own weights" in loaded.note
     tr = attnviz.trace(loaded, TEXT)

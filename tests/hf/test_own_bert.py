@@ -1,4 +1,4 @@
-"""BERT-style own-code families read stage by stage (attnviz.hf.own_bert): MegatronBERT, RemBERT, BigBird (full
+"""BERT-style own-code families read stage by stage (attnviz.hf.readers.bert): MegatronBERT, RemBERT, BigBird (full
 attention), ConvBERT (its attention half), RoFormer (rotary), SqueezeBERT, I-BERT (float path), MPNet (relative
 position bias), Nystromformer (its exact path) and GPT-NeoX-Japanese (partial rotary).
 
@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.hf import own
+from attnviz.hf import readers
+from attnviz.hf.readers import bert
 from tests.hf import families as fm
 
 FAMILIES = ["megatron-bert", "rembert", "big_bird", "convbert", "roformer", "squeezebert", "ibert", "mpnet",
@@ -200,8 +201,8 @@ def test_squeezebert_weights_only_shows_the_softmax_of_what_eager_returns(folder
     """Should its reading fail the check at load, the weights-only trace still shows weights, not the masked scores
     SqueezeBERT's output_attentions gives."""
     key = "transformers.models.squeezebert.modeling_squeezebert.SqueezeBertSelfAttention"
-    wrong = own.Reproducer("SqueezeBERT", lambda m, a: own.own_bert.squeezebert(m, a)._replace(scale=1.0), "masked")
-    monkeypatch.setitem(own.REPRODUCERS, key, wrong)
+    wrong = readers.Reader("SqueezeBERT", lambda m, a: bert.squeezebert(m, a)._replace(scale=1.0), "masked")
+    monkeypatch.setitem(readers.READERS, key, wrong)
     loaded = attnviz.load_model(str(folders["squeezebert"]), device="cpu")
     assert not loaded.reproduced and "did not match" in loaded.note
     n_real = attnviz.trace(loaded, TEXT).n_tokens

@@ -1,4 +1,4 @@
-"""More own-code families read stage by stage (attnviz.hf.own): GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT.
+"""More own-code families read stage by stage (attnviz.hf.readers): GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT.
 
 Each is compared with transformers' own eager attention (output_attentions=True) of a copy loaded independently from
 the same folder, on a plain and a right-padded text. GPT-Neo is built with a 4-token window so that its local layer

@@ -1,6 +1,5 @@
-"""What a reader of a family's own attention code returns (`Call`), the registry entry (`Reproducer`), the one reader
-of families that differ only by attribute names (`Projected`, a table row) and the small helpers the readers share
-(attnviz.hf.own, attnviz.hf.own_bert)."""
+"""What a reader of a family's own attention code returns (`Call`), the table entry (`Reader`), the one reader of
+families that differ only by attribute names (`Projected`, a table row) and the small helpers the readers share."""
 
 from __future__ import annotations
 
@@ -11,8 +10,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..attention import DEFAULT_FILL
-from . import capture
+from ...attention import DEFAULT_FILL
+from .. import capture
 
 
 class Call(NamedTuple):
@@ -29,7 +28,7 @@ class Call(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Reproducer:
+class Reader:
     """How one family computes attention in its own code: `read` turns a module's call arguments into a Call."""
 
     family: str
