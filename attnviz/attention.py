@@ -153,6 +153,21 @@ def attention(
     return stages.weights @ v, stages
 
 
+def expand_kv(kv: torch.Tensor, n_head: int, heads: torch.Tensor | None = None, dim: int = 0) -> torch.Tensor:
+    """Key or value heads (axis `dim` of `kv`) shared out to query heads `heads` (None: all `n_head`), in transformers'
+    repeat_kv layout: consecutive query heads share one, query head h reads kv head h // (n_head / n_kv). Grouped-
+    query models keep one k and v per group; every reader that needs them per query head goes through here."""
+    n_kv = kv.shape[dim]
+    if n_head % n_kv:
+        raise AttnvizError(f"{n_kv} key/value heads cannot be shared by {n_head} query heads.")
+    if heads is None:
+        if n_kv == n_head:
+            return kv
+        heads = torch.arange(n_head, device=kv.device)
+    kv_heads = torch.div(heads.to(kv.device), n_head // n_kv, rounding_mode="floor")
+    return kv[(slice(None),) * dim + (kv_heads,)]  # indexing keeps kv's memory layout (so products round alike)
+
+
 # --- masks ---------------------------------------------------------------------------------------
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..attention import DEFAULT_FILL, causal_mask
-from ..errors import InputError
+from ..errors import InputError, first_line
 from ..trace import LayerRecord, Values, output_norms
 from ..trace.mask import StructuredMask, recognise
 from . import kernels
@@ -406,6 +406,5 @@ def forward_eager(model, inputs: dict) -> tuple:
 def _failed(model, err: Exception) -> InputError:
     if isinstance(err, torch.OutOfMemoryError):
         return InputError("The model ran out of memory on this text: try a shorter text or a smaller model.")
-    first = (str(err).splitlines() or [""])[0][:240]
     kind = getattr(model.config, "model_type", type(model).__name__)
-    return InputError(f"The {kind} model failed on this text ({type(err).__name__}: {first}).")
+    return InputError(f"The {kind} model failed on this text ({first_line(err, named=True)}).")

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..errors import AttnvizError, ModelLoadError
+from ..errors import AttnvizError, ModelLoadError, first_line
 from . import capture
 from .access import check_before_loading
 from .encode import forward_inputs
@@ -46,7 +46,7 @@ class LoadedModel:
     attention_modules: tuple = field(default=(), repr=False)
     roles: dict = field(default_factory=dict, repr=False)  # encoder-decoder: attention module -> encoder/decoder/cross
     layers_per_role: dict = field(default_factory=dict)
-    reproduced: bool = False  # own-code family whose stages attnviz reads from its attention modules (attnviz.hf.readers)
+    reproduced: bool = False  # own-code family whose stages attnviz reads from its attention modules (hf.readers)
     note: str = ""  # why the model is weights-only, when it is and the reason is more than "its own code"
     inputs: frozenset | None = None  # the encoded inputs its forward names (None: it names none we know)
     lm_head: str = ""  # what its language-model head predicts: "causal", "masked", "seq2seq"; "" when it has none
@@ -134,7 +134,7 @@ def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
     try:
         model.to(device)
     except (RuntimeError, torch.OutOfMemoryError) as e:
-        raise ModelLoadError(f"{label!r} does not fit on {device}: {str(e).splitlines()[0][:200]}") from None
+        raise ModelLoadError(f"{label!r} does not fit on {device}: {first_line(e, 200)}") from None
     model.eval()
     head = head_of(model, missing)
     subject = Subject(label, model, tokenizer, _max_tokens(config, tokenizer), device, forward_inputs(model), captures)
@@ -143,9 +143,8 @@ def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
     except AttnvizError:
         raise
     except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
-        first = (str(e).splitlines() or [""])[0][:200]
         raise ModelLoadError(
-            f"{label!r} loaded, but attnviz could not run it on a test sentence ({type(e).__name__}: {first}). "
+            f"{label!r} loaded, but attnviz could not run it on a test sentence ({first_line(e, 200, named=True)}). "
             "Try another model, or the bundled all-MiniLM-L6-v2."
         ) from None
     return _built(subject, label, dtype, found, head)

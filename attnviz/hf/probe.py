@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..errors import InputError, ModelLoadError
+from ..errors import InputError, ModelLoadError, first_line
 from . import capture, output_projection, readers
 from .encode import encode
 
@@ -91,7 +91,7 @@ def _seam_probe(subject: Subject, inputs: dict) -> tuple:
         refused = str(e)
     except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
         raise ModelLoadError(
-            f"{subject.label!r} cannot be traced: it failed on a test sentence ({str(e).splitlines()[0][:200].rstrip('.')}). "
+            f"{subject.label!r} cannot be traced: it failed on a test sentence ({first_line(e, 200).rstrip('.')}). "
             f"{INSTEAD}"
         ) from None
     if len(set(rec.modules)) < len(rec.modules) and _calls_per_forward(subject, inputs, rec) > 1:

@@ -9,7 +9,7 @@ from ..attention import check_scale
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
 from . import capture, readers
-from .encode import Encoded, encode
+from .encode import Encoded, encode, token_limit
 from .load import LoadedModel
 from .probe import model_inputs
 
@@ -48,13 +48,8 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
 
     options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); max_tokens caps the text.
     """
-    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded, max_tokens), pad_to)
+    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded.max_tokens, max_tokens), pad_to)
     return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
-
-
-def token_limit(loaded: LoadedModel, max_tokens=None) -> int:
-    """The most tokens a trace of `loaded` takes: the caller's `max_tokens` within the model's positions."""
-    return loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
 
 
 def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, **options) -> AttentionTrace:
@@ -134,7 +129,7 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
         raise InputError(f"Layer {layer} does not exist: the model has layers 0..{loaded.n_layer - 1}.")
     if not loaded.attention_modules:
         raise InputError(f"{loaded.label} computes attention in its own code; its attention inputs cannot be read.")
-    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded, max_tokens))
+    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded.max_tokens, max_tokens))
     seen = {}
 
     def grab(module, args, kwargs):

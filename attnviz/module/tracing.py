@@ -10,7 +10,7 @@ import torch
 from ..attention import DEFAULT_FILL, check_scale
 from ..errors import InputError
 from ..hf import LoadedModel, attention_inputs, module_from_layer
-from ..hf.encode import encode
+from ..hf.encode import encode, token_limit
 from ..trace import AttentionTrace, LayerRecord, Provenance, Values, output_norms
 from .multihead import MultiHeadAttention, seeded_module, seeded_vectors
 from .scores import SCORE_FUNCTIONS
@@ -140,7 +140,7 @@ def input_vectors(src: ModuleSource, text: str, pair=None, max_tokens=None):
     """([T, d_model] float tensor, tokens, notes) for a source and text."""
     d_model, _ = src.resolved()
     if src.inputs == "random":
-        limit = src.base.max_tokens if max_tokens is None else max(2, min(int(max_tokens), src.base.max_tokens))
+        limit = token_limit(src.base.max_tokens, max_tokens)
         enc = encode(src.base.tokenizer, text, pair, limit)
         return seeded_vectors(len(enc.tokens), d_model, src.seed), enc.tokens, enc.notes
     layer = 0 if src.inputs == "embeddings" else src.layer

@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from ..attention import Stages, check_scale, masked_from_scores, stages_from_scores, weights_from_scores
+from ..attention import Stages, check_scale, expand_kv, masked_from_scores, stages_from_scores, weights_from_scores
 from ..errors import AttnvizError
 from . import row_norms
 from .mask import StructuredMask, as_structured
@@ -55,7 +55,7 @@ def grouped_products(q: torch.Tensor, k: torch.Tensor, heads: torch.Tensor) -> t
     if len(heads) == n_head and bool((heads == torch.arange(len(heads))).all()):
         rows = q.unflatten(0, (n_kv, -1)).flatten(1, 2)
         return (rows @ k).unflatten(1, (-1, q.shape[1])).flatten(0, 1)
-    return q @ k[torch.div(heads, n_head // n_kv, rounding_mode="floor")]
+    return q @ expand_kv(k, n_head, heads)
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,7 @@ class Values:
 
     def of_heads(self, heads) -> torch.Tensor:
         """v [head, key, d_value] float32 of `heads`, value heads shared out as the model shares them."""
-        kv = torch.div(heads, self.written.shape[0] // self.v.shape[0], rounding_mode="floor")
-        return self.v[kv].float()
+        return expand_kv(self.v, self.written.shape[0], heads).float()
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,8 +225,7 @@ class LayerRecord:
 
     def vectors(self, heads) -> tuple[torch.Tensor, torch.Tensor]:
         """(q [head, query, d_head], k [head, key, d_head]) in float32 for `heads`, key heads shared out."""
-        kv = torch.div(heads, self.shape[0] // self.n_kv, rounding_mode="floor")
-        return self.q[heads].float(), self.k[kv].float()
+        return self.q[heads].float(), expand_kv(self.k, self.shape[0], heads).float()
 
     def _sink_row(self, heads, queries) -> torch.Tensor | None:
         """The sink logit of every row of the window, [head, query] (the norms count it once per row)."""

@@ -10,6 +10,7 @@ import streamlit as st
 from .. import settings
 from ..analysis.masks import COMMON_FILLS
 from ..hf import LoadedModel
+from ..hf.encode import token_limit
 from ..module.tracing import ModuleSource
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
@@ -106,12 +107,12 @@ def max_tokens() -> int:
     """Longest text the dashboard traces for this session: the sidebar's Token limit, never above the server's cap."""
     cap = server_max_tokens()
     chosen = st.session_state.get("max_tokens")
-    return cap if not isinstance(chosen, int) else max(2, min(chosen, cap))
+    return token_limit(cap, chosen if isinstance(chosen, int) else None)
 
 
 def token_limits(model_tokens: int, device_tokens: int | None = None) -> dict[int, str]:
     """The Token limit's choices: powers of two from 32, and the largest the model, the server and the device allow."""
-    top = max(2, min(model_tokens, server_max_tokens(), device_tokens or model_tokens))
+    top = token_limit(model_tokens, min(server_max_tokens(), device_tokens or model_tokens))
     stops = [n for n in (2**i for i in range(5, 20)) if n < top] + [top]
     return {n: f"{n:,}" for n in stops}
 

@@ -8,6 +8,7 @@ import weakref
 
 import torch
 
+from ...errors import first_line
 from .. import capture
 from .table import reader_of
 
@@ -53,7 +54,7 @@ def install(model, checks: list[dict]) -> tuple[capture.Recorder | None, str]:
         try:
             rec, problem = check(model, inputs)
         except Exception as e:  # noqa: BLE001 - any failure means the stages cannot be trusted
-            rec, problem = None, f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+            rec, problem = None, first_line(e, 160, named=True)
         if problem:
             break
     if not problem:
