@@ -19,7 +19,7 @@ def _use_module():
     st.session_state["source"] = "module"
 
 
-if not src.pretrained:
+if src.single_layer:
     st.caption(f"Settings in the sidebar · now: {ui.literal(src.label)}")
 else:
     src = ui.module_preview(src)
@@ -51,7 +51,7 @@ if ms.mirrors_layer:
                 )
             else:
                 st.badge("Differs from the pretrained layer", icon=":material/warning:", color="orange")
-elif not src.pretrained:
+elif src.single_layer:
     st.caption(
         "To check it against the pretrained model, set **Weights** to *copied from the layer* and "
         "**Input vectors** to *hidden states entering the layer* in the sidebar."

@@ -20,7 +20,7 @@ The score functions and our from-scratch multi-head attention module are in attn
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 
@@ -47,6 +47,10 @@ def check_scale(scale: float) -> float:
             f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}."
         )
     return scale
+
+
+#: The stages, by the one name each has everywhere (code, pages, URLs, files), in the order they are computed.
+Stage = Literal["scores", "scaled", "masked", "weights"]
 
 
 class Stages(NamedTuple):

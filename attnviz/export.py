@@ -45,7 +45,7 @@ def _cell(token: str) -> str:
 
 def model_slug(trace: AttentionTrace) -> str:
     """The model's name as a file-name part ("module" for our module), safe for every file system."""
-    return "module" if trace.provenance.kind == "module" else short_model_name(trace.model_name)
+    return short_model_name(trace.provenance.short_label)
 
 
 def short_model_name(label: str) -> str:

@@ -34,6 +34,7 @@ import torch
 from ..attention import DEFAULT_FILL, causal_mask
 from ..errors import InputError, first_line
 from ..trace import LayerRecord, Values, output_norms
+from ..trace.layers import ScaleOn
 from ..trace.mask import StructuredMask, recognise
 from . import kernels
 
@@ -140,7 +141,7 @@ class Recorder:
         self.masks = [*self.masks[-1:], (mask, found)]  # the two latest: local and global layers may alternate
         return found
 
-    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on="scores",
+    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on: ScaleOn = "scores",
              norms=None, value=None, no_values: str = OWN_CODE_VALUES) -> None:  # fmt: skip
         """Record batch item 0 of one attention call, its mask by structure (`structure`).
 

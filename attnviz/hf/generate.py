@@ -31,7 +31,7 @@ def can_generate(loaded: LoadedModel) -> str | None:
         return (f"{loaded.label} is an encoder-decoder model: attnviz.trace(model, source) with no target already "
                 "generates its target greedily and traces the encoder, decoder and cross attention. generate() is for "
                 "decoder-only models.")  # fmt: skip
-    if not loaded.captures and not loaded.reproduced:
+    if loaded.route == "weights":
         return (f"{loaded.label} gives its final weights only ({loaded.note or 'its own attention code'}): attnviz "
                 "cannot check that its attention is causal, which a generation timeline relies on.")  # fmt: skip
     if loaded.lm_head != "causal" or not callable(getattr(model, "generate", None)):

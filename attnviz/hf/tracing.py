@@ -16,8 +16,8 @@ from .probe import model_inputs
 WEIGHTS_ONLY_NOTE = "{}: only the weights stage is available ({})."
 #: Why a family traced through eager attention gives no other stage (`AttentionTrace.why_not` says it).
 OWN_CODE = "this model family computes attention inside its own code, so only the final weights are available"
-IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "own": "eager; stages read from the model's own attention code",
-                  "eager": "eager"}  # fmt: skip
+IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "readers": "eager; stages read from the model's own attention code",
+                  "weights": "eager"}  # fmt: skip
 
 
 def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), layers=None, scale=None, fill=None,
@@ -59,20 +59,16 @@ def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=
     asked = dict(asked, **{k: getattr(exp, k) for k in options})
     provenance = Provenance(
         model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
-        attn_implementation=IMPLEMENTATION[_route(loaded)], options=tuple(sorted(asked.items())),
+        attn_implementation=IMPLEMENTATION[loaded.route], options=tuple(sorted(asked.items())),
         input_ids=tuple(enc.ids), n_dropped=enc.n_dropped,
     )  # fmt: skip
     common = dict(d_head=loaded.d_head, provenance=provenance, word_ids=enc.word_ids, sequence_ids=enc.sequence_ids,
                   generation=generation)  # fmt: skip
-    if loaded.reproduced:
+    if loaded.route == "readers":
         _check_own(loaded, exp)
-    if loaded.captures or loaded.reproduced:
+    if loaded.route != "weights":
         return AttentionTrace(enc.tokens, _captured(loaded, enc, exp), notes=tuple(enc.notes), **common)
     return _given_weights(loaded, enc, exp, common)
-
-
-def _route(loaded: LoadedModel) -> str:
-    return "seam" if loaded.captures else "own" if loaded.reproduced else "eager"
 
 
 def _check_own(loaded: LoadedModel, exp: capture.Experiment) -> None:
@@ -91,7 +87,8 @@ def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tup
         inputs["attention_mask"] = torch.ones_like(
             inputs["attention_mask"]
         )  # layers outside the experiment put it back
-    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=loaded.reproduced, outputs=loaded.outputs)
+    own_code = loaded.route == "readers"
+    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=own_code, outputs=loaded.outputs)
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:

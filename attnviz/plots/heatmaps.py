@@ -92,7 +92,7 @@ def _fmt(a: np.ndarray) -> np.ndarray:
 
 def _where(trace: AttentionTrace, layer: int) -> str:
     """'Layer 3', or 'Our module' for our single-layer module (its layer 0 is not the model's layer 0)."""
-    return "Our module" if trace.provenance.kind == "module" else f"Layer {layer}"
+    return trace.provenance.layer_label(layer).capitalize()
 
 
 def _without(stage: str, without) -> str:

@@ -21,12 +21,14 @@ import json
 import math
 import re
 import zipfile
+from typing import get_args
 
 import numpy as np
 import torch
 
 from ..attention import check_scale
 from ..errors import InputError
+from .layers import ScaleOn
 from .record import AttentionTrace, LayerRecord, Provenance, Values
 
 NPZ_FORMAT = "attnviz-trace/1"
@@ -35,7 +37,7 @@ LOAD_BYTES = 2 * 2**30  # what `load_npz` unpacks at most unless told otherwise 
 MAX_MEMBERS = 1024  # a trace file holds 6 arrays plus at most 5 per layer
 HEAD_BYTES = 16_384  # read of each member for its npy header (numpy caps a header at 10,000 characters)
 UNREAD = ("scaled", "masked")  # recomputed from scores: headers checked, data never unpacked
-SCALE_ON = ("scores", "q", "k", "q and k")
+SCALE_ON = get_args(ScaleOn)
 
 _NAME = re.compile(
     r"(provenance\.json|scores|scaled|masked|weights|mask|(?:bias|sinks|softcap|values|output_norms)_\d{1,6})\.npy"

@@ -12,20 +12,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 
-from ..attention import Stages, check_scale, expand_kv, masked_from_scores, stages_from_scores, weights_from_scores
+from ..attention import (
+    Stage,
+    Stages,
+    check_scale,
+    expand_kv,
+    masked_from_scores,
+    stages_from_scores,
+    weights_from_scores,
+)
 from ..errors import AttnvizError
 from . import row_norms
 from .mask import StructuredMask, as_structured
 from .row_norms import RowNorms
 
-STAGES = ("scores", "scaled", "masked", "weights")
+STAGES: tuple[Stage, ...] = get_args(Stage)
 #: What a trace may be asked for with `has`: the four stages, the query and key vectors (the neuron view) and the
 #: values with the size of what each head writes from each key (attnviz.analysis.values).
-CAPABILITIES = (*STAGES, "vectors", "values")
+Capability = Literal[Stage, "vectors", "values"]
+CAPABILITIES: tuple[Capability, ...] = get_args(Capability)
+#: Where a model applied its scale: to the scores (q.k * scale), to q before q.k (OPT, ESM, XGLM, XLM), to k
+#: (DeBERTa-v2) or to both (Nystromformer: each by the scale's square root).
+ScaleOn = Literal["scores", "q", "k", "q and k"]
 NO_VALUES = "it keeps no value vectors"
 NORM_CELLS = 2**22  # score cells per step while computing the row norms (16 MB of float32 per intermediate)
 ALL = slice(None)
@@ -65,7 +78,7 @@ class LayerFacts:
     and made dense only when `mask` is read."""
 
     scale: float | None = None
-    scale_on: str | None = None
+    scale_on: ScaleOn | None = None
     fill: float | None = None
     structure: StructuredMask | None = None
     bias: np.ndarray | None = None  # [head or 1, query, key]
@@ -132,7 +145,7 @@ class LayerRecord:
     scores: torch.Tensor | None = None
     softcap: float | None = None
     sinks: torch.Tensor | None = None
-    scale_on: str = "scores"
+    scale_on: ScaleOn = "scores"
     norms: RowNorms | None = None
     values: Values | None = None
     no_values: str = NO_VALUES

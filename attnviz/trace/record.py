@@ -13,6 +13,7 @@ tokenizer's word ids and sequence ids for both sides, where the tokenizer gave t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import torch
@@ -24,6 +25,7 @@ from .given import weights_array
 from .layers import (
     CAPABILITIES,
     STAGES,
+    Capability,
     GivenWeights,
     LayerFacts,
     LayerRecord,
@@ -48,12 +50,16 @@ _WHAT = {
 }  # what `why_not` calls a capability; the stages by their own names
 
 
+#: What produced a trace: a pretrained model, our own MultiHeadAttention, or attention weights handed in.
+SourceKind = Literal["pretrained", "module", "attentions"]
+
+
 @dataclass(frozen=True)
 class Provenance:
-    """What produced a trace, so anyone can reproduce it."""
+    """What produced a trace, so anyone can reproduce it, and the facts pages draw from that (rather than its kind)."""
 
     model: str = ""  # the model's label (hub id, folder, "all-MiniLM-L6-v2 (bundled)" or our module's description)
-    kind: str = "pretrained"  # "pretrained", "module" (our MultiHeadAttention) or "attentions" (given weights)
+    kind: SourceKind = "pretrained"
     revision: str = ""
     dtype: str = "float32"
     device: str = "cpu"
@@ -61,6 +67,20 @@ class Provenance:
     options: tuple = ()  # the experiment, as sorted (name, value) pairs
     input_ids: tuple[int, ...] = ()
     n_dropped: int = 0  # tokens cut off because the text was longer than the limit
+
+    @property
+    def single_layer(self) -> bool:
+        """One attention layer of its own (our module): its layer 0 is no model's layer 0."""
+        return self.kind == "module"
+
+    def layer_label(self, layer: int) -> str:
+        """What a layer of this trace is called on a page: 'layer 3', or 'our module' for our single layer."""
+        return "our module" if self.single_layer else f"layer {layer}"
+
+    @property
+    def short_label(self) -> str:
+        """The source in a file name: the model's label, or 'module' for our module (its description is long)."""
+        return "module" if self.single_layer else self.model
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,7 +147,7 @@ class AttentionTrace(ValueReads):
     nbytes = property(lambda self: held_bytes(t for layer in self.layers for t in layer.tensors()))
     available_stages = property(lambda self: tuple(s for s in STAGES if self.has(s)))
 
-    def why_not(self, stage: str) -> str | None:
+    def why_not(self, stage: Capability) -> str | None:
         """Why this trace cannot give `stage` (a stage name or "vectors"), as a sentence; None when it can."""
         if stage not in CAPABILITIES:
             raise AttnvizError(f"unknown stage {stage!r}; choose one of {', '.join(CAPABILITIES)}")
@@ -135,7 +155,7 @@ class AttentionTrace(ValueReads):
         what = _WHAT.get(stage, f"the {stage} stage")
         return None if reason is None else f"This trace gives no {what}: {reason}."
 
-    def has(self, stage: str) -> bool:
+    def has(self, stage: Capability) -> bool:
         return self.why_not(stage) is None
 
     # --- the read path ---

@@ -105,7 +105,7 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     if not text or not text.strip():
         st.info("Type a sentence in the sidebar to see its attention.")
         return None
-    asked = generation_request(src.model) if src.pretrained and not options and pair is None else {}
+    asked = generation_request(src.model) if not src.single_layer and not options and pair is None else {}
     tr = _shown_trace(src, text, trace_options(src, {"pair": pair, **options} if not asked else asked))
     if tr is None:
         return None

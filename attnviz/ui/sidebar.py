@@ -201,7 +201,7 @@ def module_preview(src: Selection) -> Selection:
     opens on something meaningful: the module reproducing the library. Families whose layers cannot be
     copied get seeded random weights on random inputs instead.
     """
-    if not src.pretrained:
+    if src.single_layer:
         return src
     m = src.model
     cfg = dict(

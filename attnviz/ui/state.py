@@ -245,29 +245,43 @@ class Selection:
     part: str | None = None  # encoder-decoder models: which attention, "encoder", "decoder" or "cross"
 
     @property
-    def pretrained(self) -> bool:
-        """True when the trace's layers are the pretrained model's own (padding, per-layer experiments and the layer
-        slider apply); False for our module, a single layer of its own."""
+    def single_layer(self) -> bool:
+        """Our module: one attention layer of its own, with its settings in the sidebar (the layer slider picks
+        where its inputs or copied weights come from, not a layer to show)."""
+        return self.module is not None
+
+    @property
+    def applies_padding(self) -> bool:
+        """Whether padding and per-layer experiments apply: the model's own layers take them, our module does not."""
         return self.module is None
 
     @property
     def trace_layer(self) -> int:
         """The layer to show from a trace of this source (our module's trace has a single layer)."""
-        return self.layer if self.pretrained else 0
+        return 0 if self.single_layer else self.layer
+
+    @property
+    def layer_label(self) -> str:
+        """What the shown layer is called: "layer 3" or "our module"."""
+        return "our module" if self.single_layer else f"layer {self.layer}"
 
     @property
     def where(self) -> str:
         """What the page shows, in words: "layer 3", "our module" (an encoder-decoder: "the cross attention, layer 3")."""
-        where = f"layer {self.layer}" if self.pretrained else "our module"
-        return f"the {self.part} attention, {where}" if self.part else where
+        return f"the {self.part} attention, {self.layer_label}" if self.part else self.layer_label
 
     @property
     def n_head(self) -> int:
-        return self.model.n_head if self.pretrained else int(dict(self.module)["n_head"])
+        return int(dict(self.module)["n_head"]) if self.single_layer else self.model.n_head
+
+    @property
+    def short_label(self) -> str:
+        """The source in a file name: the model's label, or "module" for our module (its description is long)."""
+        return "module" if self.single_layer else self.model.label
 
     @property
     def label(self) -> str:
-        return self.model.label if self.pretrained else self.module_source().describe()
+        return self.module_source().describe() if self.single_layer else self.model.label
 
     def module_source(self) -> ModuleSource | None:
         return None if self.module is None else ModuleSource(self.model, **dict(self.module))

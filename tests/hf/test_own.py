@@ -50,7 +50,7 @@ def _slopes(n_head: int) -> np.ndarray:
 @pytest.mark.parametrize("pad", [0, 4])
 def test_every_stage_equals_eager_attention(family, pad, folders):
     loaded = attnviz.load_model(str(folders[family]), device="cpu")
-    assert loaded.reproduced and not loaded.captures and loaded.note == ""
+    assert loaded.route == "readers" and loaded.note == ""
     plain = attnviz.trace(loaded, TEXT)
     n_real = plain.n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad) if pad else plain
@@ -114,7 +114,7 @@ def test_a_reading_that_disagrees_with_the_model_falls_back_to_weights_only(fold
     wrong = readers.Reader("BLOOM", lambda m, a: alibi.bloom(m, a)._replace(bias=None))
     monkeypatch.setitem(readers.READERS, key, wrong)
     loaded = attnviz.load_model(str(folders["bloom"]), device="cpu")
-    assert not loaded.reproduced and "did not match the model's own weights" in loaded.note
+    assert loaded.route != "readers" and "did not match the model's own weights" in loaded.note
     tr = attnviz.trace(loaded, TEXT)
     assert not tr.has("scores") and any("did not match" in n for n in tr.notes)
     assert all(not getattr(m, "_forward_pre_hooks", None) for m in loaded.model.modules())  # hooks removed
@@ -127,7 +127,7 @@ def test_a_model_in_memory_is_read_too_and_hooked_once(folders):
     tok = AutoTokenizer.from_pretrained(folders["mpt"])
     first = attnviz.from_model(model, tok, "my mpt")
     again = attnviz.from_model(model, tok, "my mpt")
-    assert first.reproduced and again.reproduced
+    assert first.route == again.route == "readers"
     tr = attnviz.trace(again, TEXT)
     assert tr.n_layer == 2  # one record per layer, not one per hook
     ref, _ = _reference(folders["mpt"], list(tr.provenance.input_ids), tr.n_tokens)

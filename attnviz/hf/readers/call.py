@@ -11,6 +11,7 @@ from typing import NamedTuple
 import torch
 
 from ...attention import DEFAULT_FILL
+from ...trace.layers import ScaleOn
 from .. import capture
 
 
@@ -24,7 +25,7 @@ class Call(NamedTuple):
     allowed: torch.Tensor | None
     fill: float
     bias: torch.Tensor | None
-    scale_on: str = "scores"  # where the model applied the scale: "scores", or "q" when it scales q before q.k
+    scale_on: ScaleOn = "scores"  # where the model applied the scale: "scores", or "q" when it scales q before q.k
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Projected:
     heads: str = "num_attention_heads"  # the number of heads
     head_size: str = "attention_head_size"  # the scale is 1 / sqrt(module.<head_size>)...
     scaling: str | None = None  # ...unless the module holds the factor it applies under this name
-    scale_on: str = "scores"  # where it applies the scale (Call.scale_on)
+    scale_on: ScaleOn = "scores"  # where it applies the scale (Call.scale_on)
     cross: str = "encoder_hidden_states"  # the keyword of a cross-attention call: refused
     bias: str | None = None  # the keyword of a position bias the module adds to the scaled scores (MPNet)
     rotary: bool = False  # q and k turned by module.apply_rotary_position_embeddings(sinusoidal_pos) (RoFormer)
