@@ -1,11 +1,12 @@
-"""Downloads: one layer as CSV or .npz; the whole trace as .npz with its provenance; a view as one HTML file.
+"""Downloads: one layer as CSV or .npz; the whole trace as .npz with its provenance (written by attnviz.trace.save,
+beside its reader); a view as one HTML file.
 
 Pure functions returning bytes or text, so pages can hand them to a download button and tests can read them back.
 
 The whole-trace .npz (`trace_npz`) holds every stage of every layer as [layer, head, query, key] float32, what
 they are made from (scale, fill, mask, bias, softcap, sinks per layer), when the trace keeps them the values
 (`values_<layer>` [kv_head, key, d_value]) and what each head writes from each key (`output_norms_<layer>` [head, key],
-||v W_O||, for value-weighted attention), and a JSON record (`provenance.json`) of what produced it. `load_npz` (trace_file.py, which reads any file within bounds) rebuilds an AttentionTrace
+||v W_O||, for value-weighted attention), and a JSON record (`provenance.json`) of what produced it. `load_npz` (attnviz.trace.file, which reads any file within bounds) rebuilds an AttentionTrace
 from the saved scores with the saved scale, mask and fill, through the same stage function, so its arrays equal
 the saved ones (checked on load; a trace saved on a GPU and reopened on a CPU may differ in the last bits, and
 the trace's notes then say by how much).
@@ -16,18 +17,17 @@ from __future__ import annotations
 import html
 import io
 import json
-import platform
 import re
-from importlib import metadata
 
 import numpy as np
 
 from .errors import check_index
 from .plots.common import print_ready
 from .trace import AttentionTrace
-from .trace.file import NPZ_FORMAT, load_npz, open_npz, read_npz  # noqa: F401 - reading back: attnviz.export.load_npz
 
-VERSIONED = ("attnviz", "torch", "transformers", "numpy", "plotly", "streamlit")
+# the trace file, written and read back (attnviz.trace.save, attnviz.trace.file), as attnviz.export documents them
+from .trace.file import NPZ_FORMAT, load_npz, open_npz, read_npz  # noqa: F401
+from .trace.save import provenance_record, trace_npz, versions  # noqa: F401
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 CSV_MAX_CELLS = 500_000  # about 30 MB of CSV and a few seconds; beyond that offer .npz only
@@ -105,49 +105,7 @@ def layer_npz(trace: AttentionTrace, layer: int) -> bytes:
     return buf.getvalue()
 
 
-# --- the whole trace: .npz with a JSON record ------------------------------------------------------------
-
-
-def versions() -> dict:
-    """Installed versions of the packages a trace depends on (attnviz from the checkout when not installed)."""
-    from . import __version__
-
-    out = {"python": platform.python_version()}
-    for name in VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = __version__ if name == "attnviz" else "not installed"
-    return out
-
-
-def provenance_record(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> dict:
-    """Everything needed to reproduce `trace`, JSON-ready: model, revision, attention implementation, dtype,
-    device, scale, where it was applied and fill per layer, the options (mask experiments), versions, input text, tokens and ids."""
-    p = trace.provenance
-    return {
-        "format": NPZ_FORMAT,
-        "model": p.model,
-        "kind": p.kind,
-        "revision": p.revision,
-        "attn_implementation": p.attn_implementation,
-        "dtype": p.dtype,
-        "device": p.device,
-        "options": [[k, _jsonable(v)] for k, v in p.options],
-        "scale": None if trace.scale is None else [float(x) for x in trace.scale],
-        "fill": None if trace.fill is None else [float(x) for x in trace.fill],
-        "scale_on": None if trace.scale_on is None else list(trace.scale_on),
-        "text": text,
-        "pair": pair,
-        "tokens": list(trace.tokens),
-        "key_tokens": list(trace.key_tokens),
-        "input_ids": [int(i) for i in p.input_ids],
-        "n_dropped": p.n_dropped,
-        "d_head": trace.d_head,
-        "weights_only": not trace.has("scores"),  # the file format's name for a trace of given weights
-        "notes": list(trace.notes),
-        "versions": versions(),
-    }
+# --- the provenance record as a table ----------------------------------------------------------------------
 
 
 def record_value(v) -> str:
@@ -172,37 +130,6 @@ def record_rows(record: dict, full: bool = False) -> dict[str, str]:
             value = ", ".join(f"{k} = {record_value(v)}" for k, v in value) or "none"
         rows[name] = record_value(value)
     return rows | {f"version of {k}": str(v) for k, v in record.get("versions", {}).items()}
-
-
-def _jsonable(v):
-    if isinstance(v, (tuple, list)):
-        return [_jsonable(x) for x in v]
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> bytes:
-    """The whole trace as .npz: every stage [layer, head, query, key], what they are made from, provenance.json.
-
-    Needs every layer's stages at once: a 512-token, 6 x 12 trace is about 300 MB before compression.
-    """
-    record = provenance_record(trace, text, pair)
-    out = {"provenance.json": np.array(json.dumps(record, ensure_ascii=False))}
-    for name in trace.available_stages:
-        out[name] = np.asarray(trace.stage(name), np.float32)
-    if trace.mask is not None:
-        out["mask"] = trace.mask
-    for i in range(trace.n_layer):
-        facts = trace.facts(i)
-        for part in ("bias", "sinks"):
-            if getattr(facts, part) is not None:
-                out[f"{part}_{i}"] = getattr(facts, part)
-        if facts.softcap is not None:
-            out[f"softcap_{i}"] = np.array(facts.softcap, np.float64)
-        if trace.has("values"):  # so a reopened file draws value-weighted attention too
-            out[f"values_{i}"], out[f"output_norms_{i}"] = trace.value_heads(i), trace.output_norms(i)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **out)
-    return buf.getvalue()
 
 
 def trace_file_name(trace: AttentionTrace, page: str, ext: str, layer: int | None = None) -> str:

@@ -1,4 +1,4 @@
-"""A saved trace (.npz from `export.trace_npz`) read back within bounds: the file may come from anyone.
+"""A saved trace (.npz from `attnviz.trace.save.trace_npz`) read back within bounds: the file may come from anyone.
 
 Nothing is unpacked before it is checked. The zip directory gives every member's unpacked size
 (`ZipInfo.file_size`), so a file that would take more than the byte budget is refused before any inflation;
