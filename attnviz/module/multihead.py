@@ -7,8 +7,17 @@ import math
 import torch
 from torch import nn
 
-from ..attention import DEFAULT_FILL, Stages, as_bool_mask, causal_mask, stages_from_scores, valid_length_mask
+from ..attention import (
+    DEFAULT_FILL,
+    Stages,
+    as_bool_mask,
+    causal_mask,
+    stages_from_scores,
+    valid_length_mask,
+    weights_from_scores,
+)
 from ..errors import AttnvizError
+from ..trace import LayerRecord, Values, output_norms
 from .scores import ScoreFunction
 
 
@@ -70,26 +79,6 @@ class MultiHeadAttention(nn.Module):
         vh = self.split_heads(self.w_v(v))  # (B, nh, Tk, hd)
         return qh, kh, vh
 
-    def build_mask(
-        self, batch: int, n_query: int, n_key: int, mask=None, valid_lens=None, causal: bool | None = None, device=None
-    ) -> torch.Tensor | None:
-        """Combine a boolean mask, valid lengths and causality into one [B or 1, nh or 1, Tq, Tk] mask."""
-        causal = self.causal if causal is None else causal
-        combined = None
-        if mask is not None:
-            combined = as_bool_mask(mask).to(device)
-            if combined.dim() == 3:
-                combined = combined.unsqueeze(1)  # [B, Tq, Tk] -> [B, 1, Tq, Tk]: one mask per example, all heads
-            while combined.dim() < 4:
-                combined = combined.unsqueeze(0)  # [Tq, Tk] -> [1, 1, Tq, Tk]
-        if valid_lens is not None:
-            vl = valid_length_mask(torch.as_tensor(valid_lens, device=device), n_query, n_key)
-            combined = vl if combined is None else combined & vl
-        if causal:
-            cm = causal_mask(n_query, n_key, device=device)[None, None]
-            combined = cm if combined is None else combined & cm
-        return combined
-
     def forward(
         self,
         q: torch.Tensor,
@@ -100,13 +89,16 @@ class MultiHeadAttention(nn.Module):
         causal: bool | None = None,
         scale: float | None = None,
         fill: float = DEFAULT_FILL,
-    ) -> tuple[torch.Tensor, Stages]:
+        record: bool = False,
+    ) -> tuple[torch.Tensor, Stages | LayerRecord]:
         """q: [B, Tq, d_model] (or [Tq, d_model]); k, v: [B, Tk, d_model], default q (self-attention).
 
         mask: boolean, True = may attend: [Tq, Tk], [B, Tq, Tk] (per example) or [B or 1, nh or 1, Tq, Tk];
         0/1 masks are accepted.
         valid_lens: [B] or [B, Tq] key lengths (padding). causal: query i sees keys <= i.
         scale: default 1/sqrt(d_head) for the scaled_dot score, 1 for the others. fill: what masked cells become.
+        record: (output, the first example's LayerRecord, what this call made the stages from; `recorded_layer`)
+        instead of (output, stages), so a trace of our module is what its forward computed.
         """
         k = q if k is None else k
         v = k if v is None else v
@@ -118,18 +110,24 @@ class MultiHeadAttention(nn.Module):
                 raise AttnvizError(f"{name} must be [batch, time, {self.d_model}], got {list(x.shape)}.")
         if k.shape[1] != v.shape[1]:
             raise AttnvizError(f"k and v must have the same length, got {k.shape[1]} and {v.shape[1]}.")
-        batch, n_query, n_key = q.shape[0], q.shape[1], k.shape[1]
+        n_query, n_key = q.shape[1], k.shape[1]
 
         qh, kh, vh = self.project(q, k, v)
-        full_mask = self.build_mask(batch, n_query, n_key, mask, valid_lens, causal, device=q.device)
+        causal = self.causal if causal is None else causal
+        full_mask = combined_mask(n_query, n_key, mask, valid_lens, causal, device=q.device)
         scale = self.score_fn.default_scale(self.d_head) if scale is None else scale
-        stages = stages_from_scores(self.score_fn(qh, kh), scale, full_mask, fill)  # each (B, nh, Tq, Tk)
-        context = stages.weights @ vh  # (B, nh, Tq, hd)
-        output = self.w_o(self.merge_heads(context))  # (B, Tq, d_model)
-        if unbatched:
-            output = output[0]
-            stages = Stages(*(s[0] for s in stages))
-        return output, stages
+        scores = self.score_fn(qh, kh)  # (B, nh, Tq, Tk)
+        if record:  # the weights alone, in place on the scores when no gradient needs them
+            layer = recorded_layer(self, (qh[0], kh[0], vh[0], scores[0]), full_mask, scale, fill)
+            weigh = _weights_of if torch.is_grad_enabled() else weights_from_scores
+            weights = weigh(scores, scale, full_mask, fill)
+        else:
+            stages = stages_from_scores(scores, scale, full_mask, fill)  # each (B, nh, Tq, Tk)
+            weights = stages.weights
+        output = self.w_o(self.merge_heads(weights @ vh))  # (B, Tq, d_model)
+        if record:
+            return (output[0] if unbatched else output), layer
+        return (output[0], Stages(*(s[0] for s in stages))) if unbatched else (output, stages)
 
     # --- loading weights from elsewhere ---
 
@@ -159,6 +157,40 @@ class MultiHeadAttention(nn.Module):
         return ours
 
 
+def combined_mask(
+    n_query: int, n_key: int, mask=None, valid_lens=None, causal: bool = False, device=None
+) -> torch.Tensor | None:
+    """Combine a boolean mask, valid lengths and causality into one [B or 1, nh or 1, Tq, Tk] mask."""
+    combined = None
+    if mask is not None:
+        combined = as_bool_mask(mask).to(device)
+        if combined.dim() == 3:
+            combined = combined.unsqueeze(1)  # [B, Tq, Tk] -> [B, 1, Tq, Tk]: one mask per example, all heads
+        while combined.dim() < 4:
+            combined = combined.unsqueeze(0)  # [Tq, Tk] -> [1, 1, Tq, Tk]
+    if valid_lens is not None:
+        vl = valid_length_mask(torch.as_tensor(valid_lens, device=device), n_query, n_key)
+        combined = vl if combined is None else combined & vl
+    if causal:
+        cm = causal_mask(n_query, n_key, device=device)[None, None]
+        combined = cm if combined is None else combined & cm
+    return combined
+
+
+def recorded_layer(module: MultiHeadAttention, qkv_scores: tuple, mask, scale: float, fill: float) -> LayerRecord:
+    """One example's layer of `module`'s forward as a trace keeps it: a dot product as q and k (its stages computed
+    when asked), any other score function as its scores; the values with what each head writes (||v W_o[h]||)."""
+    q, k, v, scores = qkv_scores
+    if mask is not None and (mask.shape[0] > 1 or mask.shape[1] > 1):
+        raise AttnvizError("A recorded layer takes one [query, key] mask for every example and head.")
+    mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device) if mask is None else mask[0, 0]
+    written = output_norms.table(v, output_norms.r_factors(module.w_o.weight, module.n_head))
+    values = Values(v, written)
+    if module.score in ("dot", "scaled_dot"):
+        return LayerRecord(q, k, scale, mask, fill, values=values)
+    return LayerRecord(None, None, scale, mask, fill, scores=scores.clone(), values=values)
+
+
 def seeded_module(
     d_model: int, n_head: int, bias: bool = True, seed: int = 0, score: str = "scaled_dot"
 ) -> MultiHeadAttention:
@@ -180,3 +212,7 @@ def seeded_module(
 def seeded_vectors(n: int, d: int, seed: int = 0) -> torch.Tensor:
     """[n, d] standard normal input vectors that depend only on `seed`."""
     return torch.randn(n, d, generator=torch.Generator().manual_seed(seed))
+
+
+def _weights_of(scores, scale: float, mask, fill: float) -> torch.Tensor:
+    return stages_from_scores(scores, scale, mask, fill).weights
