@@ -8,7 +8,7 @@ trace.stages(0).weights.shape                   # [head, query, key]
 
 from __future__ import annotations
 
-from .analysis.ablation import Ablation, TokenChange
+from .ablation import Ablation, TokenChange
 from .analysis.law import LawRow, sqrt_d_law
 from .attention import (
     DEFAULT_FILL,
@@ -21,10 +21,11 @@ from .attention import (
     valid_length_mask,
 )
 from .errors import AttnvizError, InputError, ModelLoadError
-from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, module_from_layer, trace_pretrained
+from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, trace_pretrained
 from .hf.ablate import ablate
 from .hf.generate import generate
 from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
+from .module.from_layer import module_from_layer
 from .module.multihead import MultiHeadAttention, seeded_module, seeded_vectors
 from .module.tracing import ModuleSource, trace_module
 from .notebook import Figures, show

@@ -16,7 +16,7 @@ import numbers
 
 import torch
 
-from ..analysis.ablation import MODES, Ablation, top_changes
+from ..ablation import MODES, Ablation, top_changes
 from ..errors import InputError, check_index
 from .layers import output_projection
 from .load import LoadedModel

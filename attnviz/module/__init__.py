@@ -1,6 +1,7 @@
 """Our own attention module, written from scratch, and tracing a sentence through it.
 
 multihead MultiHeadAttention: projections, split heads, stages, merge (parity with torch.nn.MultiheadAttention)
+from_layer a pretrained BERT-style or GPT-2 layer copied into it
 scores    the score functions: dot, scaled dot, general (Luong), additive (Bahdanau)
 tracing   ModuleSource (base model, inputs, weights, width, heads, score function) and trace_module
 """

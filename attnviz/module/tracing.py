@@ -9,9 +9,10 @@ import torch
 
 from ..attention import DEFAULT_FILL, check_scale
 from ..errors import InputError
-from ..hf import LoadedModel, attention_inputs, module_from_layer
+from ..hf import LoadedModel, attention_inputs
 from ..hf.encode import encode, token_limit
 from ..trace import AttentionTrace, Provenance
+from .from_layer import module_from_layer
 from .multihead import MultiHeadAttention, seeded_module, seeded_vectors
 from .scores import SCORE_FUNCTIONS
 

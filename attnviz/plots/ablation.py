@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..analysis.ablation import Ablation
+from ..ablation import Ablation
 from .common import escape, f32, finish, readable_tokens
 
 BEFORE, AFTER = "#636efa", "#ef553b"  # the two bars of a token: with the heads, without them

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.ablation import Ablation
+from ..ablation import Ablation
 from ..errors import AttnvizError
 from ..hf.ablate import ablate, check_model
 from ..plots.ablation import head_picker

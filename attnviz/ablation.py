@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..trace import AttentionTrace
-from .compare import compare_layers
+from .analysis.compare import compare_layers
+from .trace import AttentionTrace
 
 MODES = {"zero": "the heads' outputs set to zero", "mean": "the heads' outputs replaced by their mean over positions"}
 
