@@ -4,8 +4,8 @@ Layout only."""
 import streamlit as st
 
 from attnviz import ui
-from attnviz.analysis import compare as C
 from attnviz.ablation import MODES
+from attnviz.analysis import compare as C
 from attnviz.plots import ablation as ap
 from attnviz.plots.common import readable_tokens
 from attnviz.ui import ablation as ua

@@ -14,7 +14,7 @@ products each of variance 1, so Var(q.k) = d. Without the scale, the softmax inp
 sqrt(d), the softmax saturates (one weight near 1, the rest near 0) and its gradients vanish.
 Multiplying by 1/sqrt(d) brings the variance back to 1 (see `attnviz.analysis.scaling`).
 
-The score functions and our from-scratch multi-head attention module are in attnviz.module.
+Our from-scratch multi-head attention module, and ScoreFunction with its parameters, are in attnviz.module.
 """
 
 from __future__ import annotations
@@ -170,6 +170,35 @@ def expand_kv(kv: torch.Tensor, n_head: int, heads: torch.Tensor | None = None, 
         heads = torch.arange(n_head, device=kv.device)
     kv_heads = torch.div(heads.to(kv.device), n_head // n_kv, rounding_mode="floor")
     return kv[(slice(None),) * dim + (kv_heads,)]  # indexing keeps kv's memory layout (so products round alike)
+
+
+# --- score functions (the general attention model; ScoreFunction in attnviz.module.scores) ----------------
+
+SCORE_FUNCTIONS = ("dot", "scaled_dot", "general", "additive")
+ADDITIVE_CHUNK = 2**24  # float32 hidden units held at once by the additive score (64 MB); longer texts go in blocks
+
+
+def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """q [..., Tq, d], k [..., Tk, d] -> q.k for every pair, [..., Tq, Tk]."""
+    return q @ k.transpose(-2, -1)
+
+
+def general_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """q^T W k for every pair; w [..., d_q, d_k] (one per head when it has a head axis)."""
+    return q @ w @ k.transpose(-2, -1)
+
+
+def additive_scores(q, k, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor, chunk: int = ADDITIVE_CHUNK):
+    """v^T tanh(W_q q + W_k k) for every pair; w_q [..., h, d_q], w_k [..., h, d_k], v [..., h].
+
+    The hidden layer is [..., Tq, Tk, h]: queries are taken in blocks so at most about `chunk` of it exists.
+    """
+    hq = q @ w_q.transpose(-2, -1)  # [..., Tq, h]
+    hk = (k @ w_k.transpose(-2, -1)).unsqueeze(-3)  # [..., 1, Tk, h]
+    v = v[..., None, None, :]  # [..., 1, 1, h]
+    step = max(1, chunk // max(1, hk.numel()))
+    blocks = [(torch.tanh(hq[..., i : i + step, None, :] + hk) * v).sum(-1) for i in range(0, hq.shape[-2], step)]
+    return torch.cat(blocks, dim=-2) if blocks else hq.new_zeros((*hq.shape[:-1], k.shape[-2]))
 
 
 # --- masks ---------------------------------------------------------------------------------------

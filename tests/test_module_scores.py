@@ -12,8 +12,8 @@ import torch
 
 import attnviz
 from attnviz import ModuleSource, MultiHeadAttention, seeded_module
+from attnviz.attention import SCORE_FUNCTIONS, additive_scores
 from attnviz.errors import InputError
-from attnviz.module.scores import SCORE_FUNCTIONS, additive_scores
 
 
 def np_score(kind: str, q: np.ndarray, k: np.ndarray, params: dict, h: int) -> float:

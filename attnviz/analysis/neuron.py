@@ -20,7 +20,6 @@ import numpy as np
 import torch
 
 from ..errors import InputError, check_index
-from ..module.multihead import MultiHeadAttention
 from ..trace import AttentionTrace
 
 EXACT_ROWS = 128  # up to this many queries the Heads page draws the whole layer: take the same arrays
@@ -89,8 +88,8 @@ def neuron_view(trace: AttentionTrace, layer: int, head: int, query: int, keys=N
     )  # fmt: skip
 
 
-def module_values(module: MultiHeadAttention, x: torch.Tensor) -> np.ndarray:
-    """v [head, key, d_head] of our module on input vectors x [T, d_model] (the projection forward uses)."""
+def module_values(module: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+    """v [head, key, d_head] of our MultiHeadAttention on input vectors x [T, d_model] (the projection forward uses)."""
     with torch.inference_mode():
         _, _, v = module.project(x[None], x[None], x[None])
     return v[0].float().cpu().numpy()

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..attention import stages_from_scores
-from ..module.scores import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores
+from ..attention import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores, stages_from_scores
 
 __all__ = [
     "SCORE_FUNCTIONS", "ScoreModule", "additive_scores", "dot_scores", "general_scores", "scaled_dot_scores",

@@ -1,5 +1,5 @@
 """How a query and a key become one score: the general attention model.
-e need not be a dot product (`ScoreFunction`, the general attention model): `dot` q.k, `scaled_dot`
+The score need not be a dot product (`ScoreFunction`, the general attention model): `dot` q.k, `scaled_dot`
 q.k with the 1/sqrt(d) scale (the default), `general` q^T W k (Luong et al. 2015) and `additive`
 v^T tanh(W_q q + W_k k) (Bahdanau et al. 2015). Whatever it is, its output is the `scores` stage and the
 stages after it are unchanged. Only scaled_dot scales by default: tanh bounds every hidden unit of the
@@ -13,34 +13,8 @@ import math
 import torch
 from torch import nn
 
-from ..attention import default_scale
+from ..attention import SCORE_FUNCTIONS, additive_scores, default_scale, dot_scores, general_scores
 from ..errors import InputError
-
-SCORE_FUNCTIONS = ("dot", "scaled_dot", "general", "additive")
-ADDITIVE_CHUNK = 2**24  # float32 hidden units held at once by the additive score (64 MB); longer texts go in blocks
-
-
-def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """q [..., Tq, d], k [..., Tk, d] -> q.k for every pair, [..., Tq, Tk]."""
-    return q @ k.transpose(-2, -1)
-
-
-def general_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """q^T W k for every pair; w [..., d_q, d_k] (one per head when it has a head axis)."""
-    return q @ w @ k.transpose(-2, -1)
-
-
-def additive_scores(q, k, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor, chunk: int = ADDITIVE_CHUNK):
-    """v^T tanh(W_q q + W_k k) for every pair; w_q [..., h, d_q], w_k [..., h, d_k], v [..., h].
-
-    The hidden layer is [..., Tq, Tk, h]: queries are taken in blocks so at most about `chunk` of it exists.
-    """
-    hq = q @ w_q.transpose(-2, -1)  # [..., Tq, h]
-    hk = (k @ w_k.transpose(-2, -1)).unsqueeze(-3)  # [..., 1, Tk, h]
-    v = v[..., None, None, :]  # [..., 1, 1, h]
-    step = max(1, chunk // max(1, hk.numel()))
-    blocks = [(torch.tanh(hq[..., i : i + step, None, :] + hk) * v).sum(-1) for i in range(0, hq.shape[-2], step)]
-    return torch.cat(blocks, dim=-2) if blocks else hq.new_zeros((*hq.shape[:-1], k.shape[-2]))
 
 
 class ScoreFunction(nn.Module):

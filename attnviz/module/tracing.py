@@ -7,14 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..attention import DEFAULT_FILL, check_scale
+from ..attention import DEFAULT_FILL, SCORE_FUNCTIONS, check_scale
 from ..errors import InputError
 from ..hf import LoadedModel, attention_inputs
 from ..hf.encode import encode, token_limit
 from ..trace import AttentionTrace, Provenance
 from .from_layer import module_from_layer
 from .multihead import MultiHeadAttention, seeded_module, seeded_vectors
-from .scores import SCORE_FUNCTIONS
 
 INPUTS = ("embeddings", "hidden", "random")
 WEIGHTS = ("random", "pretrained")
@@ -114,8 +113,8 @@ def module_code() -> str:
     """The source of our attention (stages, split/merge, forward), to read next to what it draws."""
     import inspect
 
-    from ..attention import stages_from_scores
-    from .scores import ScoreFunction, additive_scores
+    from ..attention import additive_scores, stages_from_scores
+    from .scores import ScoreFunction
 
     mha = MultiHeadAttention
     parts = [stages_from_scores, ScoreFunction.forward, additive_scores, mha.split_heads, mha.merge_heads, mha.forward]

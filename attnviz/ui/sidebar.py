@@ -5,10 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import settings
+from ..attention import SCORE_FUNCTIONS
 from ..errors import AttnvizError
 from ..hf import BUNDLED, LoadedModel
 from ..hf.capacity import device_tokens, trace_bytes_per_token
-from ..module.scores import SCORE_FUNCTIONS
 from ..module.tracing import INPUTS, WEIGHTS, ModuleSource
 from ..plots.scores import LABELS as SCORE_LABELS
 from .data import get_model
