@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from ..attention import DEFAULT_FILL, Stages, check_scale
+from ..attention import DEFAULT_FILL, Stage, Stages, check_scale
 from ..errors import AttnvizError, InputError, check_index
 from .generation import Generation
 from .given import weights_array
@@ -185,7 +185,7 @@ class AttentionTrace(ValueReads):
         """A notebook draws a trace as the Heads page does, with the view attnviz.notebook registers (None: plain repr)."""
         return HTML_VIEW[0](self) if HTML_VIEW else None
 
-    def stage(self, name: str, layer: int | None = None) -> np.ndarray:
+    def stage(self, name: Stage, layer: int | None = None) -> np.ndarray:
         """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""
         if not self.has(name) or name not in STAGES:
             raise AttnvizError(self.why_not(name) or f"{name!r} is not a stage; choose one of {', '.join(STAGES)}")
