@@ -27,7 +27,7 @@ layer = src.trace_layer
 left, right = ui.columns("cmp-mode", [3, 2], vertical_alignment="bottom")
 mode = ui.url_choice(left.segmented_control, "Compare", MODES, key="cmp_mode", required=True)
 view = ui.attention_view(tr, right)  # b − a of the weights, or of value-weighted attention (both sides keep values)
-if not src.pretrained and mode != "sentences":
+if src.single_layer and mode != "sentences":
     st.info("Our module is one layer of its own: compare two sentences with it, or pick a pretrained model.")
     ui.stop(tr)
 try:

@@ -15,7 +15,7 @@ tr = ui.get_trace(src)
 if tr is None:
     st.stop()
 layer = src.trace_layer
-where = src.where + ("" if src.pretrained else " (a single layer)")  # "layer 3", "the cross attention, layer 3"
+where = src.where + (" (a single layer)" if src.single_layer else "")  # "layer 3", "the cross attention, layer 3"
 stage = ui.stage_picker(tr)  # a row of its own: five stages with value-weighted attention
 if stage not in hm.PROBABILITIES:
     ui.scale_note(tr, layer)
@@ -27,7 +27,7 @@ span = ui.generation_steps(tr, hm.MAX_SHOWN) or ui.token_window(tr, hm.MAX_SHOWN
 boundary = ui.pair_boundary(src, tr)
 
 st.subheader(f"Every head of {where}")
-pick = "Pick the layer in the sidebar" if src.pretrained else "Its settings are in the sidebar"
+pick = "Its settings are in the sidebar" if src.single_layer else "Pick the layer in the sidebar"
 st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its tokens and value.")
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)

@@ -34,10 +34,10 @@ c1, c2, c3, c4 = ui.columns("masks", [2, 3, 2, 2])
 # fmt: off
 seq2seq = src.part is not None  # an encoder-decoder: the experiment changes the attention chosen in the sidebar
 pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), src.model.max_tokens), 0, key="pad_to",
-                         bind=ui.URL, disabled=not src.pretrained or seq2seq, help="An encoder-decoder reads one source "
+                         bind=ui.URL, disabled=not src.applies_padding or seq2seq, help="An encoder-decoder reads one source "
                          "text: no padding." if seq2seq else f"The sentence has {n_real} tokens; a larger N appends "
                          "padding tokens, as in a batch.")
-pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=not src.pretrained or pad_to <= n_real,
+pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=not src.applies_padding or pad_to <= n_real,
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 own = analysis.own_causal(base, layer)  # GPT-2 and kin: the model's own mask already hides the future
 causal = c2.toggle("Causal mask (no looking ahead)", src.part != "cross", key="causal", bind=ui.URL, disabled=own,
@@ -45,7 +45,7 @@ causal = c2.toggle("Causal mask (no looking ahead)", src.part != "cross", key="c
                    if src.part == "cross" else None) and not own
 hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
                     options=dict(enumerate(common.numbered(base.key_tokens))))
-apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=not src.pretrained)
+apply = ui.url_choice(c3.radio, "Apply to", APPLY, key="apply", disabled=not src.applies_padding)
 head = ui.head_picker(src, c4)
 # fmt: on
 fill = ui.url_choice(st.radio, "Fill value for masked cells", ui.FILL_LABELS, key="fill", horizontal=True)
@@ -54,7 +54,7 @@ if analysis.hides_everything(hide, base.n_keys):
     st.stop()
 
 layers = None if apply == "all" else (layer,)
-opts = analysis.mask_options(single_layer=not src.pretrained, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
+opts = analysis.mask_options(single_layer=src.single_layer, pad_to=pad_to, pad_mask=pad_mask, causal=causal, hide=hide,
                              layers=layers, fill=ui.fill_value(fill), part=src.part)  # fmt: skip
 with ui.heavy(max(n_real, pad_to) > ui.LIGHT_TOKENS):  # three traces and a report: queued at the page's bounds
     traces = mask_traces(src, opts)
@@ -62,7 +62,7 @@ with ui.heavy(max(n_real, pad_to) > ui.LIGHT_TOKENS):  # three traces and a repo
         ui.stop(base)
     with_mask, without, model_own = traces
     rep = analysis.mask_report(with_mask, without, model_own, layer, head, n_real, causal, hide, base.n_keys)
-if src.pretrained and 0 < pad_to <= n_real:
+if src.applies_padding and 0 < pad_to <= n_real:
     st.info(f"Padding needs N above the sentence's {n_real} tokens.")
 boundary = ui.pair_boundary(src, with_mask)
 kept = analysis.own_mask_words(model_own, layer)
@@ -75,7 +75,7 @@ if not rep.masks_anything and not own:  # a causal model's note above already sa
     st.info("Nothing is masked with these settings, so both sides below are the same. Turn on the causal mask, hide "
             "a token, or pad with the padding mask on. Padding with the mask off shows its leak in chart 3.")  # fmt: skip
 st.markdown(
-    analysis.reach_note(layers, src.layer, base.n_layer, not src.pretrained, src.part, kept, bool(rep.change.any()))
+    analysis.reach_note(layers, src.layer, base.n_layer, src.single_layer, src.part, kept, bool(rep.change.any()))
     + f" Shown: layer {src.layer}, head {head}."
 )
 if rep.dead_rows:

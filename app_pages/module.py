@@ -5,13 +5,13 @@ from dataclasses import replace
 import streamlit as st
 
 from attnviz import ui
+from attnviz.module.tracing import module_code, parity
 from attnviz.plots import heatmaps as hm
-from attnviz.scratch import module_code, parity
 
 src = ui.current()
 st.title("Our module")
 st.markdown(
-    "`attnviz.MultiHeadAttention` (attnviz/attention.py): attention from scratch, every stage kept; how: below."
+    "`attnviz.MultiHeadAttention` (attnviz/module/multihead.py): attention from scratch, every stage kept; how: below."
 )
 
 
@@ -19,7 +19,7 @@ def _use_module():
     st.session_state["source"] = "module"
 
 
-if not src.pretrained:
+if src.single_layer:
     st.caption(f"Settings in the sidebar · now: {ui.literal(src.label)}")
 else:
     src = ui.module_preview(src)
@@ -51,7 +51,7 @@ if ms.mirrors_layer:
                 )
             else:
                 st.badge("Differs from the pretrained layer", icon=":material/warning:", color="orange")
-elif not src.pretrained:
+elif src.single_layer:
     st.caption(
         "To check it against the pretrained model, set **Weights** to *copied from the layer* and "
         "**Input vectors** to *hidden states entering the layer* in the sidebar."
@@ -100,7 +100,7 @@ st.markdown(
     "3. **Attend**: per head, scores = q·k, scaled by 1/√d_head, masked, softmaxed into weights that mix the values.\n"
     "4. **Merge heads**: the pieces are put back side by side and W_o projects them to d_model again."
 )
-with st.expander("Read the code (attnviz/attention.py)", icon=":material/code:"):
+with st.expander("Read the code (attnviz/attention.py, attnviz/module/)", icon=":material/code:"):
     st.code(module_code(), language="python", line_numbers=True)
 
 st.subheader("Use it from Python")

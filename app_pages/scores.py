@@ -28,7 +28,7 @@ d_head = one.d_head
 st.caption(
     f"Our module, `{sources['scaled_dot'].module_source().describe()}`, run four times with `score=` set to each "
     "function: the same projections every time; general and additive add their own seeded parameters. "
-    + ("Choose **Our module** as the source to change it." if src.pretrained else "Change it in the sidebar.")
+    + ("Change it in the sidebar." if src.single_layer else "Choose **Our module** as the source to change it.")
 )
 head = ui.head_picker(sources["scaled_dot"])
 results = S.softmax_inputs(traces, head)

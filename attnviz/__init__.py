@@ -12,26 +12,25 @@ from .ablation import Ablation, TokenChange
 from .analysis.law import LawRow, sqrt_d_law
 from .attention import (
     DEFAULT_FILL,
-    MultiHeadAttention,
     Stages,
     attention,
     causal_mask,
     default_scale,
-    seeded_module,
-    seeded_vectors,
     softmax,
     stages_from_scores,
     valid_length_mask,
 )
 from .errors import AttnvizError, InputError, ModelLoadError
-from .generation import Generation, Segment
-from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, module_from_layer, trace_pretrained
+from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, trace_pretrained
 from .hf.ablate import ablate
 from .hf.generate import generate
 from .hf.seq2seq import Seq2SeqTrace, trace_seq2seq
+from .module.from_layer import module_from_layer
+from .module.multihead import MultiHeadAttention, seeded_module, seeded_vectors
+from .module.tracing import ModuleSource, trace_module
 from .notebook import Figures, show
-from .scratch import ModuleSource, trace_module
 from .trace import STAGES, AttentionTrace, LayerRecord, Provenance
+from .trace.generation import Generation, Segment
 
 __version__ = "0.2.0"
 

@@ -1,4 +1,4 @@
-"""The attention math, stage by stage, and our from-scratch multi-head attention module.
+"""The attention math, stage by stage: what every trace, reader and our own module compute with.
 
 Every stage keeps its own name, in code, UI and tests:
 
@@ -12,22 +12,17 @@ Axis order is always [batch, head, query, key]; a mask is boolean with True = "m
 Why scale at all: if q and k have i.i.d. entries with mean 0 and variance 1, q.k is a sum of d
 products each of variance 1, so Var(q.k) = d. Without the scale, the softmax input grows like
 sqrt(d), the softmax saturates (one weight near 1, the rest near 0) and its gradients vanish.
-Multiplying by 1/sqrt(d) brings the variance back to 1 (see `attnviz.scaling`).
+Multiplying by 1/sqrt(d) brings the variance back to 1 (see `attnviz.analysis.scaling`).
 
-The score need not be a dot product (`ScoreFunction`, the general attention model): `dot` q.k, `scaled_dot`
-q.k with the 1/sqrt(d) scale (the default), `general` q^T W k (Luong et al. 2015) and `additive`
-v^T tanh(W_q q + W_k k) (Bahdanau et al. 2015). Whatever it is, its output is the `scores` stage and the
-stages after it are unchanged. Only scaled_dot scales by default: tanh bounds every hidden unit of the
-additive score, so |score| <= sum |v| at any width, while dot and general grow like sqrt(d).
+Our from-scratch multi-head attention module, and ScoreFunction with its parameters, are in attnviz.module.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
-from torch import nn
 
 from .errors import AttnvizError, InputError
 
@@ -52,6 +47,10 @@ def check_scale(scale: float) -> float:
             f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}."
         )
     return scale
+
+
+#: The stages, by the one name each has everywhere (code, pages, URLs, files), in the order they are computed.
+Stage = Literal["scores", "scaled", "masked", "weights"]
 
 
 class Stages(NamedTuple):
@@ -130,7 +129,7 @@ def weights_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_F
 
 def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None):
     """(scaled, masked): the stages before the softmax, as `stages_from_scores` defines them (it calls this), so the
-    row normalisers of a trace (attnviz.row_norms) come from the very same masked scores."""
+    row normalisers of a trace (attnviz.trace.row_norms) come from the very same masked scores."""
     scaled = scores * scale
     if bias is not None:
         scaled = scaled + bias
@@ -158,7 +157,22 @@ def attention(
     return stages.weights @ v, stages
 
 
-# --- score functions ---------------------------------------------------------------------------
+def expand_kv(kv: torch.Tensor, n_head: int, heads: torch.Tensor | None = None, dim: int = 0) -> torch.Tensor:
+    """Key or value heads (axis `dim` of `kv`) shared out to query heads `heads` (None: all `n_head`), in transformers'
+    repeat_kv layout: consecutive query heads share one, query head h reads kv head h // (n_head / n_kv). Grouped-
+    query models keep one k and v per group; every reader that needs them per query head goes through here."""
+    n_kv = kv.shape[dim]
+    if n_head % n_kv:
+        raise AttnvizError(f"{n_kv} key/value heads cannot be shared by {n_head} query heads.")
+    if heads is None:
+        if n_kv == n_head:
+            return kv
+        heads = torch.arange(n_head, device=kv.device)
+    kv_heads = torch.div(heads.to(kv.device), n_head // n_kv, rounding_mode="floor")
+    return kv[(slice(None),) * dim + (kv_heads,)]  # indexing keeps kv's memory layout (so products round alike)
+
+
+# --- score functions (the general attention model; ScoreFunction in attnviz.module.scores) ----------------
 
 SCORE_FUNCTIONS = ("dot", "scaled_dot", "general", "additive")
 ADDITIVE_CHUNK = 2**24  # float32 hidden units held at once by the additive score (64 MB); longer texts go in blocks
@@ -185,43 +199,6 @@ def additive_scores(q, k, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor,
     step = max(1, chunk // max(1, hk.numel()))
     blocks = [(torch.tanh(hq[..., i : i + step, None, :] + hk) * v).sum(-1) for i in range(0, hq.shape[-2], step)]
     return torch.cat(blocks, dim=-2) if blocks else hq.new_zeros((*hq.shape[:-1], k.shape[-2]))
-
-
-class ScoreFunction(nn.Module):
-    """How every head turns a query and a key into one score, with its own seeded parameters (per head).
-
-    general: W [head, d_head, d_head]; additive: W_q, W_k [head, hidden, d_head] and v [head, hidden]; entries
-    N(0, 1/fan_in), drawn from `seed` alone (the global RNG is neither read nor moved). dot and scaled_dot have
-    no parameters; `default_scale` says which scale the stages apply when the caller gives none.
-    """
-
-    def __init__(self, kind: str = "scaled_dot", n_head: int = 1, d_head: int = 1, hidden=None, seed: int = 0):
-        super().__init__()
-        if kind not in SCORE_FUNCTIONS:
-            raise InputError(f"The score function must be one of {', '.join(SCORE_FUNCTIONS)}; got {kind!r}.")
-        self.kind, self.hidden = kind, int(hidden or d_head)
-        g = torch.Generator().manual_seed(int(seed))
-        normal = lambda *shape: nn.Parameter(torch.randn(*shape, generator=g) / math.sqrt(shape[-1]))  # noqa: E731
-        if kind == "general":
-            self.w = normal(n_head, d_head, d_head)
-        elif kind == "additive":
-            self.w_q, self.w_k = normal(n_head, self.hidden, d_head), normal(n_head, self.hidden, d_head)
-            self.v = normal(n_head, self.hidden)
-
-    def extra_repr(self) -> str:
-        return f"kind={self.kind}" + (f", hidden={self.hidden}" if self.kind == "additive" else "")
-
-    def default_scale(self, d_head: int) -> float:
-        """1/sqrt(d_head) for scaled_dot; 1 for the others (dot is the unscaled one; see the module docstring)."""
-        return default_scale(d_head) if self.kind == "scaled_dot" else 1.0
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """q [B, nh, Tq, hd], k [B, nh, Tk, hd] -> scores [B, nh, Tq, Tk] (before any scale or mask)."""
-        if self.kind == "general":
-            return general_scores(q, k, self.w)
-        if self.kind == "additive":
-            return additive_scores(q, k, self.w_q, self.w_k, self.v)
-        return dot_scores(q, k)
 
 
 # --- masks ---------------------------------------------------------------------------------------
@@ -253,176 +230,3 @@ def as_bool_mask(mask: torch.Tensor) -> torch.Tensor:
     """Accept boolean masks (True = may attend) and 0/1 masks (0 = blocked)."""
     mask = torch.as_tensor(mask)
     return mask if mask.dtype == torch.bool else mask != 0
-
-
-# --- our own multi-head attention ---------------------------------------------------------------
-
-
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention written from scratch, keeping every stage of every head.
-
-    Separate q, k, v and output projections; heads are split and merged with explicit reshapes.
-    `forward` returns `(output, stages)`, stages shaped [batch, head, query, key]. Queries may come from
-    one sequence and keys and values from another (cross-attention: Tq queries over Tk keys). `score` picks the
-    score function (SCORE_FUNCTIONS; see `ScoreFunction`), its parameters drawn from `score_seed`.
-    """
-
-    def __init__(
-        self, d_model: int, n_head: int, bias: bool = True, causal: bool = False, score: str = "scaled_dot",
-        score_hidden: int | None = None, score_seed: int = 0,
-    ):  # fmt: skip
-        super().__init__()
-        if n_head <= 0 or d_model <= 0:
-            raise AttnvizError(f"d_model and n_head must be positive, got d_model={d_model}, n_head={n_head}.")
-        if d_model % n_head != 0:
-            raise AttnvizError(
-                f"d_model={d_model} is not divisible by n_head={n_head}: every head needs d_model / n_head "
-                f"dimensions. Try n_head in {[h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]}."
-            )
-        self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
-        self.causal = causal  # used when forward(causal=None); a copied decoder layer sets it
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
-        self.use_score(score, score_hidden, score_seed)
-
-    def use_score(self, score: str, hidden: int | None = None, seed: int = 0) -> MultiHeadAttention:
-        """Switch the score function (its parameters drawn from `seed`); the projections are kept."""
-        self.score_fn = ScoreFunction(score, self.n_head, self.d_head, hidden, seed)
-        return self
-
-    @property
-    def score(self) -> str:
-        return self.score_fn.kind
-
-    def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_head={self.n_head}, d_head={self.d_head}, causal={self.causal}"
-
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        batch, time, _ = x.shape
-        x = x.view(batch, time, self.n_head, self.d_head)  # (B, T, nh, hd)
-        return x.transpose(1, 2)  # (B, nh, T, hd)
-
-    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
-        batch, _, time, _ = x.shape
-        x = x.transpose(1, 2)  # (B, T, nh, hd)
-        return x.reshape(batch, time, self.d_model)  # (B, T, d_model)
-
-    def project(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        """[B, T, d_model] inputs -> per-head queries, keys and values [B, nh, T, hd]."""
-        qh = self.split_heads(self.w_q(q))  # (B, nh, Tq, hd)
-        kh = self.split_heads(self.w_k(k))  # (B, nh, Tk, hd)
-        vh = self.split_heads(self.w_v(v))  # (B, nh, Tk, hd)
-        return qh, kh, vh
-
-    def build_mask(
-        self, batch: int, n_query: int, n_key: int, mask=None, valid_lens=None, causal: bool | None = None, device=None
-    ) -> torch.Tensor | None:
-        """Combine a boolean mask, valid lengths and causality into one [B or 1, nh or 1, Tq, Tk] mask."""
-        causal = self.causal if causal is None else causal
-        combined = None
-        if mask is not None:
-            combined = as_bool_mask(mask).to(device)
-            if combined.dim() == 3:
-                combined = combined.unsqueeze(1)  # [B, Tq, Tk] -> [B, 1, Tq, Tk]: one mask per example, all heads
-            while combined.dim() < 4:
-                combined = combined.unsqueeze(0)  # [Tq, Tk] -> [1, 1, Tq, Tk]
-        if valid_lens is not None:
-            vl = valid_length_mask(torch.as_tensor(valid_lens, device=device), n_query, n_key)
-            combined = vl if combined is None else combined & vl
-        if causal:
-            cm = causal_mask(n_query, n_key, device=device)[None, None]
-            combined = cm if combined is None else combined & cm
-        return combined
-
-    def forward(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor | None = None,
-        v: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        valid_lens: torch.Tensor | None = None,
-        causal: bool | None = None,
-        scale: float | None = None,
-        fill: float = DEFAULT_FILL,
-    ) -> tuple[torch.Tensor, Stages]:
-        """q: [B, Tq, d_model] (or [Tq, d_model]); k, v: [B, Tk, d_model], default q (self-attention).
-
-        mask: boolean, True = may attend: [Tq, Tk], [B, Tq, Tk] (per example) or [B or 1, nh or 1, Tq, Tk];
-        0/1 masks are accepted.
-        valid_lens: [B] or [B, Tq] key lengths (padding). causal: query i sees keys <= i.
-        scale: default 1/sqrt(d_head) for the scaled_dot score, 1 for the others. fill: what masked cells become.
-        """
-        k = q if k is None else k
-        v = k if v is None else v
-        unbatched = q.dim() == 2
-        if unbatched:
-            q, k, v = q[None], k[None], v[None]
-        for name, x in (("q", q), ("k", k), ("v", v)):
-            if x.dim() != 3 or x.shape[-1] != self.d_model:
-                raise AttnvizError(f"{name} must be [batch, time, {self.d_model}], got {list(x.shape)}.")
-        if k.shape[1] != v.shape[1]:
-            raise AttnvizError(f"k and v must have the same length, got {k.shape[1]} and {v.shape[1]}.")
-        batch, n_query, n_key = q.shape[0], q.shape[1], k.shape[1]
-
-        qh, kh, vh = self.project(q, k, v)
-        full_mask = self.build_mask(batch, n_query, n_key, mask, valid_lens, causal, device=q.device)
-        scale = self.score_fn.default_scale(self.d_head) if scale is None else scale
-        stages = stages_from_scores(self.score_fn(qh, kh), scale, full_mask, fill)  # each (B, nh, Tq, Tk)
-        context = stages.weights @ vh  # (B, nh, Tq, hd)
-        output = self.w_o(self.merge_heads(context))  # (B, Tq, d_model)
-        if unbatched:
-            output = output[0]
-            stages = Stages(*(s[0] for s in stages))
-        return output, stages
-
-    # --- loading weights from elsewhere ---
-
-    @classmethod
-    def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
-        """Copy a torch.nn.MultiheadAttention, unpacking its packed in_proj weights.
-
-        in_proj_weight is [3*d, d]: rows [0, d) project queries, [d, 2d) keys, [2d, 3d) values.
-        """
-        if m.kdim != m.embed_dim or m.vdim != m.embed_dim:
-            raise AttnvizError("from_torch needs q, k and v of the same size (kdim == vdim == embed_dim).")
-        if m.bias_k is not None or m.add_zero_attn:
-            raise AttnvizError("from_torch does not support add_bias_kv or add_zero_attn.")
-        d = m.embed_dim
-        bias = m.in_proj_bias is not None
-        ours = cls(d, m.num_heads, bias=bias)
-        w_q, w_k, w_v = m.in_proj_weight.detach().split(d, dim=0)  # each [d, d]
-        with torch.no_grad():
-            for lin, w in ((ours.w_q, w_q), (ours.w_k, w_k), (ours.w_v, w_v)):
-                lin.weight.copy_(w)
-            ours.w_o.weight.copy_(m.out_proj.weight)
-            if bias:
-                b_q, b_k, b_v = m.in_proj_bias.detach().split(d)
-                for lin, b in ((ours.w_q, b_q), (ours.w_k, b_k), (ours.w_v, b_v)):
-                    lin.bias.copy_(b)
-                ours.w_o.bias.copy_(m.out_proj.bias)
-        return ours
-
-
-def seeded_module(
-    d_model: int, n_head: int, bias: bool = True, seed: int = 0, score: str = "scaled_dot"
-) -> MultiHeadAttention:
-    """A MultiHeadAttention whose random weights depend only on `seed` (same in every process).
-
-    Uses its own torch.Generator so it neither reads nor disturbs the global RNG. The projections are drawn as
-    before score functions existed (same values for a seed); the score function's parameters from `seed` too.
-    """
-    with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undo that
-        m = MultiHeadAttention(d_model, n_head, bias=bias, score=score, score_seed=seed)
-    g = torch.Generator().manual_seed(seed)
-    bound = 1.0 / math.sqrt(d_model)  # nn.Linear's default range, drawn from our generator
-    with torch.no_grad():
-        for p in (p for lin in (m.w_q, m.w_k, m.w_v, m.w_o) for p in lin.parameters()):
-            p.copy_(torch.rand(p.shape, generator=g) * 2 * bound - bound)
-    return m
-
-
-def seeded_vectors(n: int, d: int, seed: int = 0) -> torch.Tensor:
-    """[n, d] standard normal input vectors that depend only on `seed`."""
-    return torch.randn(n, d, generator=torch.Generator().manual_seed(seed))

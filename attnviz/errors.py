@@ -22,3 +22,10 @@ def check_index(name: str, index, size: int) -> int:
     if not -size <= i < size:
         raise InputError(f"{name.capitalize()} {i} does not exist: choose {name} 0..{size - 1}.")
     return i % size
+
+
+def first_line(error: BaseException | str, limit: int = 240, named: bool = False) -> str:
+    """The first line of a message (an exception's or any text), at most `limit` characters: a library's message
+    often goes on with a dump or a traceback that means nothing to a reader. `named`: 'TypeName: first line'."""
+    line = (str(error).splitlines() or [""])[0][:limit]
+    return f"{type(error).__name__}: {line}" if named else line

@@ -1,11 +1,12 @@
-"""Downloads: one layer as CSV or .npz; the whole trace as .npz with its provenance; a view as one HTML file.
+"""Downloads: one layer as CSV or .npz; the whole trace as .npz with its provenance (written by attnviz.trace.save,
+beside its reader); a view as one HTML file.
 
 Pure functions returning bytes or text, so pages can hand them to a download button and tests can read them back.
 
 The whole-trace .npz (`trace_npz`) holds every stage of every layer as [layer, head, query, key] float32, what
 they are made from (scale, fill, mask, bias, softcap, sinks per layer), when the trace keeps them the values
 (`values_<layer>` [kv_head, key, d_value]) and what each head writes from each key (`output_norms_<layer>` [head, key],
-||v W_O||, for value-weighted attention), and a JSON record (`provenance.json`) of what produced it. `load_npz` (trace_file.py, which reads any file within bounds) rebuilds an AttentionTrace
+||v W_O||, for value-weighted attention), and a JSON record (`provenance.json`) of what produced it. `load_npz` (attnviz.trace.file, which reads any file within bounds) rebuilds an AttentionTrace
 from the saved scores with the saved scale, mask and fill, through the same stage function, so its arrays equal
 the saved ones (checked on load; a trace saved on a GPU and reopened on a CPU may differ in the last bits, and
 the trace's notes then say by how much).
@@ -25,7 +26,10 @@ import numpy as np
 from .errors import check_index
 from .plots.common import print_ready
 from .trace import AttentionTrace
-from .trace_file import NPZ_FORMAT, load_npz, open_npz, read_npz  # noqa: F401 - reading back: attnviz.export.load_npz
+
+# the trace file read back (attnviz.trace.file), as attnviz.export documents it
+from .trace.file import NPZ_FORMAT, load_npz, open_npz, read_npz  # noqa: F401
+from .trace.save import write_npz
 
 VERSIONED = ("attnviz", "torch", "transformers", "numpy", "plotly", "streamlit")
 
@@ -45,7 +49,7 @@ def _cell(token: str) -> str:
 
 def model_slug(trace: AttentionTrace) -> str:
     """The model's name as a file-name part ("module" for our module), safe for every file system."""
-    return "module" if trace.provenance.kind == "module" else short_model_name(trace.model_name)
+    return short_model_name(trace.provenance.short_label)
 
 
 def short_model_name(label: str) -> str:
@@ -150,6 +154,23 @@ def provenance_record(trace: AttentionTrace, text: str | None = None, pair: str 
     }
 
 
+def _jsonable(v):
+    if isinstance(v, (tuple, list)):
+        return [_jsonable(x) for x in v]
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> bytes:
+    """The whole trace as .npz with its provenance record (written by attnviz.trace.save, beside its reader).
+
+    Needs every layer's stages at once: a 512-token, 6 x 12 trace is about 300 MB before compression.
+    """
+    return write_npz(trace, provenance_record(trace, text, pair))
+
+
+# --- the provenance record as a table ----------------------------------------------------------------------
+
+
 def record_value(v) -> str:
     """One value of a provenance record as text for a table: strings as they are, the rest as JSON."""
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
@@ -172,37 +193,6 @@ def record_rows(record: dict, full: bool = False) -> dict[str, str]:
             value = ", ".join(f"{k} = {record_value(v)}" for k, v in value) or "none"
         rows[name] = record_value(value)
     return rows | {f"version of {k}": str(v) for k, v in record.get("versions", {}).items()}
-
-
-def _jsonable(v):
-    if isinstance(v, (tuple, list)):
-        return [_jsonable(x) for x in v]
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> bytes:
-    """The whole trace as .npz: every stage [layer, head, query, key], what they are made from, provenance.json.
-
-    Needs every layer's stages at once: a 512-token, 6 x 12 trace is about 300 MB before compression.
-    """
-    record = provenance_record(trace, text, pair)
-    out = {"provenance.json": np.array(json.dumps(record, ensure_ascii=False))}
-    for name in trace.available_stages:
-        out[name] = np.asarray(trace.stage(name), np.float32)
-    if trace.mask is not None:
-        out["mask"] = trace.mask
-    for i in range(trace.n_layer):
-        facts = trace.facts(i)
-        for part in ("bias", "sinks"):
-            if getattr(facts, part) is not None:
-                out[f"{part}_{i}"] = getattr(facts, part)
-        if facts.softcap is not None:
-            out[f"softcap_{i}"] = np.array(facts.softcap, np.float64)
-        if trace.has("values"):  # so a reopened file draws value-weighted attention too
-            out[f"values_{i}"], out[f"output_norms_{i}"] = trace.value_heads(i), trace.output_norms(i)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **out)
-    return buf.getvalue()
 
 
 def trace_file_name(trace: AttentionTrace, page: str, ext: str, layer: int | None = None) -> str:

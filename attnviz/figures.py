@@ -36,7 +36,7 @@ def heads(trace: AttentionTrace, layer: int = 0, head: int = 0, stage: str = "we
     """Every head of a layer on one scale, one head up close (every stage in its hover), every layer x head."""
     if stage not in hm.drawable(trace):
         raise InputError(f"stage {stage!r} is not available here; choose one of {', '.join(hm.drawable(trace))}.")
-    where = "our module" if trace.provenance.kind == "module" else f"layer {layer}"
+    where = trace.provenance.layer_label(layer)
     out = [
         (f"Every head of {where} · {stage}", hm.head_grid(trace, layer, stage, colours=colours)),
         (f"Head {head} of {where} up close", hm.head_detail(trace, layer, head, stage, colours=colours)),

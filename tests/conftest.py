@@ -120,7 +120,7 @@ def build_tiny_xlnet(folder: Path) -> Path:
 
 
 def build_tiny_deberta(folder: Path) -> Path:
-    """DeBERTa-v2 computes attention in its own code, which attnviz reads (attnviz.hf.own_bert.deberta_v2), but its
+    """DeBERTa-v2 computes attention in its own code, which attnviz reads (attnviz.hf.readers.deberta.deberta_v2), but its
     layers (query_proj / key_proj, disentangled position terms) cannot be copied into our module."""
     from transformers import DebertaV2Config, DebertaV2Model
 

@@ -106,10 +106,11 @@ def test_files_and_functions_fit_on_a_screen():
     assert not too_long, too_long
 
 
-#: The only modules that may name a trace's kind: the trace itself, the loader and our module's tracer.
-KIND_FLAGS = ("weights_only", "is_module")
-KIND_OWNERS = ("attnviz/trace.py", "attnviz/trace_layers.py", "attnviz/trace_read.py", "attnviz/trace_cache.py",
-               "attnviz/hf/load.py", "attnviz/scratch.py")  # fmt: skip
+#: The only modules that may name a trace's or a source's kind: the trace itself, the loader, our module's tracer
+#: and the selection (ui/state.py); the rest ask for facts (`has`, `single_layer`, `applies_padding`, `layer_label`).
+KIND_FLAGS = ("weights_only", "is_module", "pretrained", "captures", "reproduced")
+KIND_OWNERS = ("attnviz/trace/record.py", "attnviz/trace/layers.py", "attnviz/trace/reads.py", "attnviz/trace/window_cache.py",
+               "attnviz/hf/load.py", "attnviz/hf/probe.py", "attnviz/module/tracing.py", "attnviz/ui/state.py")  # fmt: skip
 
 
 def _identifiers(tree) -> set[str]:
@@ -135,6 +136,36 @@ def test_no_caller_tests_what_kind_of_trace_it_holds():
         for path in files
         if path.relative_to(ROOT).as_posix() not in KIND_OWNERS
         for name in sorted(_identifiers(ast.parse(path.read_text())) & set(KIND_FLAGS))
+    ]
+    assert not leaks, leaks
+
+
+def _kind_tests(tree) -> list[int]:
+    """Lines that compare a provenance's kind (`x.provenance.kind == "module"`)."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        for side in (node.left, *node.comparators)
+        if isinstance(side, ast.Attribute) and side.attr == "kind"
+        and isinstance(side.value, ast.Attribute) and side.value.attr == "provenance"
+    ]  # fmt: skip
+
+
+def test_no_page_or_reader_tests_the_provenance_kind():
+    """Pages, figures and analyses ask a trace's provenance for facts (`single_layer`, `layer_label`, `short_label`)
+    rather than comparing its kind, so a new kind of source cannot fall through a page's if/else."""
+    files = [
+        *PACKAGE.rglob("*.py"),
+        *(ROOT / "app_pages").glob("*.py"),
+        ROOT / "app.py",
+        *(ROOT / "bench").glob("*.py"),
+    ]
+    leaks = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in files
+        if path.relative_to(ROOT).as_posix() not in KIND_OWNERS
+        for line in _kind_tests(ast.parse(path.read_text()))
     ]
     assert not leaks, leaks
 

@@ -11,7 +11,7 @@ from helpers import make_trace
 
 from attnviz import export
 from attnviz.errors import AttnvizError, InputError
-from attnviz.scratch import parity
+from attnviz.module.tracing import parity
 
 
 def test_csv_has_one_row_per_head_query_key_with_every_stage():

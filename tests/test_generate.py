@@ -9,7 +9,7 @@ import torch
 from tiny_families import build
 
 import attnviz
-from attnviz.generation import Generation, Segment
+from attnviz.trace.generation import Generation, Segment
 
 N_NEW = 8
 TEXT = "the cat sat on the mat because it was tired ."  # words the tiny tokenizers know

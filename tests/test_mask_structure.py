@@ -1,7 +1,7 @@
 """Masks kept by structure and the row log-sum-exp: equal, cell for cell, to the dense mask and to a numpy softmax.
 
 The expected values are written here in numpy (np.tril, np.where, scipy's logsumexp, a float64 softmax over each full
-row) and share no code with attnviz.mask_structure or attnviz.row_norms.
+row) and share no code with attnviz.trace.mask or attnviz.trace.row_norms.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import torch
 from oracle import np_softmax
 from scipy.special import logsumexp
 
-from attnviz import DEFAULT_FILL, AttentionTrace, trace_layers
-from attnviz.mask_structure import recognise
-from attnviz.trace_layers import LayerRecord
+from attnviz import DEFAULT_FILL, AttentionTrace
+from attnviz.trace import layers as trace_layers
+from attnviz.trace.layers import LayerRecord
+from attnviz.trace.mask import recognise
 
 N = 13
 

@@ -166,6 +166,37 @@ def test_from_torch_matches_torch_cross_attention_with_boolean_mask(batch_first,
     assert (stages.weights[..., ~allowed] == 0).all()
 
 
+def test_a_recorded_forward_gives_torchs_output_and_a_layer_whose_stages_are_torchs_weights():
+    """forward(record=True): the trace's layer is made by the same call that computes the output, both equal torch's."""
+    tm = _torch_mha(20, 5, True, True, seed=4)
+    ours = MultiHeadAttention.from_torch(tm)
+    q, kv = randn(1, 4, 20, seed=5), randn(1, 6, 20, seed=6)
+    allowed = torch.rand(4, 6, generator=torch.Generator().manual_seed(7)) > 0.4
+    allowed[:, 0] = True
+    ref_out, ref_w = _run_torch(tm, q, kv, kv, True, attn_mask=~allowed)
+    with torch.no_grad():
+        out, layer = ours(q, kv, kv, mask=allowed, causal=False, record=True)
+    close(out, ref_out)
+    close(layer.stages(torch.arange(5)).weights, ref_w[0])
+    # the values it keeps give torch's output too: sum over heads of weights @ v @ W_o[h] (+ the bias)
+    v = layer.values.of_heads(torch.arange(5))  # [head, key, d_head]
+    per_head = ref_w[0] @ v  # [head, query, d_head]
+    close(per_head.transpose(0, 1).reshape(4, 20) @ tm.out_proj.weight.T + tm.out_proj.bias, ref_out[0])
+
+
+@pytest.mark.parametrize("score", ["general", "additive"])
+def test_a_recorded_forward_keeps_a_score_functions_scores_and_its_stages_equal_the_plain_forward(score):
+    ours = seeded_module(16, 4, seed=2, score=score)
+    x = randn(5, 16, seed=8)
+    with torch.no_grad():
+        out, stages = ours(x, causal=True)
+        out_rec, layer = ours(x, causal=True, record=True)
+    close(out_rec, out)
+    assert layer.q is None and layer.scores is not None  # not a dot product: kept as its scores
+    for name in ("scores", "scaled", "masked", "weights"):
+        close(getattr(layer.stages(torch.arange(4)), name), getattr(stages, name))
+
+
 def test_from_torch_key_padding_mask_equals_valid_lens():
     tm = _torch_mha(12, 3, True, True, seed=2)
     ours = MultiHeadAttention.from_torch(tm)

@@ -115,7 +115,7 @@ def test_the_traced_module_shows_what_forward_computes(bundled, kind):
     src = ModuleSource(bundled, d_model=16, n_head=2, inputs="random", seed=3, score=kind)
     text = "The cat sat on the mat."
     tr = attnviz.trace(src, text)
-    x, _, _ = attnviz.scratch.input_vectors(src, text)
+    x, _, _ = attnviz.module.tracing.input_vectors(src, text)
     with torch.no_grad():
         _, st = src.build()(x)
     np.testing.assert_allclose(tr.layer(0).scores, st.scores.numpy(), atol=1e-5)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.scratch import input_vectors, key_vectors
+from attnviz.module.tracing import input_vectors, key_vectors
 
 
 def _torch_copy(ours: attnviz.MultiHeadAttention) -> torch.nn.MultiheadAttention:

@@ -1,4 +1,4 @@
-"""Reading a trace file from anyone (attnviz.trace_file): bounded before anything is unpacked, and every malformed
+"""Reading a trace file from anyone (attnviz.trace.file): bounded before anything is unpacked, and every malformed
 file refused with a clear InputError in attnviz's words, never numpy's (with its advice to load pickles)."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from helpers import deflate_bomb, make_trace, npz_members, npz_of
 
-from attnviz import export, trace_file
+from attnviz import export
 from attnviz.errors import InputError
+from attnviz.trace import file as trace_file
 
 TOKENS = ["[CLS]", "a", '"', "b", "[SEP]"]
 

@@ -1,6 +1,6 @@
 """A trace file a few kB long may declare a million layers or heads in arrays of one token: the counts are checked
 from the npy headers before any array is read or any layer record built, and refused in our words naming the count
-and the limit, without the memory that building the records would take (attnviz.trace_file.Limits)."""
+and the limit, without the memory that building the records would take (attnviz.trace.file.Limits)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from helpers import make_trace, npz_members, npz_of
 
-from attnviz import export, trace_file
+from attnviz import export
 from attnviz.errors import InputError
+from attnviz.trace import file as trace_file
 
 DASHBOARD = trace_file.Limits(tokens=256, bytes=64 * 2**20, layers=128, heads=128)  # the hosted defaults
 

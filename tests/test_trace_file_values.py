@@ -11,9 +11,10 @@ import pytest
 from helpers import figures, make_trace, npz_members, npz_of, run_page, z_arrays
 
 import attnviz
-from attnviz import export, trace_file
+from attnviz import export
 from attnviz.analysis.values import value_share
 from attnviz.errors import InputError
+from attnviz.trace import file as trace_file
 
 TEXT = "the cat sat on the mat because it was tired"
 

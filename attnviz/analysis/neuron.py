@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..attention import MultiHeadAttention
 from ..errors import InputError, check_index
 from ..trace import AttentionTrace
 
@@ -89,8 +88,8 @@ def neuron_view(trace: AttentionTrace, layer: int, head: int, query: int, keys=N
     )  # fmt: skip
 
 
-def module_values(module: MultiHeadAttention, x: torch.Tensor) -> np.ndarray:
-    """v [head, key, d_head] of our module on input vectors x [T, d_model] (the projection forward uses)."""
+def module_values(module: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+    """v [head, key, d_head] of our MultiHeadAttention on input vectors x [T, d_model] (the projection forward uses)."""
     with torch.inference_mode():
         _, _, v = module.project(x[None], x[None], x[None])
     return v[0].float().cpu().numpy()

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import InputError
 from ..trace import AttentionTrace
-from ..trace_read import frozen
+from ..trace.reads import frozen
 
 #: The value-weighted view's stage name in the pages and their URLs (its numbers: `value_share`).
 VALUE_WEIGHTED = "value-weighted"

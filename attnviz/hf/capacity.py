@@ -16,7 +16,7 @@ import torch
 from .load import LoadedModel
 
 TRACE_SHARE = 0.5  # of the free memory a trace may take
-NORM_BYTES = 2 * 4  # two float32 row normalisers per head and query (attnviz.row_norms)
+NORM_BYTES = 2 * 4  # two float32 row normalisers per head and query (attnviz.trace.row_norms)
 
 
 def trace_bytes_per_token(loaded: LoadedModel) -> int:

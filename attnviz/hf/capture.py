@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import output_norms
 from ..attention import DEFAULT_FILL, causal_mask
-from ..errors import InputError
-from ..mask_structure import StructuredMask, recognise
-from ..trace import LayerRecord, Values
+from ..errors import InputError, first_line
+from ..trace import LayerRecord, Values, output_norms
+from ..trace.layers import ScaleOn
+from ..trace.mask import StructuredMask, recognise
 from . import kernels
 
 CAPTURE_NAME = "attnviz"
@@ -112,7 +112,7 @@ class Recorder:
     pad_keys: torch.Tensor | None = None  # [key] bool, True at padding positions
     layers: list[LayerRecord] = field(default_factory=list)
     modules: list[torch.nn.Module] = field(default_factory=list)
-    own_code: bool = False  # attnviz.hf.own's hooks record only into such a Recorder (an own-code family's trace)
+    own_code: bool = False  # attnviz.hf.readers's hooks record only into such a Recorder (an own-code family's trace)
     roles: dict = field(default_factory=dict)  # encoder-decoder: attention module -> encoder / decoder / cross
     masks: list = field(default_factory=list)  # (the dense mask seen, its structure) of the latest distinct masks
     outputs: dict = field(default_factory=dict)  # attention module -> OutputProjection (attnviz.hf.output_projection)
@@ -141,7 +141,7 @@ class Recorder:
         self.masks = [*self.masks[-1:], (mask, found)]  # the two latest: local and global layers may alternate
         return found
 
-    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on="scores",
+    def keep(self, module, query, key, scale: float, allowed, fill: float, extra: dict, scale_on: ScaleOn = "scores",
              norms=None, value=None, no_values: str = OWN_CODE_VALUES) -> None:  # fmt: skip
         """Record batch item 0 of one attention call, its mask by structure (`structure`).
 
@@ -337,7 +337,7 @@ def call_kwargs(model) -> dict:
 
 @contextlib.contextmanager
 def recording(rec: Recorder):
-    """`rec` is this thread's capture state inside the block (the seam and attnviz.hf.own's hooks record into it)."""
+    """`rec` is this thread's capture state inside the block (the seam and attnviz.hf.readers's hooks record into it)."""
     token = _CAPTURE.set(rec)
     try:
         yield rec
@@ -407,6 +407,5 @@ def forward_eager(model, inputs: dict) -> tuple:
 def _failed(model, err: Exception) -> InputError:
     if isinstance(err, torch.OutOfMemoryError):
         return InputError("The model ran out of memory on this text: try a shorter text or a smaller model.")
-    first = (str(err).splitlines() or [""])[0][:240]
     kind = getattr(model.config, "model_type", type(model).__name__)
-    return InputError(f"The {kind} model failed on this text ({type(err).__name__}: {first}).")
+    return InputError(f"The {kind} model failed on this text ({first_line(err, named=True)}).")

@@ -14,6 +14,12 @@ from ..errors import InputError
 CHARS_PER_TOKEN = 40
 
 
+def token_limit(most: int, asked=None) -> int:
+    """The most tokens a text is cut to: `asked` (None: `most`) within 2..most (the model's positions, a server's
+    cap). Two tokens at least: a single one attends only to itself."""
+    return most if asked is None else max(2, min(int(asked), most))
+
+
 @dataclass(frozen=True)
 class Encoded:
     inputs: dict  # tensors for the model, batch of one

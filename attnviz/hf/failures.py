@@ -11,7 +11,7 @@ import logging
 import re
 
 from .. import settings
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, first_line
 
 log = logging.getLogger("attnviz")
 
@@ -55,7 +55,7 @@ def explain(name: str, err: Exception) -> ModelLoadError:
     elif "header" in low or "deserializ" in low or "incomplete" in low or "corrupt" in low:
         why = "its weight file is damaged or incomplete"
     else:
-        why = text.splitlines()[0][:300]
+        why = first_line(text, 300)
     return ModelLoadError(
         f"Could not load model {name!r}: {why}. Try a hub id such as 'bert-base-uncased' or 'gpt2' (needs a network), "
         "a local folder made with save_pretrained, or leave the name empty for the bundled all-MiniLM-L6-v2."

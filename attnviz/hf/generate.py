@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import InputError
-from ..generation import Generation, Segment
+from ..errors import InputError, first_line
 from ..trace import AttentionTrace
-from .encode import Encoded, cut_text, encode
+from ..trace.generation import Generation, Segment
+from .encode import Encoded, cut_text, encode, token_limit
 from .load import LoadedModel
 from .probe import model_inputs
-from .tracing import token_limit, trace_encoded
+from .tracing import trace_encoded
 
 MAX_NEW_TOKENS = 256
 
@@ -31,7 +31,7 @@ def can_generate(loaded: LoadedModel) -> str | None:
         return (f"{loaded.label} is an encoder-decoder model: attnviz.trace(model, source) with no target already "
                 "generates its target greedily and traces the encoder, decoder and cross attention. generate() is for "
                 "decoder-only models.")  # fmt: skip
-    if not loaded.captures and not loaded.reproduced:
+    if loaded.route == "weights":
         return (f"{loaded.label} gives its final weights only ({loaded.note or 'its own attention code'}): attnviz "
                 "cannot check that its attention is causal, which a generation timeline relies on.")  # fmt: skip
     if loaded.lm_head != "causal" or not callable(getattr(model, "generate", None)):
@@ -59,7 +59,7 @@ def generate(loaded, prompt: str, max_new_tokens: int = 16, *, sample: bool = Fa
                          f"{type(loaded).__name__}: our own module has no language-model head.")  # fmt: skip
     if (why := can_generate(loaded)) is not None:
         raise InputError(why)
-    limit = token_limit(loaded, max_tokens)
+    limit = token_limit(loaded.max_tokens, max_tokens)
     n_new = _checked_new_tokens(max_new_tokens, limit)
     prompt_enc, segments = _chat_prompt(loaded, prompt, limit - n_new) if chat else (
         encode(loaded.tokenizer, prompt, None, limit - n_new), ())  # fmt: skip
@@ -115,8 +115,7 @@ def _generate_ids(loaded: LoadedModel, enc: Encoded, n_new: int, seed: int | Non
         with torch.inference_mode():
             out = model.generate(**inputs, **options)
     except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
-        first = (str(e).splitlines() or [""])[0][:240]
-        raise InputError(f"{loaded.label} failed while generating ({type(e).__name__}: {first}).") from None
+        raise InputError(f"{loaded.label} failed while generating ({first_line(e, named=True)}).") from None
     new = [int(i) for i in out[0, inputs["input_ids"].shape[-1] :]]
     ends = {eos} if isinstance(eos, int) else set(eos or ())
     return new, "eos" if new and new[-1] in ends else "max_new_tokens"
@@ -161,7 +160,7 @@ def _template_ids(tok, messages: list, opened: bool) -> list[int]:
     try:
         out = tok.apply_chat_template(messages, add_generation_prompt=opened, tokenize=True)
     except Exception as e:  # noqa: BLE001 - a template that fails (it demands a system turn...) is said in words
-        raise InputError(f"The chat template failed on this message ({type(e).__name__}: {str(e)[:200]}).") from None
+        raise InputError(f"The chat template failed on this message ({first_line(e, 200, named=True)}).") from None
     ids = out["input_ids"] if hasattr(out, "keys") else out
     return [int(i) for i in (ids[0] if ids and isinstance(ids[0], list) else ids)]
 

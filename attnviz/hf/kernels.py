@@ -1,4 +1,4 @@
-"""How the seam computes one attention call, and each row's softmax normaliser with it (attnviz.row_norms).
+"""How the seam computes one attention call, and each row's softmax normaliser with it (attnviz.trace.row_norms).
 
 - fused: on the CPU, the kernel torch's scaled_dot_product_attention itself runs for float CPU attention returns
   every row's log-sum-exp beside the output, so the norms cost nothing. Used where the layer's mask is exactly causal
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from ..attention import stages_from_scores
-from ..mask_structure import StructuredMask
-from ..row_norms import RowNorms, cat, norms_of
+from ..attention import expand_kv, stages_from_scores
+from ..trace.mask import StructuredMask
+from ..trace.row_norms import RowNorms, cat, norms_of
 
 CELLS = 2**22  # score cells per block of the chunked path (16 MB of float32 per intermediate)
 
@@ -36,9 +36,7 @@ def fusable(structure: StructuredMask, query, value, module, dropout: float) -> 
 
 def fused(query, key, value, scaling, causal: bool) -> tuple[torch.Tensor, RowNorms]:
     """(output [batch, query, head, d_v], norms of batch item 0) from one call of SDPA's CPU kernel."""
-    n_rep = query.shape[1] // key.shape[1]
-    if n_rep > 1:  # grouped-query attention: transformers' repeat_kv layout
-        key, value = key.repeat_interleave(n_rep, dim=1), value.repeat_interleave(n_rep, dim=1)
+    key, value = (expand_kv(t, query.shape[1], dim=1) for t in (key, value))  # grouped-query attention
     out, lse = _cpu_kernel()(query, key, value, 0.0, causal, scale=scaling)
     lse = lse[0].float()
     return out.transpose(1, 2).contiguous(), RowNorms(lse, torch.zeros_like(lse))
@@ -56,9 +54,7 @@ def chunked(query, key, value, scale: float, allowed, fill: float, extra: dict, 
 
     allowed: bool, broadcastable to [batch, head, query, key] (or None); extra: bias, softcap, sinks ([head] or
     [batch, head, query])."""
-    if key.shape[1] != query.shape[1]:  # grouped-query attention: each key/value head serves several query heads
-        key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
-        value = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
+    key, value = (expand_kv(t, query.shape[1], dim=1) for t in (key, value))  # each serves several query heads
     n_query = query.shape[-2]
     step = max(1, CELLS // (query.shape[0] * query.shape[1] * key.shape[-2]))
     outs, norms = [], []

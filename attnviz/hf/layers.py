@@ -1,4 +1,5 @@
-"""Copy one pretrained attention layer into our from-scratch MultiHeadAttention.
+"""One pretrained attention layer's projections, as plain tensors our from-scratch MultiHeadAttention copies
+(attnviz.module.from_layer), and its output projection.
 
 Two layouts are supported: BERT-style (separate query/key/value linears and an output dense) and GPT-2
 (one packed Conv1D for q|k|v and a Conv1D output). Layers with rotary positions or shared key/value
@@ -9,32 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..attention import MultiHeadAttention
 from ..errors import InputError, check_index
 from .load import LoadedModel
-
-
-def module_from_layer(loaded: LoadedModel, layer: int) -> MultiHeadAttention:
-    """Our module with the projections of `loaded`'s attention layer `layer`.
-
-    Run on the vectors entering that layer (`attnviz.attention_inputs`), it reproduces the layer's attention
-    weights and output (before the residual connection).
-    """
-    if not isinstance(loaded, LoadedModel):
-        raise InputError("module_from_layer needs a model from attnviz.load_model().")
-    if not loaded.attention_modules:
-        raise InputError(f"{loaded.label} computes attention in its own code; its layers cannot be copied.")
-    layer = check_index("layer", layer, loaded.n_layer)
-    proj = projections(loaded, layer)
-    d_model = proj["w_q"].shape[1]
-    ours = MultiHeadAttention(d_model, loaded.n_head, bias=proj["b_q"] is not None, causal=proj["causal"])
-    with torch.no_grad():
-        for name in ("q", "k", "v", "o"):
-            lin = getattr(ours, f"w_{name}")
-            lin.weight.copy_(proj[f"w_{name}"])
-            if proj[f"b_{name}"] is not None:
-                lin.bias.copy_(proj[f"b_{name}"])
-    return ours
 
 
 def output_projection(loaded: LoadedModel, layer: int) -> torch.nn.Module:

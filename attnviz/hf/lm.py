@@ -4,14 +4,14 @@ A checkpoint saved with its head (config.architectures naming a `*ForCausalLM`, 
 class) is loaded as that class, so the same model that is traced can also say which token comes next. A base
 checkpoint (the bundled all-MiniLM-L6-v2 is a BertModel) is loaded as it is, and says in words that it cannot
 predict tokens. The attention modules sit inside the head class exactly as in the base model, so capture, the
-load probe and the readers of attnviz.hf.own find them the same way.
+load probe and the readers of attnviz.hf.readers find them the same way.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, first_line
 from .capture import call_kwargs
 
 #: Class name endings of language-model heads, and what each predicts.
@@ -115,6 +115,5 @@ def next_token_logits(loaded, inputs: dict) -> torch.Tensor:
         with torch.inference_mode():
             out = loaded.model(**given, **call_kwargs(loaded.model))
     except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
-        first = (str(e).splitlines() or [""])[0][:240]
-        raise InputError(f"{loaded.label} failed on this text ({type(e).__name__}: {first}).") from None
+        raise InputError(f"{loaded.label} failed on this text ({first_line(e, named=True)}).") from None
     return out.logits[0, position].float()

@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from ..errors import AttnvizError, ModelLoadError
+from ..errors import AttnvizError, ModelLoadError, first_line
 from . import capture
 from .access import check_before_loading
 from .encode import forward_inputs
 from .failures import explain, reported
 from .lm import head_of, model_class
-from .probe import Found, Subject, probe
+from .probe import Found, Route, Subject, probe
 
 BUNDLED = "bundled"
 BUNDLED_LABEL = "all-MiniLM-L6-v2 (bundled)"
@@ -37,7 +37,7 @@ class LoadedModel:
     model: Any = field(repr=False)
     tokenizer: Any = field(repr=False)
     max_tokens: int
-    captures: bool  # False: the family computes attention in its own code, traces are weights-only unless reproduced
+    route: Route  # how its attention is read: the seam, its own code through readers, or weights only
     device: str = "cpu"
     dtype: str = "float32"
     n_layer: int = 0  # attention layers (hybrid models have fewer than blocks); encoder-decoder: per part, below
@@ -46,7 +46,6 @@ class LoadedModel:
     attention_modules: tuple = field(default=(), repr=False)
     roles: dict = field(default_factory=dict, repr=False)  # encoder-decoder: attention module -> encoder/decoder/cross
     layers_per_role: dict = field(default_factory=dict)
-    reproduced: bool = False  # own-code family whose stages attnviz reads from its attention modules (attnviz.hf.own)
     note: str = ""  # why the model is weights-only, when it is and the reason is more than "its own code"
     inputs: frozenset | None = None  # the encoded inputs its forward names (None: it names none we know)
     lm_head: str = ""  # what its language-model head predicts: "causal", "masked", "seq2seq"; "" when it has none
@@ -134,7 +133,7 @@ def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
     try:
         model.to(device)
     except (RuntimeError, torch.OutOfMemoryError) as e:
-        raise ModelLoadError(f"{label!r} does not fit on {device}: {str(e).splitlines()[0][:200]}") from None
+        raise ModelLoadError(f"{label!r} does not fit on {device}: {first_line(e, 200)}") from None
     model.eval()
     head = head_of(model, missing)
     subject = Subject(label, model, tokenizer, _max_tokens(config, tokenizer), device, forward_inputs(model), captures)
@@ -143,9 +142,8 @@ def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
     except AttnvizError:
         raise
     except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
-        first = (str(e).splitlines() or [""])[0][:200]
         raise ModelLoadError(
-            f"{label!r} loaded, but attnviz could not run it on a test sentence ({type(e).__name__}: {first}). "
+            f"{label!r} loaded, but attnviz could not run it on a test sentence ({first_line(e, 200, named=True)}). "
             "Try another model, or the bundled all-MiniLM-L6-v2."
         ) from None
     return _built(subject, label, dtype, found, head)
@@ -173,7 +171,7 @@ def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
     subject = Subject(name, model, tokenizer, _max_tokens(model.config, tokenizer), str(param.device),
                       forward_inputs(model), captures)  # fmt: skip
     found = probe(subject)
-    capture.lend(model, capture.CAPTURE_NAME if found.captures else "eager", theirs)
+    capture.lend(model, capture.CAPTURE_NAME if found.route == "seam" else "eager", theirs)
     return _built(subject, name, dtype, found, head_of(model))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import output_norms
+from ..trace import output_norms
 
 ON_MODULE = ("o_proj", "out_proj", "c_proj", "o", "wo", "Wo", "dense", "out_lin", "output_proj")
 BESIDE = ("output.dense",)  # on the self-attention's parent (BERT, RoBERTa, ELECTRA...)

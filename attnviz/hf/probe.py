@@ -1,7 +1,7 @@
 """The load-time probe: one tiny forward pass that learns what a model just loaded really does.
 
 Whether it calls attnviz's capture seam (and once per layer), or computes attention in its own code that
-attnviz.hf.own reads, or gives only eager weights; the shapes of its attention layers (heads, the dimension q.k sums
+attnviz.hf.readers reads, or gives only eager weights; the shapes of its attention layers (heads, the dimension q.k sums
 over) and, for an encoder-decoder, each attention module's role. `probe` returns all of it as one `Found` record, from
 which attnviz.hf.load builds the frozen LoadedModel once.
 """
@@ -9,12 +9,12 @@ which attnviz.hf.load builds the frozen LoadedModel once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
-from ..errors import InputError, ModelLoadError
-from . import capture, output_projection, own
+from ..errors import InputError, ModelLoadError, first_line
+from . import capture, output_projection, readers
 from .encode import encode
 
 INSTEAD = "Use a model with softmax attention, such as 'bert-base-uncased' or 'gpt2', or the bundled all-MiniLM-L6-v2."
@@ -33,19 +33,24 @@ class Subject:
     captures: bool  # it accepted the capture seam's name
 
 
+#: How a model's attention is read, decided once by the load probe: "seam" (transformers' attention through attnviz's
+#: capture seam: every stage), "readers" (a family's own attention code, read by attnviz.hf.readers: every stage),
+#: "weights" (its eager weights only, with a note saying why).
+Route = Literal["seam", "readers", "weights"]
+
+
 @dataclass(frozen=True)
 class Found:
-    """What the load probe found: the route (seam, own code read by attnviz.hf.own, or eager weights), the shapes of
-    the attention layers, their modules and, for an encoder-decoder, each module's role."""
+    """What the load probe found: the route, the shapes of the attention layers, their modules and, for an
+    encoder-decoder, each module's role."""
 
-    captures: bool
+    route: Route
     n_layer: int
     n_head: int
     d_head: int
     attention_modules: tuple = ()
     roles: dict = field(default_factory=dict)
     layers_per_role: dict = field(default_factory=dict)
-    reproduced: bool = False
     note: str = ""
     outputs: dict = field(default_factory=dict)  # attention module -> its output projection (values: output_projection)
 
@@ -54,15 +59,15 @@ def probe(subject: Subject) -> Found:
     """Run one tiny forward to learn the shapes and whether the model really calls the seam.
 
     Some families accept the implementation name and never call it (DeBERTa-v2, XLNet), or need math the seam
-    does not reproduce (softcapping, attention sinks): those switch to eager, weights-only unless attnviz.hf.own
-    reads their own code (`_reproduced`).
+    does not reproduce (softcapping, attention sinks): those switch to eager, weights-only unless attnviz.hf.readers
+    reads their own code (`_readers`).
     """
     inputs, refused = probe_inputs(subject), ""
     if subject.captures:
         rec, refused = _seam_probe(subject, inputs)
         if rec.layers:
             _check_token_to_token(subject, inputs, rec)
-            return _learned_shapes(subject, rec, captures=True)
+            return _learned_shapes(subject, rec, "seam")
         if getattr(subject.model.config, "is_encoder_decoder", False):
             why = f"it calls attention with {refused.removeprefix('attention with ')}, which attnviz cannot reproduce"
             raise ModelLoadError(
@@ -72,12 +77,12 @@ def probe(subject: Subject) -> Found:
             )
         use_eager(subject.model)
     shapes = _eager_shapes(subject)
-    rec, note = _reproduced(subject)
+    rec, note = _readers(subject)
     if rec is not None:  # shapes as the records have them (ConvBERT's heads are half the usual width)
-        return _learned_shapes(subject, rec, captures=False, reproduced=True)
+        return _learned_shapes(subject, rec, "readers")
     if refused and not note:  # say the real reason, not "its own code"
         note = f"its attention is called with {refused.removeprefix('attention with ')}, which attnviz cannot reproduce"
-    return Found(False, *shapes, note=note)
+    return Found("weights", *shapes, note=note)
 
 
 def _seam_probe(subject: Subject, inputs: dict) -> tuple:
@@ -91,7 +96,7 @@ def _seam_probe(subject: Subject, inputs: dict) -> tuple:
         refused = str(e)
     except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
         raise ModelLoadError(
-            f"{subject.label!r} cannot be traced: it failed on a test sentence ({str(e).splitlines()[0][:200].rstrip('.')}). "
+            f"{subject.label!r} cannot be traced: it failed on a test sentence ({first_line(e, 200).rstrip('.')}). "
             f"{INSTEAD}"
         ) from None
     if len(set(rec.modules)) < len(rec.modules) and _calls_per_forward(subject, inputs, rec) > 1:
@@ -103,13 +108,13 @@ def _seam_probe(subject: Subject, inputs: dict) -> tuple:
     return rec, refused
 
 
-def _reproduced(subject: Subject) -> tuple:
-    """An own-code family attnviz knows (attnviz.hf.own): (its Recorder, "") once checked on a plain and a padded
+def _readers(subject: Subject) -> tuple:
+    """An own-code family attnviz knows (attnviz.hf.readers): (its Recorder, "") once checked on a plain and a padded
     text; (None, why) when the check failed; (None, "") for any other family."""
     text = " ".join(["hello world"] * 8)
     plain = encode(subject.tokenizer, text, limit=subject.max_tokens)
     padded = encode(subject.tokenizer, text, limit=subject.max_tokens, pad_to=len(plain.ids) + 3)
-    return own.install(subject.model, [model_inputs(subject, e.inputs) for e in (plain, padded)])
+    return readers.install(subject.model, [model_inputs(subject, e.inputs) for e in (plain, padded)])
 
 
 def _eager_shapes(subject: Subject) -> tuple[int, int, int]:
@@ -191,13 +196,13 @@ def _check_token_to_token(subject: Subject, inputs: dict, rec) -> None:
             )
 
 
-def _learned_shapes(subject: Subject, rec, *, captures: bool, reproduced: bool = False) -> Found:
+def _learned_shapes(subject: Subject, rec, route: Route) -> Found:
     """What a probe's Recorder shows: attention modules in call order, heads and head dimension, and for an
     encoder-decoder each module's role (its n_layer is the encoder's)."""
     modules, n_head, d_head = tuple(rec.modules), int(rec.layers[0].q.shape[0]), int(rec.layers[0].q.shape[-1])
     outputs = output_projection.find_all(subject.model, rec)
     if not getattr(subject.model.config, "is_encoder_decoder", False):
-        return Found(captures, len(rec.layers), n_head, d_head, modules, reproduced=reproduced, outputs=outputs)
+        return Found(route, len(rec.layers), n_head, d_head, modules, outputs=outputs)
     names = {m: n for n, m in subject.model.named_modules()}
     roles = {m: role_of(names[m]) for m in modules}
     per_role = {r: list(roles.values()).count(r) for r in ("encoder", "decoder", "cross")}
@@ -208,7 +213,7 @@ def _learned_shapes(subject: Subject, rec, *, captures: bool, reproduced: bool =
             "capture (it is computed in the model's own code), so its three attentions cannot be shown together. "
             "T5, BART, Marian, mBART and Pegasus are supported."
         )
-    return Found(captures, per_role["encoder"], n_head, d_head, modules, roles, per_role, reproduced, outputs=outputs)
+    return Found(route, per_role["encoder"], n_head, d_head, modules, roles, per_role, outputs=outputs)
 
 
 def role_of(module_name: str) -> str:

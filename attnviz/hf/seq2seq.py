@@ -16,7 +16,7 @@ import torch
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
 from . import capture
-from .encode import cut_text, encode, token_facts
+from .encode import cut_text, encode, token_facts, token_limit
 from .load import LoadedModel
 from .probe import decoder_start, model_inputs
 from .tracing import experiment
@@ -75,7 +75,7 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     if pad_to or pair:
         raise InputError("Padding and sentence pairs are not available for encoder-decoder models: attnviz feeds them "
                          "one source text (and its target).")  # fmt: skip
-    limit = loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
+    limit = token_limit(loaded.max_tokens, max_tokens)
     enc = encode(loaded.tokenizer, source, None, limit)
     inputs = model_inputs(loaded, enc.inputs)
     inputs.pop("token_type_ids", None)

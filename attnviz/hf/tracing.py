@@ -8,16 +8,16 @@ import torch
 from ..attention import check_scale
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
-from . import capture, own
-from .encode import Encoded, encode
+from . import capture, readers
+from .encode import Encoded, encode, token_limit
 from .load import LoadedModel
 from .probe import model_inputs
 
 WEIGHTS_ONLY_NOTE = "{}: only the weights stage is available ({})."
 #: Why a family traced through eager attention gives no other stage (`AttentionTrace.why_not` says it).
 OWN_CODE = "this model family computes attention inside its own code, so only the final weights are available"
-IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "own": "eager; stages read from the model's own attention code",
-                  "eager": "eager"}  # fmt: skip
+IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "readers": "eager; stages read from the model's own attention code",
+                  "weights": "eager"}  # fmt: skip
 
 
 def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), layers=None, scale=None, fill=None,
@@ -48,36 +48,27 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
 
     options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); max_tokens caps the text.
     """
-    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded, max_tokens), pad_to)
+    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded.max_tokens, max_tokens), pad_to)
     return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
-
-
-def token_limit(loaded: LoadedModel, max_tokens=None) -> int:
-    """The most tokens a trace of `loaded` takes: the caller's `max_tokens` within the model's positions."""
-    return loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
 
 
 def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, **options) -> AttentionTrace:
     """Trace tokens already encoded (a text, or a prompt and what the model generated); `asked` joins the
-    provenance's options, `generation` (attnviz.generation.Generation) says which tokens the model wrote."""
+    provenance's options, `generation` (attnviz.trace.generation.Generation) says which tokens the model wrote."""
     exp = experiment(loaded, len(enc.tokens), **options)
     asked = dict(asked, **{k: getattr(exp, k) for k in options})
     provenance = Provenance(
         model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
-        attn_implementation=IMPLEMENTATION[_route(loaded)], options=tuple(sorted(asked.items())),
+        attn_implementation=IMPLEMENTATION[loaded.route], options=tuple(sorted(asked.items())),
         input_ids=tuple(enc.ids), n_dropped=enc.n_dropped,
     )  # fmt: skip
     common = dict(d_head=loaded.d_head, provenance=provenance, word_ids=enc.word_ids, sequence_ids=enc.sequence_ids,
                   generation=generation)  # fmt: skip
-    if loaded.reproduced:
+    if loaded.route == "readers":
         _check_own(loaded, exp)
-    if loaded.captures or loaded.reproduced:
+    if loaded.route != "weights":
         return AttentionTrace(enc.tokens, _captured(loaded, enc, exp), notes=tuple(enc.notes), **common)
     return _given_weights(loaded, enc, exp, common)
-
-
-def _route(loaded: LoadedModel) -> str:
-    return "seam" if loaded.captures else "own" if loaded.reproduced else "eager"
 
 
 def _check_own(loaded: LoadedModel, exp: capture.Experiment) -> None:
@@ -96,7 +87,8 @@ def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tup
         inputs["attention_mask"] = torch.ones_like(
             inputs["attention_mask"]
         )  # layers outside the experiment put it back
-    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=loaded.reproduced, outputs=loaded.outputs)
+    own_code = loaded.route == "readers"
+    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=own_code, outputs=loaded.outputs)
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:
@@ -116,7 +108,7 @@ def _given_weights(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, c
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
     attentions = [a for a in capture.forward_eager(loaded.model, inputs) if a is not None]  # hybrids: attention only
-    if own.eager_gives_scores(loaded.model):  # SqueezeBERT returns its masked scores: the weights are their softmax
+    if readers.eager_gives_scores(loaded.model):  # SqueezeBERT returns its masked scores: the weights are their softmax
         attentions = [a.float().softmax(-1) for a in attentions]
     weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
     why = loaded.note or "it computes attention inside its own code"
@@ -134,12 +126,12 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
         raise InputError(f"Layer {layer} does not exist: the model has layers 0..{loaded.n_layer - 1}.")
     if not loaded.attention_modules:
         raise InputError(f"{loaded.label} computes attention in its own code; its attention inputs cannot be read.")
-    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded, max_tokens))
+    enc = encode(loaded.tokenizer, text, pair, token_limit(loaded.max_tokens, max_tokens))
     seen = {}
 
     def grab(module, args, kwargs):
         x = (args[0] if args else kwargs.get("hidden_states")).detach()[0]
-        reader = own.reproducer_of(module)
+        reader = readers.reader_of(module)
         seen.setdefault("x", (x.T if reader and reader.channels_first else x).float().cpu().clone())
         raise capture.InputsRead  # the layers after this one would be computed for nothing
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..generation import Segment
+from ..trace.generation import Segment
 from .windows import axis_ranges
 
 #: One colour per part, readable on the white chart card; roles a template names that are not here are grey.

@@ -20,12 +20,11 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from .. import trace_cache
 from ..analysis.pooling import pooled_stage
 from ..analysis.sinks import window_without_keys
 from ..analysis.values import VALUE_WEIGHTED, value_share
 from ..errors import AttnvizError
-from ..trace import AttentionTrace
+from ..trace import AttentionTrace, window_cache
 from .clickable import CELLS, cell_targets  # noqa: F401 (CELLS re-exported)
 from .colours import COLOUR_RANGES, LOG_FLOOR, colour, colour_bar, colour_values, transformed  # noqa: F401
 from .common import (
@@ -76,7 +75,7 @@ def stage_values(
         raise AttnvizError(trace.why_not(stage))
     if without and stage == "weights":
         return window_without_keys(trace, layer, rows, cols, without)
-    z = np.array(getattr(trace_cache.stages(trace, layer, heads, rows, cols), stage), dtype=np.float32)
+    z = np.array(getattr(window_cache.stages(trace, layer, heads, rows, cols), stage), dtype=np.float32)
     if stage == "masked":
         z[:, ~trace.layer_mask(layer, rows, cols)] = np.nan  # only the window's cells of the mask
     return z
@@ -99,7 +98,7 @@ def _fmt(a: np.ndarray) -> np.ndarray:
 
 def _where(trace: AttentionTrace, layer: int) -> str:
     """'Layer 3', or 'Our module' for our single-layer module (its layer 0 is not the model's layer 0)."""
-    return "Our module" if trace.provenance.kind == "module" else f"Layer {layer}"
+    return trace.provenance.layer_label(layer).capitalize()
 
 
 def _without(stage: str, without) -> str:
@@ -114,7 +113,7 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
     if stage == VALUE_WEIGHTED:
         return VALUE_WEIGHTED_CAPTION
     if stage == "weights" and trace.n_tokens <= MAX_SHOWN:  # near-uniform rows: a short text's puzzle
-        w = trace_cache.stages(trace, layer).weights
+        w = window_cache.stages(trace, layer).weights
         if trace.n_keys > 2 and float(w.max()) < min(0.3, 2.5 / trace.n_keys):
             return (
                 f"Attention is nearly uniform here: every weight lies between {float(w.min()):.3f} and "
@@ -229,7 +228,7 @@ def head_detail(
     (start, stop), (kstart, kstop) = windows(trace, token_range)
     z_layer = stage_values(trace, layer, stage, (start, stop), (kstart, kstop), without)
     z = z_layer[head]
-    stages = trace_cache.stages(trace, layer, queries=(start, stop), keys=(kstart, kstop))
+    stages = window_cache.stages(trace, layer, queries=(start, stop), keys=(kstart, kstop))
     sl = (head, slice(None), slice(None))
     weights = z if without and stage == "weights" else stages.weights[sl]
     pairs = _token_pairs(trace, (start, stop), (kstart, kstop))
@@ -303,7 +302,7 @@ def overview(
     # pooled one layer at a time, so a long text never holds every layer at full size
     tile = max(2, min(tile, math.isqrt(OVERVIEW_CELLS // (n_layer * n_head)) - 1))  # many layers x heads: smaller tiles
     read = lambda: pooled_stage(trace, stage, tile, per_tile=PER_TILE)  # noqa: E731 - a few query rows per tile row
-    pooled = trace_cache.memo(trace, ("overview", stage, tile), read)  # once
+    pooled = window_cache.memo(trace, ("overview", stage, tile), read)  # once
     pooled = colour_values(stage, pooled, colours)  # the colours drawn (the overview has no value hover)
     sq, sk = pooled.shape[-2:]  # tile height (queries) and width (keys): they differ in cross-attention
     ystep, xstep = sq + 1, sk + 1  # one empty (NaN) row and column between tiles

@@ -21,7 +21,7 @@ TARGET_CHARS = TEXT_LIMITS["abl_target"]
 
 def why_no_ablation(src: Selection) -> str | None:
     """Why heads cannot be removed from the selected source, in words; None when they can."""
-    if not src.pretrained:
+    if src.single_layer:
         return (
             "Our module is one attention layer on its own, with no language-model head after it: there is no "
             "prediction for removing a head to change. Pick a pretrained decoder (such as 'gpt2') in the sidebar."

@@ -11,15 +11,16 @@ import streamlit as st
 import torch
 from streamlit import config
 
-from .. import settings, trace_file
+from .. import settings
 from ..analysis import heads
 from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.generate import generate
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
-from ..scratch import MODULE_OPTIONS, ModuleSource, trace_module
+from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
+from ..trace import file as trace_file
 from .generation import generation_request
 from .heavy import LIGHT_TOKENS, heavy
 from .literal import literal, show_error
@@ -119,7 +120,7 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
     if not text or not text.strip():
         st.info("Type a sentence in the sidebar to see its attention.")
         return None
-    asked = generation_request(src.model) if src.pretrained and not options and pair is None else {}
+    asked = generation_request(src.model) if not src.single_layer and not options and pair is None else {}
     tr = _shown_trace(src, text, trace_options(src, {"pair": pair, **options} if not asked else asked))
     if tr is None:
         return None

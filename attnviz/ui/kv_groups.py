@@ -7,7 +7,7 @@ import streamlit as st
 
 from ..analysis.groups import group_divergence
 from ..trace import AttentionTrace
-from ..trace_cache import memo
+from ..trace.window_cache import memo
 
 
 def grid_groups(trace: AttentionTrace, layer: int, queries=None) -> dict:

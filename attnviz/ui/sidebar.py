@@ -9,8 +9,8 @@ from ..attention import SCORE_FUNCTIONS
 from ..errors import AttnvizError
 from ..hf import BUNDLED, LoadedModel
 from ..hf.capacity import device_tokens, trace_bytes_per_token
+from ..module.tracing import INPUTS, WEIGHTS, ModuleSource
 from ..plots.scores import LABELS as SCORE_LABELS
-from ..scratch import INPUTS, WEIGHTS, ModuleSource
 from .data import get_model
 from .generation import generation_settings
 from .literal import literal
@@ -201,7 +201,7 @@ def module_preview(src: Selection) -> Selection:
     opens on something meaningful: the module reproducing the library. Families whose layers cannot be
     copied get seeded random weights on random inputs instead.
     """
-    if not src.pretrained:
+    if src.single_layer:
         return src
     m = src.model
     cfg = dict(

@@ -9,7 +9,7 @@ import streamlit as st
 from ..analysis.sinks import has_learned_sinks, learned_sink_by_query, learned_sink_share, sink_share
 from ..plots.sinks import sink_maps, sink_share_bars
 from ..trace import AttentionTrace
-from ..trace_cache import memo
+from ..trace.window_cache import memo
 from .before_softmax import softcap_panel
 from .state import URL
 from .widgets import chart_config

@@ -10,7 +10,8 @@ import streamlit as st
 from .. import settings
 from ..analysis.masks import COMMON_FILLS
 from ..hf import LoadedModel
-from ..scratch import ModuleSource
+from ..hf.encode import token_limit
+from ..module.tracing import ModuleSource
 
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 
@@ -106,12 +107,12 @@ def max_tokens() -> int:
     """Longest text the dashboard traces for this session: the sidebar's Token limit, never above the server's cap."""
     cap = server_max_tokens()
     chosen = st.session_state.get("max_tokens")
-    return cap if not isinstance(chosen, int) else max(2, min(chosen, cap))
+    return token_limit(cap, chosen if isinstance(chosen, int) else None)
 
 
 def token_limits(model_tokens: int, device_tokens: int | None = None) -> dict[int, str]:
     """The Token limit's choices: powers of two from 32, and the largest the model, the server and the device allow."""
-    top = max(2, min(model_tokens, server_max_tokens(), device_tokens or model_tokens))
+    top = token_limit(model_tokens, min(server_max_tokens(), device_tokens or model_tokens))
     stops = [n for n in (2**i for i in range(5, 20)) if n < top] + [top]
     return {n: f"{n:,}" for n in stops}
 
@@ -244,29 +245,43 @@ class Selection:
     part: str | None = None  # encoder-decoder models: which attention, "encoder", "decoder" or "cross"
 
     @property
-    def pretrained(self) -> bool:
-        """True when the trace's layers are the pretrained model's own (padding, per-layer experiments and the layer
-        slider apply); False for our module, a single layer of its own."""
+    def single_layer(self) -> bool:
+        """Our module: one attention layer of its own, with its settings in the sidebar (the layer slider picks
+        where its inputs or copied weights come from, not a layer to show)."""
+        return self.module is not None
+
+    @property
+    def applies_padding(self) -> bool:
+        """Whether padding and per-layer experiments apply: the model's own layers take them, our module does not."""
         return self.module is None
 
     @property
     def trace_layer(self) -> int:
         """The layer to show from a trace of this source (our module's trace has a single layer)."""
-        return self.layer if self.pretrained else 0
+        return 0 if self.single_layer else self.layer
+
+    @property
+    def layer_label(self) -> str:
+        """What the shown layer is called: "layer 3" or "our module"."""
+        return "our module" if self.single_layer else f"layer {self.layer}"
 
     @property
     def where(self) -> str:
         """What the page shows, in words: "layer 3", "our module" (an encoder-decoder: "the cross attention, layer 3")."""
-        where = f"layer {self.layer}" if self.pretrained else "our module"
-        return f"the {self.part} attention, {where}" if self.part else where
+        return f"the {self.part} attention, {self.layer_label}" if self.part else self.layer_label
 
     @property
     def n_head(self) -> int:
-        return self.model.n_head if self.pretrained else int(dict(self.module)["n_head"])
+        return int(dict(self.module)["n_head"]) if self.single_layer else self.model.n_head
+
+    @property
+    def short_label(self) -> str:
+        """The source in a file name: the model's label, or "module" for our module (its description is long)."""
+        return "module" if self.single_layer else self.model.label
 
     @property
     def label(self) -> str:
-        return self.model.label if self.pretrained else self.module_source().describe()
+        return self.module_source().describe() if self.single_layer else self.model.label
 
     def module_source(self) -> ModuleSource | None:
         return None if self.module is None else ModuleSource(self.model, **dict(self.module))

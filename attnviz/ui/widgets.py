@@ -52,7 +52,7 @@ def open_head(src: Selection, layer: int, head: int, stage: str | None = None) -
     """Point the sidebar at one head (for a click's callback): the head slider, and the layer slider when the layers
     are the model's (our module's single layer is not the model's layer 0); `stage`, the Heads page's stage to open
     with (the view the user was looking at: weights or value-weighted)."""
-    if src.pretrained:
+    if not src.single_layer:
         st.session_state["layer"] = layer
     st.session_state["head"] = head
     if stage is not None:
@@ -206,5 +206,5 @@ def chart_config(*name_parts) -> dict:
     """The modebar config of every chart: the camera saves the format chosen in the sidebar (PNG or SVG), in a file
     named after the model (our module: "module") and what the page passes (layer, head, stage)."""
     src = st.session_state.get("_source")
-    model = None if src is None else short_model_name(src.model.label) if src.pretrained else "module"
+    model = None if src is None else short_model_name(src.short_label)
     return common.chart_config(model, *name_parts, fmt=st.session_state.get("img_fmt", "png"))

@@ -10,7 +10,7 @@ import torch
 import attnviz
 from attnviz.analysis import neuron as N
 from attnviz.errors import InputError
-from attnviz.scratch import input_vectors
+from attnviz.module.tracing import input_vectors
 
 
 def test_numbers_equal_the_trace(bundled):

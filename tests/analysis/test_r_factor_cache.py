@@ -1,4 +1,4 @@
-"""Each head's R factor of W_O (attnviz.output_norms) is kept per weight tensor: reused by every trace, computed again
+"""Each head's R factor of W_O (attnviz.trace.output_norms) is kept per weight tensor: reused by every trace, computed again
 when the weight changes, and never keeping a model alive. Checked against ||v @ W_O[h]|| in numpy."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import attnviz
-from attnviz import output_norms
+from attnviz.trace import output_norms
 
 
 def _numpy_table(v: torch.Tensor, weight: torch.Tensor, n_head: int) -> np.ndarray:

@@ -131,7 +131,7 @@ def test_our_module_value_norms_equal_its_own_projections(bundled):
     src = attnviz.ModuleSource(bundled, d_model=48, n_head=4, inputs="random")
     tr = attnviz.trace(src, "the cat sat on the mat")
     module = src.build()
-    x, _, _ = attnviz.scratch.input_vectors(src, "the cat sat on the mat")
+    x, _, _ = attnviz.module.tracing.input_vectors(src, "the cat sat on the mat")
     v = (_np(x) @ _np(module.w_v.weight).T + _np(module.w_v.bias)).reshape(-1, 4, 12).transpose(1, 0, 2)
     w_o = _np(module.w_o.weight).T  # (in, out)
     written = np.stack([np.linalg.norm(v[h] @ w_o[h * 12 : (h + 1) * 12], axis=-1) for h in range(4)])

@@ -6,8 +6,9 @@ import numpy as np
 from helpers import deflate_bomb, figures, npz_members, npz_of, run_page, table_rows, texts, z_arrays
 
 import attnviz
-from attnviz import export, trace_file
+from attnviz import export
 from attnviz.plots import heatmaps as hm
+from attnviz.trace import file as trace_file
 
 PAGE = "app_pages/export.py"
 TEXT = "The cat sat on the mat."

@@ -19,7 +19,7 @@ def test_with_a_pretrained_source_it_previews_the_module_and_offers_the_switch()
     at = module(layer=2)
     assert [t.value for t in at.title] == ["Our module"]
     assert at.get("latex"), "the formula is shown"
-    assert any("attnviz/attention.py" in m for m in texts(at, "markdown"))
+    assert any("attnviz/module/multihead.py" in m for m in texts(at, "markdown"))
     assert any("preview" in i and "layer 2" in i for i in texts(at, "info"))
     # the preview mirrors the sidebar's layer, so the parity check is on screen from the start
     assert float(next(m for m in at.metric if "difference" in m.label).value) < 1e-5

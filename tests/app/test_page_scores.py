@@ -10,7 +10,7 @@ from helpers import array, figures, run_page, texts, z_arrays
 from attnviz import ModuleSource
 from attnviz.analysis import scores as S
 from attnviz.attention import SCORE_FUNCTIONS
-from attnviz.scratch import input_vectors
+from attnviz.module.tracing import input_vectors
 
 PAGE = "app_pages/scores.py"
 TEXT = "The cat sat on the mat."

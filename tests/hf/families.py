@@ -543,7 +543,7 @@ def _run(model_type: str, root: Path) -> Result:
             problems = compare_with_eager(loaded, trace, folder)
     except Exception as e:  # noqa: BLE001 - the eager reference itself failed
         problems = [f"eager reference failed: {_first_line(e)}"]
-    outcome = ALL if loaded.captures or loaded.reproduced else WEIGHTS
+    outcome = ALL if loaded.route != "weights" else WEIGHTS
     if problems:
         return Result(model_type, WRONG, "; ".join(problems), labels)
     return Result(model_type, outcome, "", labels)

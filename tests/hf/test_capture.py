@@ -53,7 +53,7 @@ def _trace_with_output(loaded, text, **options):
 
 def test_every_model_captures_all_stages(case):
     loaded, eager, _, _ = case
-    assert loaded.captures
+    assert loaded.route == "seam"
     assert loaded.n_layer == eager.config.num_hidden_layers
     assert loaded.n_head == eager.config.num_attention_heads
 
@@ -179,10 +179,10 @@ def test_concurrent_traces_do_not_mix_experiments(tiny_bert, tiny_text):
 def test_bypassing_families_fall_back_to_eager_weights_only(tiny_xlnet_dir, eager_copy, eager_reference, tiny_text):
     """XLNet never calls our attention function and computes attention in code attnviz does not read: it still loads
     and traces, weights only (Falcon, DeBERTa-v2 and GPT-Neo bypass the seam too, and have every stage now:
-    attnviz.hf.own reads their code)."""
+    attnviz.hf.readers read their code)."""
     folder = tiny_xlnet_dir
     loaded = attnviz.load_model(str(folder))
-    assert not loaded.captures
+    assert loaded.route != "seam"
     assert (loaded.n_layer, loaded.n_head) == (2, 4)
     tr = attnviz.trace(loaded, tiny_text)
     assert not tr.has("scores") and tr.available_stages == ("weights",)
@@ -205,7 +205,7 @@ def test_a_model_already_in_memory_traces_like_one_loaded_from_its_folder(tiny_l
 
     model = AutoModel.from_pretrained(tiny_llama_dir, dtype=torch.float32)  # the user's own, default attention
     mine = attnviz.from_model(model, AutoTokenizer.from_pretrained(tiny_llama_dir), "my llama")
-    assert mine.captures and mine.label == "my llama"
+    assert mine.route == "seam" and mine.label == "my llama"
     ours, theirs = attnviz.trace(mine, tiny_text), attnviz.trace(tiny_llama, tiny_text)
     np.testing.assert_array_equal(ours.weights, theirs.weights)
 
@@ -219,7 +219,7 @@ def test_from_model_leaves_the_users_model_on_its_own_attention(tiny_llama_dir, 
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
     mine = attnviz.from_model(model, tokenizer)
     tr = attnviz.trace(mine, tiny_text)
-    assert mine.captures and tr.has("scores") and model.config._attn_implementation == "eager"
+    assert mine.route == "seam" and tr.has("scores") and model.config._attn_implementation == "eager"
     with torch.inference_mode():
         out = model(**tokenizer(tiny_text, return_tensors="pt"), output_attentions=True)
     assert len(out.attentions) == tr.n_layer

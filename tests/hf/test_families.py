@@ -76,7 +76,7 @@ def test_without_a_target_the_model_generates_one_greedily(family_dir):
 
 def test_a_saved_encoder_half_loads_as_an_encoder(family_dir):
     loaded = attnviz.load_model(str(family_dir("t5", encoder_only=True)))
-    assert not loaded.is_seq2seq and loaded.captures
+    assert not loaded.is_seq2seq and loaded.route == "seam"
     tr = attnviz.trace(loaded, SOURCE)
     assert isinstance(tr, attnviz.AttentionTrace) and tr.n_layer == 2
 
@@ -91,7 +91,7 @@ def test_experiments_on_an_encoder_decoder_without_a_part_are_refused_not_ignore
 def test_softcapping_and_sinks_are_captured_as_the_model_computes_them(kind, family_dir):
     folder = family_dir(kind)
     loaded = attnviz.load_model(str(folder))
-    assert loaded.captures and (loaded.n_layer, loaded.n_head, loaded.d_head) == (2, 4, 8)
+    assert loaded.route == "seam" and (loaded.n_layer, loaded.n_head, loaded.d_head) == (2, 4, 8)
     tr = attnviz.trace(loaded, SOURCE)
     with torch.no_grad():
         ref = _eager(folder, False)(input_ids=torch.tensor([tr.provenance.input_ids]), output_attentions=True)

@@ -94,7 +94,7 @@ def test_bloom_runs_with_eager_masks(root):
     """BLOOM refuses set_attn_implementation: its fallback must not keep the seam's boolean mask."""
     fm.run_family("bloom", root)
     loaded = attnviz.load_model(str(root / "bloom"), device="cpu")
-    assert not loaded.captures and loaded.reproduced
+    assert loaded.route == "readers"
     assert {m.config._attn_implementation for m in loaded.model.modules() if hasattr(m, "config")} == {"eager"}
     tr = attnviz.trace(loaded, fm.TEXT)
     ref = fm.eager_model(root / "bloom")
@@ -152,4 +152,4 @@ def test_token_ids_passed_down_to_the_seam_do_not_stop_the_capture(root):
     """GLM-5-Next hands input_ids to every attention call; eager attention never reads them."""
     result = fm.run_family("glm5_next_text", root)
     loaded = attnviz.load_model(str(root / "glm5_next_text"), device="cpu")
-    assert loaded.captures and result.outcome == fm.ALL, result.detail
+    assert loaded.route == "seam" and result.outcome == fm.ALL, result.detail

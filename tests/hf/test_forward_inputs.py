@@ -39,7 +39,7 @@ def test_a_decoder_saved_with_a_bert_tokenizer_gives_every_stage_equal_to_eager(
     folder = llama_with_bert_tokenizer
     loaded = attnviz.load_model(str(folder), device="cpu")
     assert "token_type_ids" in loaded.tokenizer(TEXT)  # the premise: this tokenizer does emit them
-    assert loaded.captures and not loaded.note, loaded.note
+    assert loaded.route == "seam" and not loaded.note, loaded.note
     assert loaded.inputs is not None and "token_type_ids" not in loaded.inputs
     tr = attnviz.trace(loaded, TEXT)
     assert tr.available_stages == ("scores", "scaled", "masked", "weights") and tr.has("scores")
@@ -80,7 +80,7 @@ def test_a_weights_only_fallback_says_its_real_reason(llama_with_bert_tokenizer)
 
     model = PassesTypesOn.from_pretrained(llama_with_bert_tokenizer)
     loaded = attnviz.from_model(model, bert_tokenizer(), name="custom")
-    assert not loaded.captures and "token_type_ids" in loaded.note
+    assert loaded.route != "seam" and "token_type_ids" in loaded.note
     tr = attnviz.trace(loaded, TEXT)
     assert not tr.has("scores")
     (note,) = [n for n in tr.notes if "only the weights stage" in n]

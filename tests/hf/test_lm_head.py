@@ -54,7 +54,7 @@ def test_a_masked_lm_predicts_at_its_mask_and_traces_inside_its_head(tmp_path, t
 
     AutoTokenizer.from_pretrained(str(tiny_bert_dir)).save_pretrained(tmp_path)
     loaded = attnviz.load_model(str(tmp_path))
-    assert loaded.lm_head == "masked" and loaded.captures and loaded.n_layer == 2
+    assert loaded.lm_head == "masked" and loaded.route == "seam" and loaded.n_layer == 2
     trace = attnviz.trace(loaded, tiny_text)  # the attention modules are found inside the head class
     assert trace.stages(1).weights.shape[0] == 4
     enc = encode(loaded.tokenizer, tiny_text, limit=loaded.max_tokens)

@@ -140,7 +140,7 @@ def test_hosted_mode_only_loads_allow_listed_models(bert_folder, monkeypatch):
 
 def test_the_tiny_model_itself_loads(bert_folder):
     m = attnviz.load_model(bert_folder)
-    assert (m.n_layer, m.n_head, m.d_head, m.captures) == (2, 2, 8, True)
+    assert (m.n_layer, m.n_head, m.d_head, m.route) == (2, 2, 8, "seam")
 
 
 def test_a_family_that_bypasses_the_seam_gives_a_weights_only_trace(tmp_path):
@@ -150,7 +150,7 @@ def test_a_family_that_bypasses_the_seam_gives_a_weights_only_trace(tmp_path):
 
     cfg = XLNetConfig(vocab_size=len(VOCAB), d_model=16, n_layer=2, n_head=2, d_head=8, d_inner=32)
     m = attnviz.load_model(save_tiny(tmp_path / "xlnet", XLNetModel, cfg))
-    assert m.captures is False
+    assert m.route != "seam"
     tr = attnviz.trace(m, "the cat sat")
     assert not tr.has("scores") and tr.available_stages == ("weights",)
     assert tr.scores is None and tr.scaled is None and tr.masked is None

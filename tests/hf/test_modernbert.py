@@ -31,7 +31,7 @@ def folder(tmp_path_factory):
 @pytest.mark.parametrize("pad", [0, 3])
 def test_every_stage_equals_eager_with_its_sliding_window(folder, pad):
     loaded, tr, n_real = fm.padded_trace(folder, pad)
-    assert loaded.captures and loaded.note == ""
+    assert loaded.route == "seam" and loaded.note == ""
     assert tr.available_stages == attnviz.STAGES and tr.has("scores")
     n = tr.n_tokens
     ids = torch.tensor([tr.provenance.input_ids])

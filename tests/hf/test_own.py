@@ -1,4 +1,4 @@
-"""Families that compute attention in their own code, read stage by stage (attnviz.hf.own): BLOOM and MPT (ALiBi).
+"""Families that compute attention in their own code, read stage by stage (attnviz.hf.readers): BLOOM and MPT (ALiBi).
 
 Each is compared with transformers' own eager attention (output_attentions=True) of a copy loaded independently
 from the same folder, on a plain and a padded text; the ALiBi bias is compared with the slopes of the ALiBi paper
@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.hf import own
+from attnviz.hf import readers
+from attnviz.hf.readers import alibi
 from tests.hf import families as fm
 
 FAMILIES = ["bloom", "mpt"]
@@ -49,7 +50,7 @@ def _slopes(n_head: int) -> np.ndarray:
 @pytest.mark.parametrize("pad", [0, 4])
 def test_every_stage_equals_eager_attention(family, pad, folders):
     loaded = attnviz.load_model(str(folders[family]), device="cpu")
-    assert loaded.reproduced and not loaded.captures and loaded.note == ""
+    assert loaded.route == "readers" and loaded.note == ""
     plain = attnviz.trace(loaded, TEXT)
     n_real = plain.n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + pad) if pad else plain
@@ -110,10 +111,10 @@ def test_experiments_its_own_code_would_not_apply_are_refused(options, folders):
 def test_a_reading_that_disagrees_with_the_model_falls_back_to_weights_only(folders, monkeypatch):
     """The check at load is real: a reader that drops the ALiBi bias is caught, and no wrong stage is shown."""
     key = "transformers.models.bloom.modeling_bloom.BloomAttention"
-    wrong = own.Reproducer("BLOOM", lambda m, a: own.bloom(m, a)._replace(bias=None))
-    monkeypatch.setitem(own.REPRODUCERS, key, wrong)
+    wrong = readers.Reader("BLOOM", lambda m, a: alibi.bloom(m, a)._replace(bias=None))
+    monkeypatch.setitem(readers.READERS, key, wrong)
     loaded = attnviz.load_model(str(folders["bloom"]), device="cpu")
-    assert not loaded.reproduced and "did not match the model's own weights" in loaded.note
+    assert loaded.route != "readers" and "did not match the model's own weights" in loaded.note
     tr = attnviz.trace(loaded, TEXT)
     assert not tr.has("scores") and any("did not match" in n for n in tr.notes)
     assert all(not getattr(m, "_forward_pre_hooks", None) for m in loaded.model.modules())  # hooks removed
@@ -126,7 +127,7 @@ def test_a_model_in_memory_is_read_too_and_hooked_once(folders):
     tok = AutoTokenizer.from_pretrained(folders["mpt"])
     first = attnviz.from_model(model, tok, "my mpt")
     again = attnviz.from_model(model, tok, "my mpt")
-    assert first.reproduced and again.reproduced
+    assert first.route == again.route == "readers"
     tr = attnviz.trace(again, TEXT)
     assert tr.n_layer == 2  # one record per layer, not one per hook
     ref, _ = _reference(folders["mpt"], list(tr.provenance.input_ids), tr.n_tokens)

@@ -1,4 +1,4 @@
-"""BERT-style own-code families read stage by stage (attnviz.hf.own_bert): MegatronBERT, RemBERT, BigBird (full
+"""BERT-style own-code families read stage by stage (attnviz.hf.readers.bert): MegatronBERT, RemBERT, BigBird (full
 attention), ConvBERT (its attention half), RoFormer (rotary), SqueezeBERT, I-BERT (float path), MPNet (relative
 position bias), Nystromformer (its exact path) and GPT-NeoX-Japanese (partial rotary).
 
@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.hf import own
+from attnviz.hf import readers
+from attnviz.hf.readers import bert
 from tests.hf import families as fm
 
 FAMILIES = ["megatron-bert", "rembert", "big_bird", "convbert", "roformer", "squeezebert", "ibert", "mpnet",
@@ -53,7 +54,7 @@ def _softmax(x):
 @pytest.mark.parametrize("pad", [0, 3])
 def test_every_stage_equals_eager_attention(family, pad, folders):
     loaded, tr, n_real = fm.padded_trace(folders[family], pad)
-    assert loaded.reproduced and not loaded.captures and loaded.note == ""
+    assert loaded.route == "readers" and loaded.note == ""
     assert tr.available_stages == attnviz.STAGES and tr.has("scores")
     assert "own attention code" in tr.provenance.attn_implementation
     ref = fm.eager_attentions(folders[family], list(tr.provenance.input_ids), n_real)
@@ -174,7 +175,7 @@ def test_ibert_integer_mode_is_weights_only_with_a_note(tmp_path):
     IBertModel(config).save_pretrained(tmp_path)
     fm.tokenizer().save_pretrained(tmp_path)
     loaded = attnviz.load_model(str(tmp_path), device="cpu")
-    assert not loaded.reproduced and "integer-only mode" in loaded.note
+    assert loaded.route != "readers" and "integer-only mode" in loaded.note
     assert not attnviz.trace(loaded, TEXT).has("scores")
 
 
@@ -200,10 +201,10 @@ def test_squeezebert_weights_only_shows_the_softmax_of_what_eager_returns(folder
     """Should its reading fail the check at load, the weights-only trace still shows weights, not the masked scores
     SqueezeBERT's output_attentions gives."""
     key = "transformers.models.squeezebert.modeling_squeezebert.SqueezeBertSelfAttention"
-    wrong = own.Reproducer("SqueezeBERT", lambda m, a: own.own_bert.squeezebert(m, a)._replace(scale=1.0), "masked")
-    monkeypatch.setitem(own.REPRODUCERS, key, wrong)
+    wrong = readers.Reader("SqueezeBERT", lambda m, a: bert.squeezebert(m, a)._replace(scale=1.0), "masked")
+    monkeypatch.setitem(readers.READERS, key, wrong)
     loaded = attnviz.load_model(str(folders["squeezebert"]), device="cpu")
-    assert not loaded.reproduced and "did not match" in loaded.note
+    assert loaded.route != "readers" and "did not match" in loaded.note
     n_real = attnviz.trace(loaded, TEXT).n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + 3)
     assert not tr.has("scores")
@@ -225,7 +226,7 @@ def test_a_decoder_is_read_with_its_causal_mask(family, tmp_path):
     model_class(config).from_config(config).save_pretrained(tmp_path)
     fm.tokenizer().save_pretrained(tmp_path)
     loaded = attnviz.load_model(str(tmp_path), device="cpu")
-    assert loaded.reproduced and loaded.note == ""
+    assert loaded.route == "readers" and loaded.note == ""
     n_real = attnviz.trace(loaded, TEXT).n_tokens
     tr = attnviz.trace(loaded, TEXT, pad_to=n_real + 3)
     np.testing.assert_allclose(
@@ -264,7 +265,7 @@ def deberta_folder(tmp_path_factory):
 @pytest.mark.parametrize("pad", [0, 3])
 def test_deberta_disentangled_terms_are_the_bias_and_the_weights_equal_eager(deberta_folder, pad):
     loaded, tr, n_real = fm.padded_trace(deberta_folder, pad)
-    assert loaded.reproduced and loaded.note == ""
+    assert loaded.route == "readers" and loaded.note == ""
     ref = fm.eager_attentions(deberta_folder, list(tr.provenance.input_ids), n_real)
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
     np.testing.assert_allclose(tr.scale, (8 * 3) ** -0.5, rtol=1e-6)  # sqrt(d * (1 + two position terms))

@@ -1,5 +1,5 @@
 """Falcon (rotary or ALiBi; multi-query, grouped or per-head keys) and DeBERTa-v2 / v3 (disentangled attention with
-log-bucketed relative positions) read stage by stage from their own attention code (attnviz.hf.own, own_bert).
+log-bucketed relative positions) read stage by stage from their own attention code (attnviz.hf.readers: alibi, deberta).
 
 Each variant is compared with transformers' own eager attention (output_attentions=True) of a copy loaded
 independently from the same folder, on a plain and a right-padded text. The scores are compared with q.k computed
@@ -18,7 +18,8 @@ import torch
 
 import attnviz
 from attnviz.analysis.scale_site import scale_site
-from attnviz.hf import capture, own
+from attnviz.hf import capture, readers
+from attnviz.hf.readers import alibi, deberta
 from tests.hf import families as fm
 
 TEXT = fm.TEXT
@@ -90,7 +91,7 @@ def _factor(name):
 @pytest.mark.parametrize("pad", [0, 3])
 def test_every_stage_equals_eager_attention(name, pad, folders):
     loaded, tr, n_real = fm.padded_trace(folders[name], pad)
-    assert loaded.reproduced and not loaded.captures and loaded.note == ""
+    assert loaded.route == "readers" and loaded.note == ""
     assert tr.available_stages == attnviz.STAGES and tr.has("scores")
     assert "own attention code" in tr.provenance.attn_implementation
     ref = fm.eager_attentions(folders[name], list(tr.provenance.input_ids), n_real)
@@ -284,13 +285,13 @@ def test_a_falcon_reading_without_the_masks_second_alibi_falls_back_to_weights_o
     key = "transformers.models.falcon.modeling_falcon.FalconAttention"
 
     def single_alibi(module, a):
-        call = own.falcon(module, a)
-        alibi = a["alibi"].view(call.q.shape[0], 4, 1, -1) * module.inv_norm_factor
-        return call._replace(bias=alibi)
+        call = alibi.falcon(module, a)
+        single = a["alibi"].view(call.q.shape[0], 4, 1, -1) * module.inv_norm_factor
+        return call._replace(bias=single)
 
-    monkeypatch.setitem(own.REPRODUCERS, key, own.Reproducer("Falcon", single_alibi))
+    monkeypatch.setitem(readers.READERS, key, readers.Reader("Falcon", single_alibi))
     loaded = attnviz.load_model(str(folders["falcon-alibi"]), device="cpu")
-    assert not loaded.reproduced and "did not match the model's own weights" in loaded.note
+    assert loaded.route != "readers" and "did not match the model's own weights" in loaded.note
     assert not attnviz.trace(loaded, TEXT).has("scores")
 
 
@@ -304,4 +305,4 @@ def test_deberta_v2_separate_query_states_are_refused(folders):
     loaded = attnviz.load_model(str(folders["deberta-v3"]), device="cpu")
     module, x = loaded.attention_modules[0], torch.zeros(1, 3, 32)
     with pytest.raises(capture.CaptureRefused, match="enhanced mask decoder"):
-        own.own_bert.deberta_v2(module, dict(hidden_states=x, attention_mask=torch.ones(1, 1, 3, 3), query_states=x))
+        deberta.deberta_v2(module, dict(hidden_states=x, attention_mask=torch.ones(1, 1, 3, 3), query_states=x))

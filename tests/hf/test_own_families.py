@@ -1,4 +1,4 @@
-"""More own-code families read stage by stage (attnviz.hf.own): GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT.
+"""More own-code families read stage by stage (attnviz.hf.readers): GPT, XGLM, GPT-Neo, GPT-J, CodeGen, XLM, FlauBERT.
 
 Each is compared with transformers' own eager attention (output_attentions=True) of a copy loaded independently from
 the same folder, on a plain and a right-padded text. GPT-Neo is built with a 4-token window so that its local layer
@@ -52,7 +52,7 @@ def _expected_mask(family, layer, n, n_real):
 @pytest.mark.parametrize("pad", [0, 2])  # 2 < WINDOW: every padded query still sees a key
 def test_every_stage_equals_eager_attention(family, pad, folders):
     loaded, tr, n_real = fm.padded_trace(folders[family], pad)
-    assert loaded.reproduced and not loaded.captures and loaded.note == ""
+    assert loaded.route == "readers" and loaded.note == ""
     assert tr.available_stages == attnviz.STAGES and tr.has("scores")
     assert "own attention code" in tr.provenance.attn_implementation
     ref = fm.eager_attentions(folders[family], list(tr.provenance.input_ids), n_real)

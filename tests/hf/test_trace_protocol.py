@@ -8,10 +8,11 @@ import pytest
 import torch
 
 import attnviz
-from attnviz import AttentionTrace, AttnvizError, trace_layers
+from attnviz import AttentionTrace, AttnvizError
 from attnviz.analysis import pairs as P
 from attnviz.analysis import words as W
 from attnviz.export import load_npz, trace_npz
+from attnviz.trace import layers as trace_layers
 
 TEXT = "The cat sat on the mat because it was tired."
 

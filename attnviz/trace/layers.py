@@ -12,20 +12,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 
+from ..attention import (
+    Stage,
+    Stages,
+    check_scale,
+    expand_kv,
+    masked_from_scores,
+    stages_from_scores,
+    weights_from_scores,
+)
+from ..errors import AttnvizError
 from . import row_norms
-from .attention import Stages, check_scale, masked_from_scores, stages_from_scores, weights_from_scores
-from .errors import AttnvizError
-from .mask_structure import StructuredMask, as_structured
+from .mask import StructuredMask, as_structured
 from .row_norms import RowNorms
 
-STAGES = ("scores", "scaled", "masked", "weights")
+STAGES: tuple[Stage, ...] = get_args(Stage)
 #: What a trace may be asked for with `has`: the four stages, the query and key vectors (the neuron view) and the
 #: values with the size of what each head writes from each key (attnviz.analysis.values).
-CAPABILITIES = (*STAGES, "vectors", "values")
+Capability = Literal[Stage, "vectors", "values"]
+CAPABILITIES: tuple[Capability, ...] = get_args(Capability)
+#: Where a model applied its scale: to the scores (q.k * scale), to q before q.k (OPT, ESM, XGLM, XLM), to k
+#: (DeBERTa-v2) or to both (Nystromformer: each by the scale's square root).
+ScaleOn = Literal["scores", "q", "k", "q and k"]
 NO_VALUES = "it keeps no value vectors"
 NORM_CELLS = 2**22  # score cells per step while computing the row norms (16 MB of float32 per intermediate)
 ALL = slice(None)
@@ -55,7 +68,7 @@ def grouped_products(q: torch.Tensor, k: torch.Tensor, heads: torch.Tensor) -> t
     if len(heads) == n_head and bool((heads == torch.arange(len(heads))).all()):
         rows = q.unflatten(0, (n_kv, -1)).flatten(1, 2)
         return (rows @ k).unflatten(1, (-1, q.shape[1])).flatten(0, 1)
-    return q @ k[torch.div(heads, n_head // n_kv, rounding_mode="floor")]
+    return q @ expand_kv(k, n_head, heads)
 
 
 @dataclass(frozen=True)
@@ -65,7 +78,7 @@ class LayerFacts:
     and made dense only when `mask` is read."""
 
     scale: float | None = None
-    scale_on: str | None = None
+    scale_on: ScaleOn | None = None
     fill: float | None = None
     structure: StructuredMask | None = None
     bias: np.ndarray | None = None  # [head or 1, query, key]
@@ -84,7 +97,7 @@ class Values:
 
     v       [kv_head, key, d_value]  values as the model used them (key/value heads not expanded, like k)
     written [head, key]              ||v[kv(h), j] @ W_O[h]||: what query head h writes into the residual stream from
-                                     key j per unit of weight (attnviz.output_norms), computed while tracing
+                                     key j per unit of weight (attnviz.trace.output_norms), computed while tracing
     """
 
     v: torch.Tensor
@@ -96,8 +109,7 @@ class Values:
 
     def of_heads(self, heads) -> torch.Tensor:
         """v [head, key, d_value] float32 of `heads`, value heads shared out as the model shares them."""
-        kv = torch.div(heads, self.written.shape[0] // self.v.shape[0], rounding_mode="floor")
-        return self.v[kv].float()
+        return expand_kv(self.v, self.written.shape[0], heads).float()
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,7 +130,7 @@ class LayerRecord:
                                        q * scale before q.k), "k" (DeBERTa-v2: k * scale) or "q and k" (each by
                                        sqrt(scale)); q and k here are always unscaled, so scores = q.k and scaled =
                                        scores * scale in every case
-    norms [head, query] x 2           each row's softmax normaliser (attnviz.row_norms), computed from the record
+    norms [head, query] x 2           each row's softmax normaliser (attnviz.trace.row_norms), computed from the record
                                        when not given (the seam gives them from the kernel that ran the layer)
     values                             the values and what each head writes from each key (`Values`), else None and
                                        no_values says why
@@ -133,7 +145,7 @@ class LayerRecord:
     scores: torch.Tensor | None = None
     softcap: float | None = None
     sinks: torch.Tensor | None = None
-    scale_on: str = "scores"
+    scale_on: ScaleOn = "scores"
     norms: RowNorms | None = None
     values: Values | None = None
     no_values: str = NO_VALUES
@@ -226,8 +238,7 @@ class LayerRecord:
 
     def vectors(self, heads) -> tuple[torch.Tensor, torch.Tensor]:
         """(q [head, query, d_head], k [head, key, d_head]) in float32 for `heads`, key heads shared out."""
-        kv = torch.div(heads, self.shape[0] // self.n_kv, rounding_mode="floor")
-        return self.q[heads].float(), self.k[kv].float()
+        return self.q[heads].float(), expand_kv(self.k, self.shape[0], heads).float()
 
     def _sink_row(self, heads, queries) -> torch.Tensor | None:
         """The sink logit of every row of the window, [head, query] (the norms count it once per row)."""

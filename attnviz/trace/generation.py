@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import check_index
+from ..errors import check_index
 
 #: Spans of a chat template (system / user / assistant) and the two halves of any generation, by name.
 PROMPT, GENERATED = "prompt", "generated"

@@ -1,6 +1,5 @@
-"""What a reader of a family's own attention code returns (`Call`), the registry entry (`Reproducer`), the one reader
-of families that differ only by attribute names (`Projected`, a table row) and the small helpers the readers share
-(attnviz.hf.own, attnviz.hf.own_bert)."""
+"""What a reader of a family's own attention code returns (`Call`), the table entry (`Reader`), the one reader of
+families that differ only by attribute names (`Projected`, a table row) and the small helpers the readers share."""
 
 from __future__ import annotations
 
@@ -11,8 +10,9 @@ from typing import NamedTuple
 
 import torch
 
-from ..attention import DEFAULT_FILL
-from . import capture
+from ...attention import DEFAULT_FILL
+from ...trace.layers import ScaleOn
+from .. import capture
 
 
 class Call(NamedTuple):
@@ -25,11 +25,11 @@ class Call(NamedTuple):
     allowed: torch.Tensor | None
     fill: float
     bias: torch.Tensor | None
-    scale_on: str = "scores"  # where the model applied the scale: "scores", or "q" when it scales q before q.k
+    scale_on: ScaleOn = "scores"  # where the model applied the scale: "scores", or "q" when it scales q before q.k
 
 
 @dataclass(frozen=True)
-class Reproducer:
+class Reader:
     """How one family computes attention in its own code: `read` turns a module's call arguments into a Call."""
 
     family: str
@@ -78,7 +78,7 @@ class Projected:
     heads: str = "num_attention_heads"  # the number of heads
     head_size: str = "attention_head_size"  # the scale is 1 / sqrt(module.<head_size>)...
     scaling: str | None = None  # ...unless the module holds the factor it applies under this name
-    scale_on: str = "scores"  # where it applies the scale (Call.scale_on)
+    scale_on: ScaleOn = "scores"  # where it applies the scale (Call.scale_on)
     cross: str = "encoder_hidden_states"  # the keyword of a cross-attention call: refused
     bias: str | None = None  # the keyword of a position bias the module adds to the scaled scores (MPNet)
     rotary: bool = False  # q and k turned by module.apply_rotary_position_embeddings(sinusoidal_pos) (RoFormer)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .attention import Stages
-from .errors import InputError, check_index
+from ..attention import Stages
+from ..errors import InputError, check_index
 
 
 def head_index(heads, n_head: int) -> torch.Tensor:

@@ -11,8 +11,8 @@ import threading
 import weakref
 from collections import OrderedDict
 
-from .attention import Stages
-from .trace import AttentionTrace
+from ..attention import Stages
+from .record import AttentionTrace
 
 RECENT = 2  # windows kept per trace: a page switching stages or heads over one window does not recompute
 _lock = threading.Lock()

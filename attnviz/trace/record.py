@@ -2,7 +2,7 @@
 
 Axes everywhere: [layer, head, query, key]; query and key lengths may differ (cross-attention).
 
-A trace is a list of layers of one of two kinds (attnviz.trace_layers): recorded layers, which keep what the stages are
+A trace is a list of layers of one of two kinds (attnviz.trace.layers): recorded layers, which keep what the stages are
 made from (q and k as the model used them, the scale, the mask, the fill, any bias, softcap or sinks) and compute a
 window's stages when asked, so a trace grows linearly with the tokens; or given weights, for families whose attention
 code cannot be read. Every reader asks the same way: `stages(layer, heads=, queries=, keys=)` for a window,
@@ -13,17 +13,19 @@ tokenizer's word ids and sequence ids for both sides, where the tokenizer gave t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import torch
 
-from .attention import DEFAULT_FILL, Stages, check_scale
-from .errors import AttnvizError, InputError, check_index
+from ..attention import DEFAULT_FILL, Stage, Stages, check_scale
+from ..errors import AttnvizError, InputError, check_index
 from .generation import Generation
 from .given import weights_array
-from .trace_layers import (
+from .layers import (
     CAPABILITIES,
     STAGES,
+    Capability,
     GivenWeights,
     LayerFacts,
     LayerRecord,
@@ -33,8 +35,8 @@ from .trace_layers import (
     kv_groups,
     records_from_scores,
 )
-from .trace_read import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids
-from .trace_values import ValueReads
+from .reads import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids
+from .values import ValueReads
 
 __all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance", "Values"]
 
@@ -48,12 +50,16 @@ _WHAT = {
 }  # what `why_not` calls a capability; the stages by their own names
 
 
+#: What produced a trace: a pretrained model, our own MultiHeadAttention, or attention weights handed in.
+SourceKind = Literal["pretrained", "module", "attentions"]
+
+
 @dataclass(frozen=True)
 class Provenance:
-    """What produced a trace, so anyone can reproduce it."""
+    """What produced a trace, so anyone can reproduce it, and the facts pages draw from that (rather than its kind)."""
 
     model: str = ""  # the model's label (hub id, folder, "all-MiniLM-L6-v2 (bundled)" or our module's description)
-    kind: str = "pretrained"  # "pretrained", "module" (our MultiHeadAttention) or "attentions" (given weights)
+    kind: SourceKind = "pretrained"
     revision: str = ""
     dtype: str = "float32"
     device: str = "cpu"
@@ -61,6 +67,20 @@ class Provenance:
     options: tuple = ()  # the experiment, as sorted (name, value) pairs
     input_ids: tuple[int, ...] = ()
     n_dropped: int = 0  # tokens cut off because the text was longer than the limit
+
+    @property
+    def single_layer(self) -> bool:
+        """One attention layer of its own (our module): its layer 0 is no model's layer 0."""
+        return self.kind == "module"
+
+    def layer_label(self, layer: int) -> str:
+        """What a layer of this trace is called on a page: 'layer 3', or 'our module' for our single layer."""
+        return "our module" if self.single_layer else f"layer {layer}"
+
+    @property
+    def short_label(self) -> str:
+        """The source in a file name: the model's label, or 'module' for our module (its description is long)."""
+        return "module" if self.single_layer else self.model
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,7 +131,7 @@ class AttentionTrace(ValueReads):
     def from_attentions(cls, attentions, tokens, key_tokens=None, model: str = "", item: int = 0) -> AttentionTrace:
         """A weights-only trace from what a transformers model returns with output_attentions=True: one
         [batch, head, query, key] tensor per layer (any dtype or device, gradients or not); batch item `item`.
-        SDPA's empty tuple or None raise an InputError saying what to do (see attnviz.given)."""
+        SDPA's empty tuple or None raise an InputError saying what to do (see attnviz.trace.given)."""
         weights = weights_array(attentions, item)
         why = "only the final weights were given (output_attentions)"
         return cls.from_weights(tokens, weights, why, key_tokens=key_tokens, provenance=Provenance(model, "attentions"))
@@ -127,7 +147,7 @@ class AttentionTrace(ValueReads):
     nbytes = property(lambda self: held_bytes(t for layer in self.layers for t in layer.tensors()))
     available_stages = property(lambda self: tuple(s for s in STAGES if self.has(s)))
 
-    def why_not(self, stage: str) -> str | None:
+    def why_not(self, stage: Capability) -> str | None:
         """Why this trace cannot give `stage` (a stage name or "vectors"), as a sentence; None when it can."""
         if stage not in CAPABILITIES:
             raise AttnvizError(f"unknown stage {stage!r}; choose one of {', '.join(CAPABILITIES)}")
@@ -135,7 +155,7 @@ class AttentionTrace(ValueReads):
         what = _WHAT.get(stage, f"the {stage} stage")
         return None if reason is None else f"This trace gives no {what}: {reason}."
 
-    def has(self, stage: str) -> bool:
+    def has(self, stage: Capability) -> bool:
         return self.why_not(stage) is None
 
     # --- the read path ---
@@ -164,7 +184,7 @@ class AttentionTrace(ValueReads):
     def _ipython_display_(self) -> None:  # a notebook draws a trace as the Heads page does (attnviz.notebook's view)
         NOTEBOOK_VIEW[0](self)._ipython_display_()
 
-    def stage(self, name: str, layer: int | None = None) -> np.ndarray:
+    def stage(self, name: Stage, layer: int | None = None) -> np.ndarray:
         """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""
         if not self.has(name) or name not in STAGES:
             raise AttnvizError(self.why_not(name) or f"{name!r} is not a stage; choose one of {', '.join(STAGES)}")

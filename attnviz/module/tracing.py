@@ -7,12 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import output_norms
-from .attention import DEFAULT_FILL, SCORE_FUNCTIONS, MultiHeadAttention, check_scale, seeded_module, seeded_vectors
-from .errors import InputError
-from .hf import LoadedModel, attention_inputs, module_from_layer
-from .hf.encode import encode
-from .trace import AttentionTrace, LayerRecord, Provenance, Values
+from ..attention import DEFAULT_FILL, SCORE_FUNCTIONS, check_scale
+from ..errors import InputError
+from ..hf import LoadedModel, attention_inputs
+from ..hf.encode import encode, token_limit
+from ..trace import AttentionTrace, Provenance
+from .from_layer import module_from_layer
+from .multihead import MultiHeadAttention, seeded_module, seeded_vectors
 
 INPUTS = ("embeddings", "hidden", "random")
 WEIGHTS = ("random", "pretrained")
@@ -112,7 +113,8 @@ def module_code() -> str:
     """The source of our attention (stages, split/merge, forward), to read next to what it draws."""
     import inspect
 
-    from .attention import ScoreFunction, additive_scores, stages_from_scores
+    from ..attention import additive_scores, stages_from_scores
+    from .scores import ScoreFunction
 
     mha = MultiHeadAttention
     parts = [stages_from_scores, ScoreFunction.forward, additive_scores, mha.split_heads, mha.merge_heads, mha.forward]
@@ -138,7 +140,7 @@ def input_vectors(src: ModuleSource, text: str, pair=None, max_tokens=None):
     """([T, d_model] float tensor, tokens, notes) for a source and text."""
     d_model, _ = src.resolved()
     if src.inputs == "random":
-        limit = src.base.max_tokens if max_tokens is None else max(2, min(int(max_tokens), src.base.max_tokens))
+        limit = token_limit(src.base.max_tokens, max_tokens)
         enc = encode(src.base.tokenizer, text, pair, limit)
         return seeded_vectors(len(enc.tokens), d_model, src.seed), enc.tokens, enc.notes
     layer = 0 if src.inputs == "embeddings" else src.layer
@@ -185,22 +187,11 @@ def trace_module(
     mask = _visible(len(tokens), key_tokens, hide, src.valid_keys if src.cross else None)
     fill = DEFAULT_FILL if fill is None else float(fill)
     scale = None if scale is None else check_scale(scale)
-    with torch.inference_mode():
-        full_mask = module.build_mask(1, len(tokens), len(key_tokens), mask, causal=causal)[
-            0, 0
-        ]  # what forward applies
-        qh, kh, vh = module.project(x[None], kv[None], kv[None])  # [1, head, T, d_head]
-        # a dot product is kept as q and k (stages computed when asked); other score functions as their scores
-        scores = None if module.score in ("dot", "scaled_dot") else module.score_fn(qh, kh)[0]
-        written = output_norms.table(vh[0], output_norms.r_factors(module.w_o.weight, module.n_head))
-    used_scale = module.score_fn.default_scale(module.d_head) if scale is None else scale
+    with torch.inference_mode():  # the layer as the module's own forward computed it
+        _, record = module(x, kv, kv, mask=mask, causal=causal, scale=scale, fill=fill, record=True)
     causal_used = module.causal if causal is None else causal
     hidden = tuple(sorted({int(i) for i in hide}))
     options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hidden, scale=scale, fill=fill).items()))
-    values = dict(values=Values(vh[0], written))  # what each head writes from each key: v @ its slice of w_o
-    record = LayerRecord(qh[0], kh[0], used_scale, full_mask, fill, **values)
-    if scores is not None:
-        record = LayerRecord(None, None, used_scale, full_mask, fill, scores=scores, **values)
     provenance = Provenance(model=src.describe(), kind="module", options=options)
     return AttentionTrace(tokens, (record,), key_tokens=key_tokens, d_head=module.d_head,
                           provenance=provenance, notes=tuple(notes))  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .errors import InputError
+from ..errors import InputError
 
 NO_ATTENTIONS = (
     "from_attentions got no attention weights ({what}). Only eager attention returns them: with transformers' "

@@ -16,6 +16,8 @@ import weakref
 
 import torch
 
+from ..attention import expand_kv
+
 _lock = threading.Lock()
 _r_kept: dict[int, tuple] = {}  # id(weight) -> (weak reference to it, what R was computed from, R)
 
@@ -64,5 +66,4 @@ def table(v: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     n_head, _, d_head = r.shape
     if v.shape[-1] != d_head or n_head % v.shape[0]:
         raise ValueError(f"values {tuple(v.shape)} do not fit an output projection of {n_head} heads x {d_head}")
-    kv = torch.arange(n_head, device=v.device) // (n_head // v.shape[0])
-    return torch.linalg.vector_norm(v[kv].float() @ r.to(v.device).transpose(-1, -2), dim=-1)
+    return torch.linalg.vector_norm(expand_kv(v, n_head).float() @ r.to(v.device).transpose(-1, -2), dim=-1)

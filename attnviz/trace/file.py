@@ -1,4 +1,4 @@
-"""A saved trace (.npz from `export.trace_npz`) read back within bounds: the file may come from anyone.
+"""A saved trace (.npz from `attnviz.trace.save.trace_npz`) read back within bounds: the file may come from anyone.
 
 Nothing is unpacked before it is checked. The zip directory gives every member's unpacked size
 (`ZipInfo.file_size`), so a file that would take more than the byte budget is refused before any inflation;
@@ -22,13 +22,15 @@ import json
 import math
 import re
 import zipfile
+from typing import get_args
 
 import numpy as np
 import torch
 
-from .attention import check_scale
-from .errors import InputError
-from .trace import AttentionTrace, LayerRecord, Provenance, Values
+from ..attention import check_scale
+from ..errors import InputError
+from .layers import ScaleOn
+from .record import AttentionTrace, LayerRecord, Provenance, Values
 
 NPZ_FORMAT = "attnviz-trace/1"
 RECORD_BYTES = 4 * 2**20  # the JSON record unpacked; numpy stores text at 4 bytes a character
@@ -38,7 +40,7 @@ MAX_LAYERS = 1024  # what `load_npz` opens at most unless told otherwise: beyond
 MAX_HEADS = 1024
 HEAD_BYTES = 16_384  # read of each member for its npy header (numpy caps a header at 10,000 characters)
 UNREAD = ("scaled", "masked")  # recomputed from scores: headers checked, data never unpacked
-SCALE_ON = ("scores", "q", "k", "q and k")
+SCALE_ON = get_args(ScaleOn)
 
 _NAME = re.compile(
     r"(provenance\.json|scores|scaled|masked|weights|mask|(?:bias|sinks|softcap|values|output_norms)_\d{1,6})\.npy"

@@ -1,7 +1,7 @@
 """The part of a trace's read path about values: what each head writes from each key and the values themselves.
 
 AttentionTrace takes these methods from `ValueReads`, so the trace's own class stays the stages and what they are made
-from; both read through the same checked heads and windows (attnviz.trace_read).
+from; both read through the same checked heads and windows (attnviz.trace.reads).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .errors import InputError, check_index
-from .trace_layers import weights_alone
-from .trace_read import frozen, head_index, span
+from ..errors import InputError, check_index
+from .layers import weights_alone
+from .reads import frozen, head_index, span
 
 
 class ValueReads:
