@@ -8,7 +8,7 @@ import torch
 from ..attention import check_scale
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
-from . import capture, own
+from . import capacity, capture, own
 from .encode import Encoded, encode
 from .load import LoadedModel
 from .probe import model_inputs
@@ -46,7 +46,9 @@ def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), lay
 def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, max_tokens=None, **options):
     """Trace `text` (and an optional second sentence) through `loaded`.
 
-    options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); max_tokens caps the text.
+    options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); values (True keeps the values, False
+    leaves them out, None keeps them unless the trace would then hold more than capacity.VALUES_BUDGET); max_tokens
+    caps the text.
     """
     enc = encode(loaded.tokenizer, text, pair, token_limit(loaded, max_tokens), pad_to)
     return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
@@ -57,11 +59,13 @@ def token_limit(loaded: LoadedModel, max_tokens=None) -> int:
     return loaded.max_tokens if max_tokens is None else max(2, min(int(max_tokens), loaded.max_tokens))
 
 
-def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, **options) -> AttentionTrace:
+def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, values=None,
+                  **options) -> AttentionTrace:  # fmt: skip
     """Trace tokens already encoded (a text, or a prompt and what the model generated); `asked` joins the
-    provenance's options, `generation` (attnviz.generation.Generation) says which tokens the model wrote."""
+    provenance's options, `generation` (attnviz.generation.Generation) says which tokens the model wrote, `values`
+    whether the trace keeps the values (see trace_pretrained)."""
     exp = experiment(loaded, len(enc.tokens), **options)
-    asked = dict(asked, **{k: getattr(exp, k) for k in options})
+    asked = dict(asked, **{k: getattr(exp, k) for k in options}, **({} if values is None else {"values": bool(values)}))
     provenance = Provenance(
         model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
         attn_implementation=IMPLEMENTATION[_route(loaded)], options=tuple(sorted(asked.items())),
@@ -72,7 +76,8 @@ def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=
     if loaded.reproduced:
         _check_own(loaded, exp)
     if loaded.captures or loaded.reproduced:
-        return AttentionTrace(enc.tokens, _captured(loaded, enc, exp), notes=tuple(enc.notes), **common)
+        left_out = capacity.values_left_out(loaded, len(enc.ids), values)
+        return AttentionTrace(enc.tokens, _captured(loaded, enc, exp, left_out), notes=tuple(enc.notes), **common)
     return _given_weights(loaded, enc, exp, common)
 
 
@@ -90,13 +95,14 @@ def _check_own(loaded: LoadedModel, exp: capture.Experiment) -> None:
         )
 
 
-def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tuple:
+def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, values_left_out: str | None) -> tuple:
     inputs = model_inputs(loaded, enc.inputs)
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(
             inputs["attention_mask"]
         )  # layers outside the experiment put it back
-    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=loaded.reproduced, outputs=loaded.outputs)
+    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=loaded.reproduced, outputs=loaded.outputs,
+                           values_left_out=values_left_out)  # fmt: skip
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:
