@@ -18,7 +18,7 @@ from .load import LoadedModel
 TRACE_SHARE = 0.5  # of the free memory a trace may take
 NORM_BYTES = 2 * 4  # two float32 row normalisers per head and query (attnviz.row_norms)
 #: A trace keeps its values unless they would take it past this many bytes (values=True keeps them anyway): a
-#: Llama-3-8B-shaped model at 32,768 tokens holds 12.4 GiB with its values, 10.4 GiB without (docs/benchmarks.md).
+#: Llama-3-8B-shaped model at 32,768 tokens holds 12.38 GiB with its values, 10.25 GiB without (docs/benchmarks.md).
 VALUES_BUDGET = 12 * 2**30
 
 
