@@ -38,7 +38,9 @@ __version__ = "0.2.0"
 def trace(source, text: str, **options) -> AttentionTrace | Seq2SeqTrace:
     """Trace attention on `text` for a LoadedModel (pretrained) or a ModuleSource (our own module).
 
-    Options for pretrained models: pair, pad_to, pad_mask, causal, hide, layers, scale, fill, max_tokens.
+    Options for pretrained models: pair, pad_to, pad_mask, causal, hide, layers, scale, fill, max_tokens, values
+    (True keeps the values, False leaves them out; by default they are kept unless the trace would then hold more
+    than 12 GiB, attnviz.hf.capacity.VALUES_BUDGET).
     Encoder-decoder models take `target=` (the decoder's text; None: generated greedily) and return a
     Seq2SeqTrace with .encoder, .decoder and .cross.
     Options for our module: pair, causal, hide, scale, fill, max_tokens.

@@ -2,7 +2,8 @@
 
 python -m bench                 # everything (about half an hour on 2 cores); rewrites the generated part of the docs
 python -m bench --quick         # tiny sizes, one round: checks that the benches run (bench/out/ only)
-python -m bench --only gpu      # some groups (cpu, mha, llama, geometry, browser, gpu); printed and saved in bench/out/
+python -m bench --only gpu      # some groups (cpu, mha, llama, llama8b, geometry, browser, gpu); printed, saved in bench/out/
+python -m bench --only llama8b  # an 8B model's layer at 32,768 tokens (up to 15 minutes); rewrites its own block
 python -m bench.load            # sessions per replica, in Chromium (docs/deploy.md)
 """
 
@@ -18,15 +19,17 @@ import time
 
 import torch
 
-from bench import browser, geometry, module, report, traces
+from bench import browser, geometry, llama8b, module, report, traces
 from bench.measure import OUT, ROOT, load, machine
 
 GROUPS = {"cpu": traces.bundled, "mha": module.mha, "llama": traces.llama}  # in this order; then:
 GROUPS["geometry"] = geometry.pca
+GROUPS["llama8b"] = lambda **kw: {"device": "CPU", "rows": [llama8b.run(**kw)]}
 GROUPS["browser"] = lambda **kw: asyncio.run(browser.run(**kw))
 GROUPS["gpu"] = lambda **kw: traces.llama(**{"models": traces.GPU, "device": "cuda"} | kw)
 SMALL = (("tiny Llama", traces.TINY | {"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8}, (256,), 1),)
 QUICK = {"cpu": {"sizes": (16,), "rounds": 1, "warmup": 0}, "llama": {"models": SMALL}, "gpu": {"models": SMALL},
+         "llama8b": {"name": SMALL[0][0], "shape": SMALL[0][1], "tokens": 256, "rounds": 1},
          "mha": {"batch": 2, "tokens": 16, "d_model": 64, "heads": 4, "rounds": 1, "warmup": 0},
          "browser": {"rounds": 1, "warmup": 0, "bytes_tokens": 32},
          "geometry": {"points": 1_000, "rounds": 1, "warmup": 0}}  # fmt: skip
@@ -56,7 +59,9 @@ def main(argv=None) -> int:
     (OUT / ("results-quick.json" if args.quick else "results.json")).write_text(json.dumps(res, indent=1))
     if not args.quick and not args.only:
         report.write(ROOT / "docs" / "benchmarks.md", f"\n{report.render(res)}\n")
-    print(report.render(res))
+    if not args.quick and "llama8b" in res:  # a block of its own, written whenever the group ran
+        report.write(ROOT / "docs" / "benchmarks.md", f"\n{report.llama8b(res)}\n", *report.LLAMA8B_MARKERS)
+    print(report.render(res) + (f"\n\n{report.llama8b(res)}" if "llama8b" in res else ""))
     return 1 if res.get("errors") else 0
 
 

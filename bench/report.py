@@ -35,7 +35,16 @@ MEASURES = {"trace_vs_sdpa": ("trace / SDPA", "{:.2f}x".format), "bytes": ("held
 
 def table(rows: list[list], head: list[str] | None = None) -> str:
     """A Markdown table; text columns left-aligned, numbers right. No head: the rows alone (a table's next rows)."""
-    left = ("input", "model", "action", "goal", "measure", "new sentences sent", "server RSS: idle → open → peak")
+    left = (
+        "input",
+        "model",
+        "action",
+        "goal",
+        "measure",
+        "value",
+        "new sentences sent",
+        "server RSS: idle → open → peak",
+    )
     align = [] if head is None else [head, ["---" if h in left else "---:" for h in head]]
     return "\n".join("| " + " | ".join(map(str, r)) + " |" for r in [*align, *rows])
 
@@ -102,6 +111,49 @@ attnviz's PCA (numpy SVD) beside the covariance's eigenvectors (the same axes, |
 the largest coordinate); median of {g["rounds"]} rounds.
 
 {table([row], ["input", "attnviz PCA", "eigh of the covariance", "PCA / eigh", "goal"])}"""
+
+
+# fmt: off
+# The llama8b group's block: (measure, how a row shows it, goal or "", whether a row meets it or None)
+GiB, MiB = (lambda n: f"{n / 2**30:,.2f} GiB"), (lambda n: f"{n / 2**20:,.1f} MiB")  # noqa: E731
+off = lambda r, k: r[f"bytes_{k}"] / r[f"predicted_{k}"]  # noqa: E731 - measured / predicted
+full = lambda r, k: r[f"bytes_layer{k}"] * r["full_layers"]  # noqa: E731
+default = lambda r: full(r, "") if full(r, "") <= r["values_budget"] else full(r, "_no_values")  # noqa: E731
+LLAMA8B = [
+    ("held per layer, values kept", lambda r: f"{MiB(r['bytes_layer'])} (shapes: {MiB(r['predicted_layer'])}, "
+     f"{off(r, 'layer'):.3f}x)", "within 10% of the shapes", lambda r: abs(off(r, "layer") - 1) <= 0.1),
+    ("held per layer, no values", lambda r: f"{MiB(r['bytes_layer_no_values'])} (shapes: "
+     f"{MiB(r['predicted_layer_no_values'])}, {off(r, 'layer_no_values'):.3f}x)", "within 10% of the shapes",
+     lambda r: abs(off(r, "layer_no_values") - 1) <= 0.1),
+    ("{full_layers} layers, values kept (values=True)", lambda r: GiB(full(r, "")), "", None),
+    ("{full_layers} layers, no values", lambda r: GiB(full(r, "_no_values")), "", None),
+    ("{full_layers} layers by default (values left out past {budget})", lambda r: GiB(default(r)), "at most 12 GiB",
+     lambda r: default(r) <= 12 * 2**30),
+    ("the mask, one layer", lambda r: f"{r['mask']}, kept by structure: {r['mask_bytes']:,} bytes (dense "
+     f"[T, T] bool: {MiB(r['tokens'] ** 2)})", "never dense", lambda r: r["mask_bytes"] < r["tokens"] ** 2),
+    ("peak memory growth while tracing ({layers}-layer model)", lambda r: GiB(r["growth_bytes"]), "", None),
+    ("a column (every head, every query)", lambda r: ms(r["column_ms"]), "under 1 s", lambda r: r["column_ms"] < 1e3),
+    ("a 128-query window (every head)", lambda r: ms(r["window_ms"]), "under 1 s", lambda r: r["window_ms"] < 1e3),
+    ("Heads page, one layer", lambda r: ms(r["heads_page_ms"]), "", None),
+    ("SDPA forward, 1 thread, CPU time", lambda r: f"{r['sdpa_cpu_s']:,.1f} s", "", None),
+    ("attnviz.trace (values kept), 1 thread, CPU time", lambda r: f"{r['trace_cpu_s']:,.1f} s", "", None),
+    ("trace / SDPA, 1 thread, CPU", lambda r: f"**{r['trace_vs_sdpa_cpu1']:.2f}x**", "", None),
+]
+LLAMA8B_MARKERS = ("<!-- bench:llama8b:begin (written by `python -m bench --only llama8b`; edit outside these markers) -->",
+                   "<!-- bench:llama8b:end -->")
+# fmt: on
+
+
+def llama8b(res: dict) -> str:
+    """The llama8b group's block: the run's header, then one table per row (measure, value, goal, goal met)."""
+    parts = [_header(res)]
+    for r in res["llama8b"]["rows"]:
+        names = dict(r, budget=GiB(r["values_budget"]).replace(".00", ""))
+        rows = [[name.format(**names), show(r), goal, "" if met is None else "met" if met(r) else "**missed**"]
+                for name, show, goal, met in LLAMA8B]  # fmt: skip
+        title = f"### {r['model']}, {r['tokens']:,} tokens (CPU; reads: median of {r['rounds']} rounds)"
+        parts.append(f"{title}\n\n{table(rows, ['measure', 'value', 'goal', 'goal met'])}")
+    return "\n\n".join(parts)
 
 
 SECTIONS = {"cpu": lambda g: _traces(g, "### attnviz.trace against the forwards it replaces (bundled model, CPU)"),

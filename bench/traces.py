@@ -54,7 +54,9 @@ def llama(models=CPU, warmup: int = 1, device: str = "cpu") -> dict:
     return {"device": torch.cuda.get_device_name(0) if device == "cuda" else device.upper(), "rows": found}
 
 
-def _llama_rows(name: str, shape: dict, sizes, rounds: int, device: str, warmup: int) -> list[dict]:
+def llama_model(name: str, shape: dict, device: str = "cpu", dtype=torch.bfloat16):
+    """A LoadedModel (attnviz.from_model) of a Llama with `shape` and random weights, and a word-level tokenizer in
+    which every word of WORDS is one token (no special tokens)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import AutoModel, LlamaConfig, PreTrainedTokenizerFast
 
@@ -63,9 +65,14 @@ def _llama_rows(name: str, shape: dict, sizes, rounds: int, device: str, warmup:
     tok = PreTrainedTokenizerFast(tokenizer_object=words, model_input_names=["input_ids", "attention_mask"])
     torch.manual_seed(0)
     with torch.device(device):
-        model = AutoModel.from_config(LlamaConfig(**shape), attn_implementation="sdpa", dtype=torch.bfloat16)
-    found = rows(attnviz.from_model(model, tok, name), name, sizes, rounds, warmup, special=0)
-    del model
+        model = AutoModel.from_config(LlamaConfig(**shape), attn_implementation="sdpa", dtype=dtype)
+    return attnviz.from_model(model, tok, name)
+
+
+def _llama_rows(name: str, shape: dict, sizes, rounds: int, device: str, warmup: int) -> list[dict]:
+    loaded = llama_model(name, shape, device)
+    found = rows(loaded, name, sizes, rounds, warmup, special=0)
+    del loaded  # the model with it, before the next row's
     torch.cuda.empty_cache()  # nothing unless CUDA was used
     return found
 

@@ -1,6 +1,10 @@
 """The benchmark command still runs (smallest sizes, one round) and its report renders; no speed is asserted."""
 
-from bench import geometry, module, report, traces
+import numpy as np
+import torch
+
+import attnviz
+from bench import geometry, llama8b, module, report, traces
 from bench.__main__ import GROUPS, SMALL
 from bench.measure import load, machine
 
@@ -50,3 +54,65 @@ def test_the_query_key_pca_row_is_measured_against_the_covariance_route_and_show
     assert row["max_rel_diff"] < 1e-6 and row["pca_ms"] > 0 and row["ratio"] > 0
     text = report.render(_results(geometry=row))
     assert "| 2,000 points, head dim 64 |" in text and "under 1,000 ms" in text
+
+
+# Llama-3-8B's structure at a tiny size: 8 query heads share 2 key/value heads (as 32 share 8), 2 layers
+TINY_8B = traces.LLAMA_8B | {
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 128,
+    "vocab_size": 1000,
+}
+
+
+def _shapes(h: int, kv: int, d: int, n: int, itemsize: int) -> dict:
+    """A layer's bytes as its arrays' shapes give them: q [h, n, d], k and v [kv, n, d]; max and log-sum [h, n] and
+    what each head writes [h, n] in float32."""
+    q, k, v, rows = (np.empty((h, n, d)).size, np.empty((kv, n, d)).size, np.empty((kv, n, d)).size, h * n)
+    return {"values": (q + k + v) * itemsize + 3 * rows * 4, "no values": (q + k) * itemsize + 2 * rows * 4}
+
+
+def test_llama8b_group_on_a_tiny_llama_reads_what_eager_attention_gives_and_holds_what_the_shapes_predict():
+    n = 160  # over one 128-query window: the last window is a real slice
+    loaded = traces.llama_model("tiny 8B-structured Llama", TINY_8B, dtype=torch.float32)  # eager's weights exact
+    row, tr = llama8b.measure(loaded, n, rounds=1)
+    model = loaded.model
+    model.set_attn_implementation("eager")
+    with torch.inference_mode():
+        eager = model(torch.tensor([tr.provenance.input_ids]), output_attentions=True).attentions[0][0].numpy()
+    got = llama8b.reads(tr)
+    np.testing.assert_allclose(got["column"](), eager[:, :, 0], atol=1e-6)
+    np.testing.assert_allclose(got["window"]().weights, eager[:, n - 128 :, n - 128 :], atol=1e-6)
+    np.testing.assert_array_equal(tr.layer_mask(0), np.tril(np.ones((n, n), bool)))  # causal, and kept by structure:
+    assert row["mask"] == "causal" and row["mask_bytes"] == 0  # no [T, T] array held
+    shapes = _shapes(8, 2, 16, n, 4)
+    assert row["bytes_layer"] == row["predicted_layer"] == shapes["values"] == tr.nbytes // 2
+    no_values = attnviz.trace(loaded, " ".join(tr.tokens), values=False)
+    assert (
+        row["bytes_layer_no_values"] == row["predicted_layer_no_values"] == shapes["no values"] == no_values.nbytes // 2
+    )
+    assert row["tokens"] == n and row["layers"] == 2 and row["growth_bytes"] >= 0
+    assert min(row[k] for k in ("trace_cpu_s", "sdpa_cpu_s", "trace_vs_sdpa_cpu1", "column_ms", "window_ms")) > 0
+    text = llama8b_text(row)
+    mib = f"{shapes['values'] / 2**20:.1f} MiB"
+    assert f"| held per layer, values kept | {mib} (shapes: {mib}, 1.000x) | within 10% of the shapes | met |" in text
+    assert f"| 32 layers, values kept (values=True) | {32 * shapes['values'] / 2**30:,.2f} GiB |" in text
+
+
+def test_llama8b_bytes_in_bfloat16_are_the_shapes_and_memory_growth_sees_an_allocation():
+    loaded = traces.llama_model("tiny 8B-structured Llama", TINY_8B)  # bfloat16, as the group builds it
+    tr = attnviz.trace(loaded, traces.sentence(40, special=0))
+    held = llama8b.held(tr)
+    assert (
+        held["bytes_layer"] == _shapes(8, 2, 16, 40, 2)["values"] == llama8b.predicted(loaded.model.config, 40, 2, True)
+    )
+    assert held["bytes_layer_no_values"] == _shapes(8, 2, 16, 40, 2)["no values"]
+    block, grown = llama8b.grown(lambda: np.ones(2**24))  # 128 MiB, every page written
+    assert block.nbytes <= grown < 2 * block.nbytes
+
+
+def llama8b_text(row: dict) -> str:
+    return report.llama8b(_results(llama8b={"device": "CPU", "rows": [row]}))

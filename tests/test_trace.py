@@ -11,6 +11,7 @@ import torch
 import attnviz
 from attnviz import AttentionTrace, AttnvizError
 from attnviz.trace import LayerRecord
+from attnviz.trace import layers as trace_layers
 
 TEXT = "The cat sat on the mat because it was tired."
 
@@ -47,6 +48,21 @@ def test_grouped_query_keys_are_shared_by_consecutive_query_heads():
     for h in range(4):  # heads 0, 1 use key head 0; heads 2, 3 key head 1
         expected = q[h].double() @ k[h // 2].double().T
         np.testing.assert_allclose(tr.layer(0).scores[h], expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("heads", [None, [3, 0]], ids=["every head", "two heads"])
+def test_bfloat16_products_made_float32_a_block_at_a_time_are_the_float64_products(heads, monkeypatch):
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(4, 120, 8, generator=g).bfloat16(), torch.randn(2, 120, 8, generator=g).bfloat16()
+    monkeypatch.setattr(trace_layers, "BLOCK", 2 * 8 * 8)  # blocks of 8 rows: many blocks on either side
+    rec = LayerRecord(q, k, 0.25, torch.ones(120, 120, dtype=torch.bool).tril(), -1e9)
+    tr = AttentionTrace([str(i) for i in range(120)], layers=(rec,))
+    picked = range(4) if heads is None else heads
+    exact = np.stack([(q[h].double() @ k[h // 2].double().T).numpy() for h in picked])  # bf16 products are exact
+    for queries, keys in (((0, 120), (7, 8)), ((110, 120), (0, 120)), ((0, 120), (0, 120))):  # column, rows, all
+        got = tr.stages(0, heads=heads, queries=queries, keys=keys).scores
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, exact[:, slice(*queries), slice(*keys)], rtol=1e-5, atol=1e-5)
 
 
 def test_one_head_and_a_window_of_queries_equal_the_full_layer():

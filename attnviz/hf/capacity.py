@@ -17,6 +17,9 @@ from .load import LoadedModel
 
 TRACE_SHARE = 0.5  # of the free memory a trace may take
 NORM_BYTES = 2 * 4  # two float32 row normalisers per head and query (attnviz.trace.row_norms)
+#: A trace keeps its values unless they would take it past this many bytes (values=True keeps them anyway): a
+#: Llama-3-8B-shaped model at 32,768 tokens holds 12.38 GiB with its values, 10.25 GiB without (docs/benchmarks.md).
+VALUES_BUDGET = 12 * 2**30
 
 
 def trace_bytes_per_token(loaded: LoadedModel) -> int:
@@ -48,3 +51,15 @@ def device_tokens(loaded: LoadedModel, budget: int | None = None) -> tuple[int, 
     budget), else TRACE_SHARE of the device's free memory."""
     budget = int(TRACE_SHARE * free_bytes(loaded.device)) if budget is None else int(budget)
     return max(2, budget // max(1, trace_bytes_per_token(loaded))), budget
+
+
+def values_left_out(loaded: LoadedModel, n_tokens: int, values: bool | None = None) -> str | None:
+    """Why a trace of n_tokens tokens keeps no values, as a clause; None when it keeps them. values: True keeps them,
+    False leaves them out, None (the default) keeps them unless the trace would then hold more than VALUES_BUDGET."""
+    if values is not None:
+        return None if values else "values were left out on request (values=False)"
+    with_values = trace_bytes_per_token(loaded) * n_tokens
+    if not loaded.outputs or with_values <= VALUES_BUDGET:
+        return None
+    return (f"values are left out of a trace that would hold more than {VALUES_BUDGET / 2**30:.0f} GiB with them "
+            f"(this one {with_values / 2**30:.1f} GiB; trace with values=True to keep them)")  # fmt: skip

@@ -117,6 +117,7 @@ class Recorder:
     masks: list = field(default_factory=list)  # (the dense mask seen, its structure) of the latest distinct masks
     outputs: dict = field(default_factory=dict)  # attention module -> OutputProjection (attnviz.hf.output_projection)
     value_widths: list = field(default_factory=list)  # each call's value width (None: no values seen), for the load
+    values_left_out: str | None = None  # why this trace keeps no values (attnviz.hf.capacity.values_left_out)
 
     def position(self, module) -> tuple[str | None, int]:
         """(part, layer within the part) of the attention call `module` is making now; (None, call index) for a
@@ -161,8 +162,8 @@ class Recorder:
                 sinks.detach().reshape(-1) if sinks.dim() <= 1 else sinks.detach().expand(query.shape[0], -1, n_q)[0]
             )
         proj = self.outputs.get(module)
-        values = None
-        if value is not None and proj is not None:
+        values, no_values = None, self.values_left_out or no_values
+        if value is not None and proj is not None and self.values_left_out is None:
             values = Values(value[0], output_norms.table(value[0], proj.r_factors(query.shape[1], value.device)))
         record = LayerRecord(query[0], key[0], scale, mask, fill, bias, softcap=extra["softcap"], sinks=sinks,
                              scale_on=scale_on, norms=norms, values=values, no_values=no_values)  # fmt: skip

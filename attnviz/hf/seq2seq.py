@@ -15,7 +15,7 @@ import torch
 
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
-from . import capture
+from . import capacity, capture
 from .encode import cut_text, encode, token_facts, token_limit
 from .load import LoadedModel
 from .probe import decoder_start, model_inputs
@@ -65,13 +65,14 @@ def target_encoding(loaded: LoadedModel, source_inputs: dict, target: str | None
 
 
 def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *, max_tokens=None, part=None,
-                  pad_to=None, pair=None, **options):  # fmt: skip
+                  pad_to=None, pair=None, values=None, **options):  # fmt: skip
     """Trace an encoder-decoder model: `source` through the encoder, `target` (or a greedy generation) through
     the decoder. Returns a Seq2SeqTrace with .encoder, .decoder and .cross.
 
     options: an experiment (causal, hide, layers, scale, fill, pad_mask; see capture.Experiment) applied to `part`'s
     attention inside the forward pass, so it reaches that part's later layers and the parts that read its output.
-    hide indexes the part's keys (source tokens for encoder and cross, target tokens for the decoder)."""
+    hide indexes the part's keys (source tokens for encoder and cross, target tokens for the decoder). values: as
+    attnviz.hf.tracing.trace_pretrained's, counting the source and target tokens."""
     if pad_to or pair:
         raise InputError("Padding and sentence pairs are not available for encoder-decoder models: attnviz feeds them "
                          "one source text (and its target).")  # fmt: skip
@@ -85,7 +86,8 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     ids, *tgt_facts = target_encoding(loaded, inputs, target, limit)
     inputs["decoder_input_ids"] = torch.tensor([ids], device=loaded.device)
     exp = _experiment(loaded, part, len(ids if part == "decoder" else enc.tokens), options)
-    rec = capture.Recorder(experiment=exp, roles=loaded.roles, outputs=loaded.outputs)
+    left_out = capacity.values_left_out(loaded, len(enc.ids) + len(ids), values)
+    rec = capture.Recorder(experiment=exp, roles=loaded.roles, outputs=loaded.outputs, values_left_out=left_out)
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:
@@ -95,6 +97,7 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
         parts[loaded.roles[module]].append(record)
     tgt = [str(t) for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
     asked = {k: getattr(exp, k) for k in options} | ({"experiment on": part} if options else {})
+    asked |= {} if values is None else {"values": bool(values)}
     return _assemble(loaded, parts, enc, (tgt, ids, *tgt_facts), target, asked)
 
 

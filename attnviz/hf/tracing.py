@@ -8,7 +8,7 @@ import torch
 from ..attention import check_scale
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
-from . import capture, readers
+from . import capacity, capture, readers
 from .encode import Encoded, encode, token_limit
 from .load import LoadedModel
 from .probe import model_inputs
@@ -46,17 +46,21 @@ def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), lay
 def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, max_tokens=None, **options):
     """Trace `text` (and an optional second sentence) through `loaded`.
 
-    options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); max_tokens caps the text.
+    options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); values (True keeps the values, False
+    leaves them out, None keeps them unless the trace would then hold more than capacity.VALUES_BUDGET); max_tokens
+    caps the text.
     """
     enc = encode(loaded.tokenizer, text, pair, token_limit(loaded.max_tokens, max_tokens), pad_to)
     return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
 
 
-def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, **options) -> AttentionTrace:
+def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, values=None,
+                  **options) -> AttentionTrace:  # fmt: skip
     """Trace tokens already encoded (a text, or a prompt and what the model generated); `asked` joins the
-    provenance's options, `generation` (attnviz.trace.generation.Generation) says which tokens the model wrote."""
+    provenance's options, `generation` (attnviz.trace.generation.Generation) says which tokens the model wrote, `values`
+    whether the trace keeps the values (see trace_pretrained)."""
     exp = experiment(loaded, len(enc.tokens), **options)
-    asked = dict(asked, **{k: getattr(exp, k) for k in options})
+    asked = dict(asked, **{k: getattr(exp, k) for k in options}, **({} if values is None else {"values": bool(values)}))
     provenance = Provenance(
         model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
         attn_implementation=IMPLEMENTATION[loaded.route], options=tuple(sorted(asked.items())),
@@ -67,7 +71,8 @@ def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=
     if loaded.route == "readers":
         _check_own(loaded, exp)
     if loaded.route != "weights":
-        return AttentionTrace(enc.tokens, _captured(loaded, enc, exp), notes=tuple(enc.notes), **common)
+        left_out = capacity.values_left_out(loaded, len(enc.ids), values)
+        return AttentionTrace(enc.tokens, _captured(loaded, enc, exp, left_out), notes=tuple(enc.notes), **common)
     return _given_weights(loaded, enc, exp, common)
 
 
@@ -81,14 +86,15 @@ def _check_own(loaded: LoadedModel, exp: capture.Experiment) -> None:
         )
 
 
-def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment) -> tuple:
+def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, values_left_out: str | None) -> tuple:
     inputs = model_inputs(loaded, enc.inputs)
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(
             inputs["attention_mask"]
         )  # layers outside the experiment put it back
     own_code = loaded.route == "readers"
-    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=own_code, outputs=loaded.outputs)
+    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=own_code, outputs=loaded.outputs,
+                           values_left_out=values_left_out)  # fmt: skip
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:

@@ -15,4 +15,13 @@ file          the .npz trace file: writing and reading back within bounds
 
 from .record import NOTEBOOK_VIEW, STAGES, AttentionTrace, GivenWeights, LayerFacts, LayerRecord, Provenance, Values
 
-__all__ = ["NOTEBOOK_VIEW", "STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance", "Values"]
+__all__ = [
+    "NOTEBOOK_VIEW",
+    "STAGES",
+    "AttentionTrace",
+    "GivenWeights",
+    "LayerFacts",
+    "LayerRecord",
+    "Provenance",
+    "Values",
+]

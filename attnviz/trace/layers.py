@@ -41,6 +41,7 @@ CAPABILITIES: tuple[Capability, ...] = get_args(Capability)
 ScaleOn = Literal["scores", "q", "k", "q and k"]
 NO_VALUES = "it keeps no value vectors"
 NORM_CELLS = 2**22  # score cells per step while computing the row norms (16 MB of float32 per intermediate)
+BLOCK = 2**22  # elements of q or k made float32 at once for a product (16 MB: few ops, no copy of a whole text)
 ALL = slice(None)
 
 
@@ -61,14 +62,35 @@ def _numpy(t: torch.Tensor | None) -> np.ndarray | None:
 
 def grouped_products(q: torch.Tensor, k: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
     """q.k^T in float32 for query heads `heads` of q [head, query, d] against k [kv head, key, d], where consecutive
-    query heads share a key head (repeat_kv). The window is cut before the float32 copy, so a few rows never copy
-    every query of every head; with every head, a group's queries share one product with their key head."""
+    query heads share a key head (repeat_kv). With every head, a group's queries share one product with their key
+    head; otherwise only the chosen heads and their key heads are read."""
     n_head, n_kv = q.shape[0], k.shape[0]
-    q, k = q[heads].float(), k.float().transpose(-2, -1)
     if len(heads) == n_head and bool((heads == torch.arange(len(heads))).all()):
-        rows = q.unflatten(0, (n_kv, -1)).flatten(1, 2)
-        return (rows @ k).unflatten(1, (-1, q.shape[1])).flatten(0, 1)
-    return q @ expand_kv(k, n_head, heads)
+        rows = q.unflatten(0, (n_kv, -1)).flatten(1, 2)  # [kv head, its query heads x queries, d]
+        return float_products(rows, k).unflatten(1, (-1, q.shape[1])).flatten(0, 1)
+    return float_products(q[heads], expand_kv(k, n_head, heads))
+
+
+def float_products(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [g, m, d] @ b [g, n, d]^T in float32: a.float() @ b.float().mT, with the longer side made float32 BLOCK
+    elements at a time, so one column or a few rows of a long text never make a float32 copy of all its queries or
+    keys (at 32,768 tokens and Llama-3-8B's shape that copy alone takes longer than the read)."""
+    if a.dtype == torch.float32 and b.dtype == torch.float32:
+        return a @ b.mT
+    (g, m, d), n = a.shape, b.shape[1]
+    step = max(1, BLOCK // (g * d))
+    if max(m, n) <= step:
+        return a.float() @ b.float().mT
+    out = torch.empty(g, m, n, dtype=torch.float32, device=a.device)
+    if m >= n:
+        right = b.float().mT
+        for i in range(0, m, step):
+            out[:, i : i + step] = a[:, i : i + step].float() @ right
+    else:
+        left = a.float()
+        for j in range(0, n, step):
+            out[..., j : j + step] = left @ b[:, j : j + step].float().mT
+    return out
 
 
 @dataclass(frozen=True)

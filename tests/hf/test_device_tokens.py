@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 import attnviz
 from attnviz.hf import capacity
+from attnviz.trace.reads import held_bytes
 
 
 def _nbytes(loaded, n: int) -> tuple[int, int]:
@@ -24,3 +27,21 @@ def test_device_tokens_divides_the_budget_by_the_bytes_per_token(bundled):
     assert capacity.device_tokens(bundled, budget=per_token * 1000 + 1) == (1000, per_token * 1000 + 1)
     tokens, budget = capacity.device_tokens(bundled)
     assert 0 < budget <= capacity.free_bytes("cpu") and tokens == budget // per_token
+
+
+def test_values_are_kept_by_default_left_out_past_the_budget_and_kept_or_left_out_on_request(tiny_llama, monkeypatch):
+    text = "the cat sat on the mat"
+    kept = attnviz.trace(tiny_llama, text)
+    assert kept.has("values") and capacity.VALUES_BUDGET == 12 * 2**30
+    record = kept.layers[0]
+    values = held_bytes([record.values.v, record.values.written])
+    monkeypatch.setattr(capacity, "VALUES_BUDGET", capacity.trace_bytes_per_token(tiny_llama) * kept.n_tokens - 1)
+    past = attnviz.trace(tiny_llama, text)  # one byte over the budget with values: left out
+    assert not past.has("values") and "values=True" in past.why_not("values")
+    assert past.nbytes == kept.nbytes - kept.n_layer * values  # the same record less v and what each head writes
+    np.testing.assert_array_equal(past.stages(1).weights, kept.stages(1).weights)
+    asked = attnviz.trace(tiny_llama, text, values=True)
+    assert asked.has("values") and asked.nbytes == kept.nbytes and ("values", True) in asked.options
+    monkeypatch.undo()
+    off = attnviz.trace(tiny_llama, text, values=False)
+    assert not off.has("values") and "values=False" in off.why_not("values") and off.nbytes == past.nbytes

@@ -103,3 +103,10 @@ def test_an_experiment_without_a_part_or_with_an_unknown_one_is_refused(loaded):
         attnviz.trace(loaded, SOURCE, target=TARGET, part="middle", causal=True)
     with pytest.raises(attnviz.InputError, match="do not exist"):
         attnviz.trace(loaded, SOURCE, target=TARGET, part="cross", layers=(5,), causal=True)
+
+
+def test_values_false_leaves_the_values_out_of_every_part_and_nothing_else(loaded):
+    kept, off = attnviz.trace(loaded, SOURCE, target=TARGET), attnviz.trace(loaded, SOURCE, target=TARGET, values=False)
+    for role in ("encoder", "decoder", "cross"):
+        assert kept.part(role).has("values") and "values=False" in off.part(role).why_not("values")
+        np.testing.assert_array_equal(off.part(role).weights, kept.part(role).weights)
