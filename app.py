@@ -14,33 +14,40 @@ from attnviz import ui  # noqa: E402 - after the notice above, on purpose
 
 starting.empty()
 ui.setup()
+st.html(ui.screen_look())  # charts follow a dark theme on screen; their files stay print-ready
 
 EMBED_STYLE = (
     "<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], [data-testid='stExpandSidebarButton']"
     " {display: none !important}</style>"
 )
-PAGES = [
-    st.Page("app_pages/heads.py", title="Heads", icon=":material/grid_view:", default=True),
-    st.Page("app_pages/scaling.py", title="Scaling", icon=":material/functions:"),
-    st.Page("app_pages/masks.py", title="Masks", icon=":material/visibility_off:"),
-    st.Page("app_pages/module.py", title="Our module", icon=":material/build:"),
-    st.Page("app_pages/headstats.py", title="Head statistics", icon=":material/leaderboard:"),
-    st.Page("app_pages/rollout.py", title="Rollout", icon=":material/account_tree:"),
-    st.Page("app_pages/neuron.py", title="Neuron view", icon=":material/hub:"),
-    st.Page("app_pages/scores.py", title="Score functions", icon=":material/calculate:"),
-    st.Page("app_pages/words.py", title="Words", icon=":material/text_fields:"),
-    st.Page("app_pages/pairs.py", title="Sentence pairs", icon=":material/compare_arrows:"),
-    st.Page("app_pages/compare.py", title="Compare", icon=":material/difference:"),
-    st.Page("app_pages/ablation.py", title="Ablation", icon=":material/content_cut:"),
-    st.Page("app_pages/export.py", title="Export", icon=":material/download:"),
-]
+# Sections keep every page in sight (a flat list of 13 folded three behind "View 3 more"); the URL of a page is its
+# file name either way, so links made before the sections still open the same pages.
+PAGES = {
+    "Attention": [
+        st.Page("app_pages/heads.py", title="Heads", icon=":material/grid_view:", default=True),
+        st.Page("app_pages/scaling.py", title="Scaling", icon=":material/functions:"),
+        st.Page("app_pages/masks.py", title="Masks", icon=":material/visibility_off:"),
+        st.Page("app_pages/module.py", title="Our module", icon=":material/build:"),
+        st.Page("app_pages/scores.py", title="Score functions", icon=":material/calculate:"),
+    ],
+    "Analyses": [
+        st.Page("app_pages/headstats.py", title="Head statistics", icon=":material/leaderboard:"),
+        st.Page("app_pages/rollout.py", title="Rollout", icon=":material/account_tree:"),
+        st.Page("app_pages/neuron.py", title="Neuron view", icon=":material/hub:"),
+        st.Page("app_pages/words.py", title="Words", icon=":material/text_fields:"),
+        st.Page("app_pages/pairs.py", title="Sentence pairs", icon=":material/compare_arrows:"),
+        st.Page("app_pages/compare.py", title="Compare", icon=":material/difference:"),
+        st.Page("app_pages/ablation.py", title="Ablation", icon=":material/content_cut:"),
+    ],
+    "Data": [st.Page("app_pages/export.py", title="Export", icon=":material/download:")],
+}
 # ?embed=true (Streamlit's own switch; read with st.context): a page in an iframe of a course page or a blog shows
 # its figures without the frame. The sidebar's widgets still run, since they read and check the view in the URL,
 # but the sidebar is hidden, and so are the navigation, the share link and the history entries.
 embedded = st.context.is_embedded
 if embedded:
     st.html(EMBED_STYLE)  # first, so the sidebar never shows, not even while a cold start loads the model
-page = st.navigation(PAGES, position="hidden" if embedded else "sidebar")
+page = st.navigation(PAGES, position="hidden" if embedded else "sidebar", expanded=True)
 notice = ui.loading_notice()  # a cold start loads the model in the sidebar: say so in the main area meanwhile
 ui.sidebar()
 notice.empty()

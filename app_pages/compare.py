@@ -95,9 +95,8 @@ title = f"b − a of the {drawn_view}, heads from most to least changed ({C.MEAS
 title += hm.range_note(tr.n_tokens, tr.n_keys, *drawn)
 diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
-st.plotly_chart(cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
-                             key_tokens=tr.key_tokens, view=view),
-                theme=None, config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}", view))  # fmt: skip
+ui.chart(cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
+                             key_tokens=tr.key_tokens, view=view), "compare", mode, f"layer{layer}", f"layer{layer_b}", view)  # fmt: skip
 st.caption(
     f"One colour range for every panel, centred at 0 (white = no change); the {drawn_view} lie in 0..1, so |b − a| ≤ 1."
 )

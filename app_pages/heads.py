@@ -32,10 +32,11 @@ st.caption(f"{tr.n_head} heads on one colour scale. {pick}; hover a cell for its
 if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
 groups = ui.grid_groups(tr, layer, hm.windows(tr, span)[0])  # grouped-query heads drawn by key/value group
-st.plotly_chart(
+ui.chart(
     hm.head_grid(tr, layer, stage, token_range=span, colours=colours, boundary=boundary, without=without, **groups),
-    theme=None,
-    config=ui.chart_config(f"layer{layer}", stage, "heads"),
+    f"layer{layer}",
+    stage,
+    "heads",
 )
 
 st.subheader("One head up close", anchor="one-head")
@@ -65,13 +66,14 @@ def _pick_key():
 
 
 with right:
-    st.plotly_chart(
+    ui.chart(
         hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours, boundary=boundary, without=without),
+        f"layer{layer}",
+        f"head{head}",
+        stage,
         key=ui.chart_key("head-detail"),  # a new key after each click: the same cell clicked again picks it again
         on_select=_pick_key,
         selection_mode="points",
-        theme=None,
-        config=ui.chart_config(f"layer{layer}", f"head{head}", stage),
     )
     ui.boundary_caption(boundary)
 ui.sinks_and_softcap(tr, layer, head)  # attention sinks (gpt-oss), logit softcapping (Gemma 2): only when present
@@ -91,13 +93,13 @@ if tr.n_layer > 1:  # our module is one layer: its overview would repeat the gri
     st.caption(
         "Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above."
     )
-    st.plotly_chart(
+    ui.chart(
         hm.overview(tr, stage, selected=(layer, head), colours=colours),  # the open head's tile is outlined
+        "overview",
+        stage,
         key="overview",
         on_select=_open_tile,
         selection_mode="points",
-        theme=None,
-        config=ui.chart_config("overview", stage),
     )
 
 with st.expander("What the stages mean"):

@@ -49,7 +49,7 @@ boundary = ui.pair_boundary(src, tr)
 word_boundary = W.word_position(groups, boundary)
 left, right = st.columns(2, gap="large")
 with left:
-    st.plotly_chart(
+    ui.chart(
         hp.weights_matrix(
             merged,
             labels,
@@ -59,13 +59,15 @@ with left:
             word_boundary,
             max_ticks=HALF_WIDTH_TICKS,
             view=view,
-        ),  # fmt: skip
-        theme=None,
-        config=ui.chart_config("words", f"layer{layer}", f"head{head}", view),
+        ),
+        "words",
+        f"layer{layer}",
+        f"head{head}",
+        view,
     )
     st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
 with right:
-    st.plotly_chart(
+    ui.chart(
         hp.weights_matrix(
             w,
             tr.tokens,
@@ -75,9 +77,11 @@ with right:
             boundary,
             max_ticks=HALF_WIDTH_TICKS,
             view=view,
-        ),  # fmt: skip
-        theme=None,
-        config=ui.chart_config("tokens", f"layer{layer}", f"head{head}", view),
+        ),
+        "tokens",
+        f"layer{layer}",
+        f"head{head}",
+        view,
     )
     st.caption("The same head between the tokens the model really saw.")
 if word_boundary is not None:

@@ -19,6 +19,20 @@ DIFF_SCALE = "PuOr_r"
 INK = "#262730"  # dark text and reference lines, Streamlit's own light-theme text colour
 PAPER = "#ffffff"
 MASKED_BG = "#c8c8c8"  # masked cells are NaN and show the plot background: a flat grey no colour scale uses
+GRID = "#ebf0f8"  # plotly_white's grid and zero lines (the template's, named here so the dark look can map it)
+
+#: The look on a dark page: each colour the figure style draws with (as Plotly writes it into the SVG) and what a
+#: dark page shows instead. Figures are always built print-ready (the white card, dark ink) because Plotly's modebar
+#: download and every export copy the figure's own colours; the dashboard recolours these on screen only
+#: (attnviz.ui.charts), so a chart follows the theme and its PNG or SVG stays white. Data colours (the colour scales,
+#: bar and line colours) are not in the map: they keep their meaning on both pages.
+DARK_LOOK = {
+    PAPER: "#14161c",  # the card: a shade lighter than Streamlit's dark page (#0e1117), so it still reads as a card
+    INK: "#e6e7eb",  # text, reference lines, outlines
+    "#000000": "#e6e7eb",  # a black band or line (the law figure's y = d band)
+    GRID: "#2c2f3a",  # grid and zero lines, faint on the dark card as they are on the white one
+    "#2a3f5f": "#c9d3e6",  # plotly_white's default for shapes and annotation arrows
+}
 
 
 LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=0)
