@@ -16,6 +16,13 @@ if tr is None:
     st.stop()
 layer = src.trace_layer
 where = src.where + ("" if src.pretrained else " (a single layer)")  # "layer 3", "the cross attention, layer 3"
+with st.expander("What the stages mean"):
+    st.markdown("The model turns each token into a query vector q and a key vector k, then:")
+    for name in ui.STAGE_HELP:
+        st.markdown(f"- {ui.STAGE_HELP[name]}")
+    ui.scale_note(tr, layer)
+    if not tr.has("scores"):
+        st.markdown(f"Only **weights** can be shown. {ui.literal(tr.why_not('scores'))}")
 stage = ui.stage_picker(tr)  # a row of its own: five stages with value-weighted attention
 if stage not in hm.PROBABILITIES:
     ui.scale_note(tr, layer)
@@ -102,14 +109,6 @@ if tr.n_layer > 1:  # our module is one layer: its overview would repeat the gri
         selection_mode="points",
     )
 
-with st.expander("What the stages mean"):
-    st.markdown("The model turns each token into a query vector q and a key vector k, then:")
-    for name in ui.STAGE_HELP:
-        st.markdown(f"- {ui.STAGE_HELP[name]}")
-    ui.scale_note(tr, layer)
-    if not tr.has("scores"):
-        st.markdown(f"Only **weights** can be shown. {ui.literal(tr.why_not('scores'))}")
-
 st.subheader("Export")
 st.caption(
     f"{where.capitalize()}: every head and every stage, as a table (CSV) or numpy arrays (.npz). "
@@ -117,7 +116,7 @@ st.caption(
 )
 if not export.csv_ok(tr):
     st.caption(
-        f"CSV is left out for {tr.n_tokens} tokens ({tr.n_head * tr.n_tokens**2:,} rows); the .npz holds the same data."
+        f"CSV is left out for {tr.n_tokens:,} tokens ({tr.n_head * tr.n_tokens**2:,} rows); the .npz holds the same data."
     )
 with st.container(horizontal=True):
     if export.csv_ok(tr):

@@ -47,7 +47,7 @@ hide = left.toggle(
 leave_out = ui.leave_out_first(right)
 if hide:
     st.caption(
-        f"Special tokens hidden ({int(special.sum())} of {tr.n_keys} positions): their columns are set to 0 and every "
+        f"Special tokens hidden ({int(special.sum())} of {tr.n_keys:,} positions): their columns are set to 0 and every "
         "row is **renormalised** to sum to 1 again, so the numbers describe how a head shares what it does not give "
         "to special tokens. Special tokens' own rows are left out of the averages."
     )

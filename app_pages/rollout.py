@@ -77,7 +77,7 @@ labels = common.numbered(tr.tokens)
 query = ui.url_choice(st.selectbox, "Output token", dict(enumerate(labels)), key="ro_query")
 if tr.n_tokens > R.MAX_FLOW_TOKENS:
     st.info(
-        f"This text has {tr.n_tokens} tokens; attention flow is computed for up to {R.MAX_FLOW_TOKENS}. "
+        f"This text has {tr.n_tokens:,} tokens; attention flow is computed for up to {R.MAX_FLOW_TOKENS:,}. "
         "Rollout above works at any length."
     )
 else:

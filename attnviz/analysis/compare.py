@@ -76,7 +76,7 @@ def check_comparable(a: AttentionTrace, b: AttentionTrace, what: str = "two sent
     """An InputError saying why two traces cannot be compared cell by cell (token counts or heads differ)."""
     if (a.n_tokens, a.n_keys) != (b.n_tokens, b.n_keys):
         raise InputError(
-            f"The {what} give {a.n_tokens} and {b.n_tokens} tokens: a cell-by-cell difference needs the same "
+            f"The {what} give {a.n_tokens:,} and {b.n_tokens:,} tokens: a cell-by-cell difference needs the same "
             "positions. Use a minimal pair (swap one word for another that is also a single token)."
         )
     if a.n_head != b.n_head:

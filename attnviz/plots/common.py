@@ -113,11 +113,35 @@ _SHIFTED = frozenset(c for c, b in _BYTES.items() if ord(c) != b)  # the charact
 _VISIBLE = {" ": "·", "▁": "·", "\n": "↵", "\r": "␍", "\t": "⇥"}  # SentencePiece's ▁ is its space
 
 
-def _unbyte(token: str) -> str:
-    """A byte-level BPE token as the text it stands for; a piece of a longer UTF-8 character keeps \\x escapes."""
-    if not all(c in _BYTES for c in token):
-        return token  # not drawn in the byte alphabet (an added token): already text
-    return bytes(_BYTES[c] for c in token).decode("utf-8", errors="backslashreplace")
+def _utf8_length(lead: int) -> int:
+    """How many bytes the UTF-8 character that starts with byte `lead` takes (1 for a byte no character starts with)."""
+    return 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 1
+
+
+def _unbyte_all(tokens: list[str]) -> list[str]:
+    """Byte-level BPE tokens as the text they stand for. A character whose UTF-8 bytes are split over n tokens (é, a
+    curly quote, an emoji) is shown whole in each of them, marked 'é(1/2)', 'é(2/2)': a lone byte has no text of its
+    own, and '\\x94' meant nothing to a reader. A byte that belongs to no character keeps its \\x escape."""
+    out = ["" if all(c in _BYTES for c in t) else t for t in tokens]  # an added token (<|endoftext|>) is text already
+    flat = [(i, _BYTES[c]) for i, t in enumerate(tokens) if out[i] == "" for c in t]
+    p = 0
+    while p < len(flat):
+        size = _utf8_length(flat[p][1])
+        run = flat[p : p + size]
+        try:  # the bytes must follow each other without an added token between them
+            consecutive = run[-1][0] - run[0][0] == len({i for i, _ in run}) - 1
+            char = bytes(b for _, b in run).decode("utf-8") if len(run) == size and consecutive else None
+        except UnicodeDecodeError:
+            char = None
+        if char is None:
+            out[flat[p][0]] += bytes([flat[p][1]]).decode("utf-8", errors="backslashreplace")
+            p += 1
+            continue
+        owners = sorted({i for i, _ in run})
+        for k, i in enumerate(owners, start=1):
+            out[i] += char if len(owners) == 1 else f"{char}({k}/{len(owners)})"
+        p += size
+    return out
 
 
 def _visible(text: str) -> str:
@@ -130,13 +154,14 @@ LONGEST_LABEL = 24
 
 def readable_tokens(tokens) -> list[str]:
     """Tokens as a reader wants them on an axis, in hover and in tables: byte-level BPE decoded ("Ġcat" -> "·cat",
-    "Ċ" -> "↵", "Ã©" -> "é"), SentencePiece's "▁" as "·", other whitespace and control characters made visible.
+    "Ċ" -> "↵", "Ã©" -> "é", "Ã" "©" -> "é(1/2)" "é(2/2)"), SentencePiece's "▁" as "·", other whitespace and control
+    characters made visible.
 
     Byte-level BPE is recognised over the whole list (any token holding a character only its alphabet uses), so
     call this on every token of a text and slice afterwards. Not escaped for Plotly: `tick_labels` does that."""
     tokens = [str(t) for t in tokens]
     byte_level = any(c in _SHIFTED for t in tokens for c in t)
-    return [_visible(_unbyte(t) if byte_level else t) for t in tokens]
+    return [_visible(t) for t in (_unbyte_all(tokens) if byte_level else tokens)]
 
 
 def numbered(tokens) -> list[str]:
