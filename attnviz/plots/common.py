@@ -82,14 +82,23 @@ def paper_figure(fig: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": out})
 
 
+#: The strip at the top of every card that Plotly's toolbar (the modebar) covers on hover: no title, subplot title or
+#: legend is drawn there (the Score functions panels' titles and the Scaling and Masks titles were hidden under it).
+MODEBAR = 28
+
+
 def finish(fig: go.Figure, name: str, height: int, top: int = 80, margin=None, meta=None, **layout) -> go.Figure:
     """on_paper, plus the figure's name (layout.meta["figure"]), height and margins: what every builder ends with.
 
     `top` leaves room for a legend above the subplot titles (less without one); `margin` replaces the default
     narrow margins whole; `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
     layout = {"legend": LEGEND_ABOVE, "font": FONT} | layout
-    margin = margin or dict(l=10, r=10, t=top, b=10)
-    return on_paper(fig, height=height, margin=margin, meta={"figure": name, **(meta or {})}, **layout)
+    margin = dict(margin or dict(l=10, r=10, t=top, b=10))
+    margin["t"] = margin.get("t", 80) + MODEBAR  # the toolbar's strip: text below it, the plot as tall as asked
+    fig = on_paper(fig, height=height + MODEBAR, margin=margin, meta={"figure": name, **(meta or {})}, **layout)
+    if fig.layout.title.text and fig.layout.title.yref == "container":  # a title pinned to the card's top edge
+        fig.update_layout(title_pad_t=(fig.layout.title.pad.t or 0) + MODEBAR)
+    return fig
 
 
 def escape(token: str) -> str:

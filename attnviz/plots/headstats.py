@@ -25,6 +25,7 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
     v = f32(values)
     zmin, zmax = value_range if value_range is not None else (0.0, float(max(np.nanmax(v), 1e-9)))
     n_layer, n_head = v.shape
+    height = max(230, 90 + 42 * n_layer)  # two layers drew a 90 px colour bar whose tick labels overlapped
     text = np.char.mod("%.2f", v.astype(np.float64))
     fig = go.Figure(
         go.Heatmap(
@@ -37,7 +38,7 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
             text=text,
             texttemplate="%{text}" if v.size <= 400 else None,
             hovertemplate="layer %{y}, head %{x}<br>" + escape(label) + " = %{z:.4f}<extra></extra>",
-            colorbar=dict(title=dict(text=escape(label), side="right")),
+            colorbar=dict(title=dict(text=bar_title(label, height), side="right")),
         )
     )
     if selected is not None:
@@ -48,8 +49,14 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain"),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed"),
     )
-    height = max(230, 90 + 42 * n_layer)  # two layers drew a 90 px colour bar whose tick labels overlapped
     return finish(fig, "stat_grid", height, margin=dict(l=60, r=20, t=30, b=50), meta={"statistic": label})
+
+
+def bar_title(label: str, height: int) -> str:
+    """A colour bar's title, escaped, in lines no longer than the bar (the plot's height, ~7 px a character): one line
+    ran past the card's top and bottom on a model of one or two layers ('duplicate-token score' on a 150 px bar)."""
+    most = max(8, (height - 80) // 8)
+    return "<br>".join(escape(line) for line in textwrap.wrap(label, most, break_on_hyphens=False))
 
 
 def weights_matrix(
