@@ -16,10 +16,19 @@ starting.empty()
 ui.setup()
 st.html(ui.screen_look())  # charts follow a dark theme on screen; their files stay print-ready
 
-EMBED_STYLE = (
-    "<style>[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], [data-testid='stExpandSidebarButton']"
-    " {display: none !important}</style>"
-)
+# Embedded, Streamlit hides its running indicator with the rest of its chrome, so a reader saw blank space while a
+# page computed: the main area says "Computing…" in a corner while the script runs (the app marks its state on its
+# container), on a first load and after every change, and the note goes when the run ends, however it ends.
+EMBED_STYLE = """<style>
+[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl'], [data-testid='stExpandSidebarButton']
+  {display: none !important}
+[data-testid='stApp'][data-test-script-state='running'] [data-testid='stMain']::before {
+  content: "Computing…"; position: fixed; top: 0.5rem; right: 0.75rem; z-index: 1000; padding: 0.2rem 0.7rem;
+  border-radius: 0.8rem; font-size: 0.85rem; background: light-dark(#f0f2f6, #262730); color: light-dark(#31333f, #fafafa);
+  animation: attnviz-busy 1.2s ease-in-out infinite alternate;
+}
+@keyframes attnviz-busy {from {opacity: 1} to {opacity: 0.45}}
+</style>"""
 # Sections keep every page in sight (a flat list of 13 folded three behind "View 3 more"); the URL of a page is its
 # file name either way, so links made before the sections still open the same pages.
 PAGES = {
