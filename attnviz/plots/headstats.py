@@ -81,7 +81,11 @@ def weights_matrix(
     extra = 28 * len(notes)  # the notes' lines (each lifts the title a little less than a line), above the plot
     # a half-width matrix is ~200 px wide: at most 420 px tall, or its cells came out three times taller than wide
     tallest = 700 if max_ticks > HALF_WIDTH_TICKS else 420
-    height = max(320, min(tallest, 160 + 18 * (q1 - q0))) + extra
+    key_ticks = ticks(key_tokens, k0, k1, max_ticks)
+    # slanted key labels take ~5 px of height a character below the plot: long ones (a merged word on Words) took it
+    # from the plot instead, whose rows came out a few pixels tall
+    room = max(0, 5 * max(map(len, key_ticks["ticktext"]), default=0) - 60)
+    height = max(320, min(tallest, 160 + 18 * (q1 - q0))) + extra + room
     top = 50 + 22 * title.count("\n") + extra  # the title's lines fit
     q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in readable_tokens(key_tokens)[k0:k1]], dtype=object)
@@ -105,8 +109,8 @@ def weights_matrix(
         # further line of a top-anchored title by about one line, so the padding grows with them (else it is clipped)
         title=dict(text=escape(title).replace("\n", "<br>") + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes),
                    yref="container", y=1, yanchor="top", pad_t=10 + 20 * title.count("\n") + 6 * len(notes)),
-        xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60 if max_ticks > 20 else -90),
-        yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - top - 90) // 14)),
+        xaxis=dict(title="key", **key_ticks, tickangle=-60 if max_ticks > 20 else -90),
+        yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - room - top - 90) // 14)),
                    autorange="reversed"),
     )  # fmt: skip
     finish(fig, figure, height, margin=dict(l=90, r=20, t=top, b=90), meta={"view": view})
