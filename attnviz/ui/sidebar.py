@@ -120,7 +120,10 @@ def follow_the_model(top: int) -> None:
     """A limit nobody chose follows the model: it was the last model's largest (the default, never written into the
     link), so it becomes this one's. A limit a link or the user set stays. Without this, the bundled model's 512
     stuck after switching to a 4,096-position model and the link was rewritten to max_tokens=512."""
-    if st.session_state.get("max_tokens") == st.session_state.get("_limit_top", top):
+    if st.query_params.get_all("max_tokens") and st.session_state.get("url:max_tokens") is None:
+        st.session_state["_limit_linked"] = True  # the link's own limit, even the model's largest, stays
+    following = st.session_state.get("max_tokens") == st.session_state.get("_limit_top", top)
+    if following and not st.session_state.get("_limit_linked"):
         st.session_state["max_tokens"] = top
     st.session_state["_limit_top"] = top
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import APP
 from streamlit.testing.v1 import AppTest
 
@@ -45,9 +46,10 @@ def test_the_token_limit_follows_the_chosen_model_up_to_the_servers_cap(monkeypa
     assert "max_tokens" not in at.query_params  # the link is not rewritten to a limit nobody chose
 
 
-def test_a_token_limit_the_link_sets_stays_when_the_model_changes(monkeypatch, family_dir):
-    at = _export_page(monkeypatch, max_tokens="256")
+@pytest.mark.parametrize("linked", ["256", "512"])  # 512: the bundled model's largest, the default it would follow
+def test_a_token_limit_the_link_sets_stays_when_the_model_changes(monkeypatch, family_dir, linked):
+    at = _export_page(monkeypatch, max_tokens=linked)
     at.session_state["source"], at.session_state["model"] = "hub", str(family_dir("long_llama"))
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.session_state["max_tokens"] == 256 and at.query_params["max_tokens"] == "256"
+    assert at.session_state["max_tokens"] == int(linked) and at.query_params["max_tokens"] == linked
