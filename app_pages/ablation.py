@@ -67,5 +67,6 @@ st.caption(
     "(nats, averaged over its query rows; 0 = the same, at most ln 2 ≈ 0.693). Removed heads are outlined in red; "
     "grey layers come before or at the first removed head and cannot change."
 )
-ui.chart(ap.change_grid(result.attention_change(), result, "Attention change per head (JSD after vs before)"), "ablation", "change", mode)  # fmt: skip
+change = ap.change_grid(result.attention_change(), result, "Attention change per head (JSD after vs before)")
+ui.chart(change, "ablation", "change", mode)
 ui.provenance(tr)

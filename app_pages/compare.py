@@ -109,8 +109,9 @@ if pooled:
 title += hm.range_note(tr.n_tokens, tr.n_keys, *drawn)
 diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
-ui.chart(cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
-                             key_tokens=tr.key_tokens, view=view), "compare", mode, f"layer{layer}", f"layer{layer_b}", view)  # fmt: skip
+grid = cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
+                   key_tokens=tr.key_tokens, view=view)  # fmt: skip
+ui.chart(grid, "compare", mode, f"layer{layer}", f"layer{layer_b}", view)
 st.caption(
     f"One colour range for every panel, centred at 0 (white = no change); the {drawn_view} lie in 0..1, so |b − a| ≤ 1."
 )

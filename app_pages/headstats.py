@@ -104,7 +104,8 @@ title = f"layer {choice[0]}, head {choice[1]}: {view}" + (
 )
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
-ui.chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span, view=view), "headstats", f"layer{choice[0]}", f"head{choice[1]}", view)  # fmt: skip
+matrix = hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span, view=view)
+ui.chart(matrix, "headstats", f"layer{choice[0]}", f"head{choice[1]}", view)
 ui.boundary_caption(boundary)
 ui.sink_map(tr)  # first-token and learned sinks per layer x head, on one colour scale
 ui.provenance(tr)

@@ -48,10 +48,10 @@ st.caption(
     + ("weight they give" if view == "weights" else "value-weighted share they take from")
     + " the block's keys."
 )
-ui.chart(pp.block_bars(shares, view=view), "pairs", f"layer{layer}", "blocks", view)  # fmt: skip
+ui.chart(pp.block_bars(shares, view=view), "pairs", f"layer{layer}", "blocks", view)
 st.subheader(f"Attention crossing between the sentences{of}", divider="gray")
 st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
-ui.chart(pp.crossing_bars(shares["crossing"], view=view), "pairs", f"layer{layer}", "crossing", view)  # fmt: skip
+ui.chart(pp.crossing_bars(shares["crossing"], view=view), "pairs", f"layer{layer}", "crossing", view)
 st.dataframe(
     [{"head": h, **{k: float(v[h]) for k, v in shares.items()}} for h in range(tr.n_head)],
     hide_index=True,

@@ -65,7 +65,8 @@ def click_heads(src: Selection, heads, key: str = "abl_heads") -> None:
             )
 
     st.caption("**Click a square** to remove that head (filled red) or to put it back.")
-    chart(head_picker(n_layer, n_head, heads), "ablation", "heads", key=chart_key("abl-grid"), on_select=toggle, selection_mode="points", width="content")  # fmt: skip
+    chart(head_picker(n_layer, n_head, heads), "ablation", "heads", key=chart_key("abl-grid"), on_select=toggle,
+          selection_mode="points", width="content")  # fmt: skip
     if st.session_state.pop("_abl_full", False):
         st.warning(f"At most {MOST_HEADS} heads can be removed at once: click a red square to put one back first.")
 

@@ -33,4 +33,4 @@ def softcap_panel(trace: AttentionTrace, layer: int, head: int) -> None:
             )
             squeezed = float((abs(cap.before - cap.after) > 0.01 * abs(cap.before)).mean()) if cap.before.size else 0
             st.caption(f"Head {head}: the cap changed {squeezed:.1%} of the visible scores by more than 1%.")
-            chart(softcap_curve(cap, head), f"layer{layer}", f"head{head}", "softcap")  # fmt: skip
+            chart(softcap_curve(cap, head), f"layer{layer}", f"head{head}", "softcap")

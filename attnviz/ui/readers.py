@@ -28,4 +28,5 @@ def who_reads(trace: AttentionTrace, layer: int, where: str) -> None:
         "**Clicking a column** of the one-head view above picks its key."
     )
     column = trace.column(layer, key)  # [head, query], exact: each row's softmax over all its keys
-    chart(who_reads_figure(column, trace.tokens, key, tick_labels(trace.key_tokens)[key], where.capitalize()), f"layer{layer}", f"key{key}", "readers")  # fmt: skip
+    fig = who_reads_figure(column, trace.tokens, key, tick_labels(trace.key_tokens)[key], where.capitalize())
+    chart(fig, f"layer{layer}", f"key{key}", "readers")

@@ -30,7 +30,7 @@ def learned_sink_panel(trace: AttentionTrace, layer: int, head: int) -> None:
                 f"Head {head}: on average {share.mean():.1%} of a query's attention went to the sink "
                 f"(least {share.min():.1%}, most {share.max():.1%})."
             )
-            chart(sink_share_bars(trace.tokens, share, head), f"layer{layer}", f"head{head}", "sink")  # fmt: skip
+            chart(sink_share_bars(trace.tokens, share, head), f"layer{layer}", f"head{head}", "sink")
 
 
 def sinks_and_softcap(trace: AttentionTrace, layer: int, head: int) -> None:
@@ -89,4 +89,4 @@ def sink_map(trace: AttentionTrace) -> None:
     top = np.unravel_index(np.nanargmax(first), first.shape) if np.isfinite(first).any() else None
     if top is not None:
         st.caption(f"Most to key 0: layer {top[0]}, head {top[1]} ({first[top]:.1%} of a row on average).")
-    chart(sink_maps(first, learned, trace.key_tokens[0]), "headstats", "sinks")  # fmt: skip
+    chart(sink_maps(first, learned, trace.key_tokens[0]), "headstats", "sinks")
