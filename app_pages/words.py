@@ -8,6 +8,8 @@ from attnviz.analysis import values as V
 from attnviz.analysis import words as W
 from attnviz.plots import headstats as hp
 
+WORD_TICKS = 32  # labels per axis: every word of a sentence of up to 32; more slanted key labels touch at this width
+
 src = ui.current()
 st.title("Words")
 st.markdown(
@@ -49,7 +51,7 @@ word_boundary = W.word_position(groups, boundary)
 # merged words this page exists to show were the ones left without a label
 ui.chart(
     hp.weights_matrix(merged, labels, f"{where}, head {head}: {view}, words", "words_head", key_labels, word_boundary,
-                      view=view),
+                      max_ticks=WORD_TICKS, view=view),
     "words", f"layer{layer}", f"head{head}", view,
 )  # fmt: skip
 st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")

@@ -109,7 +109,8 @@ def weights_matrix(
         # further line of a top-anchored title by about one line, so the padding grows with them (else it is clipped)
         title=dict(text=escape(title).replace("\n", "<br>") + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes),
                    yref="container", y=1, yanchor="top", pad_t=10 + 20 * title.count("\n") + 6 * len(notes)),
-        xaxis=dict(title="key", **key_ticks, tickangle=-60 if max_ticks > 20 else -90),
+        # a few px below the axis: with rows a few px tall, the first slanted key label ran into the last query label
+        xaxis=dict(title="key", **key_ticks, tickangle=-60 if max_ticks > 20 else -90, ticklabelstandoff=6),
         yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - room - top - 90) // 14)),
                    autorange="reversed"),
     )  # fmt: skip
