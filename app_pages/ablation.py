@@ -60,13 +60,13 @@ m2.metric("after", f"{after:.4f}", delta=C.short_number(after - before))
 m3.metric("logit change (after − before)", C.short_number(result.target_logit_change))
 st.caption("The most likely next tokens with the heads (before) and without them (after); a token that only one "
            "side ranks high is listed too.")  # fmt: skip
-st.plotly_chart(ap.prediction_bars(result), theme=None, config=ui.chart_config("ablation", "prediction", mode))
+ui.chart(ap.prediction_bars(result), "ablation", "prediction", mode)
 st.subheader("Which later heads changed", divider="gray")
 st.caption(
     "Each cell: how far that head's attention moved, the Jensen-Shannon divergence of its weights after vs before "
     "(nats, averaged over its query rows; 0 = the same, at most ln 2 ≈ 0.693). Removed heads are outlined in red; "
     "grey layers come before or at the first removed head and cannot change."
 )
-st.plotly_chart(ap.change_grid(result.attention_change(), result, "Attention change per head (JSD after vs before)"),
-                theme=None, config=ui.chart_config("ablation", "change", mode))  # fmt: skip
+change = ap.change_grid(result.attention_change(), result, "Attention change per head (JSD after vs before)")
+ui.chart(change, "ablation", "change", mode)
 ui.provenance(tr)

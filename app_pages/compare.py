@@ -62,7 +62,10 @@ try:
         name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model", bind=ui.URL,
                              max_chars=ui.TEXT_LIMITS["cmp_model"]).strip()  # fmt: skip
         if not name:
-            st.info("Name a second model with the same tokenizer and head count (e.g. a fine-tuned copy).")
+            st.info(
+                "Name a second model with the same tokenizer (e.g. a fine-tuned copy, or a smaller or larger "
+                "model of the same family: a different head count is compared with each layer's heads averaged)."
+            )
             ui.stop(tr)
         model_b = ui.get_model(name)
         other_src = ui.Selection(model_b, None, 0, src.part if model_b.is_seq2seq else None)
@@ -76,7 +79,12 @@ try:
     else:
         layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer", bind=ui.URL)
         b, what, label_a, label_b = tr, "two layers", f"layer {layer}", f"layer {layer_b}"
-    result = C.compare_traces(tr, b, layer, layer_b, what, view)
+    pairs = C.heads_pair(tr, b)  # models of different head counts or widths: each layer's heads averaged
+    pooled = st.toggle("Average the heads", not pairs, key="cmp_pool", bind=ui.URL, disabled=not pairs,
+                       help="Compare each layer's heads averaged (rows still sum to 1) instead of head by head."
+                       if pairs else f"a has {tr.n_head} heads and b has {b.n_head}: heads cannot be paired, so each "
+                       "side's heads are averaged.") or not pairs  # fmt: skip
+    result = C.compare_traces(tr, b, layer, layer_b, what, view, pooled=pooled)
 except AttnvizError as e:
     ui.show_error(e)
     ui.stop(tr)
@@ -92,17 +100,23 @@ drawn = hm.windows(tr, ui.token_window(tr, hm.MAX_SHOWN))  # queries and keys ap
 titles = [f"#{r + 1}: head {h} ({C.short_number(result.change[measure][h])})" for r, h in enumerate(order)]
 drawn_view = "weights" if view == "weights" else "value-weighted attention"
 title = f"b − a of the {drawn_view}, heads from most to least changed ({C.MEASURES[measure]})"
+if pooled:
+    if not pairs:
+        st.caption(f"a has {tr.n_head} heads and b has {b.n_head}: heads cannot be paired, so each side's "
+                   f"{'layer' if mode != 'layers' else 'heads'} is compared with its heads averaged.")  # fmt: skip
+    titles = [f"heads averaged ({C.short_number(result.change[measure][0])})"]
+    title = f"b − a of the {drawn_view}, each side's heads averaged ({C.MEASURES[measure]})"
 title += hm.range_note(tr.n_tokens, tr.n_keys, *drawn)
 diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
-st.plotly_chart(cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
-                             key_tokens=tr.key_tokens, view=view),
-                theme=None, config=ui.chart_config("compare", mode, f"layer{layer}", f"layer{layer_b}", view))  # fmt: skip
+grid = cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
+                   key_tokens=tr.key_tokens, view=view)  # fmt: skip
+ui.chart(grid, "compare", mode, f"layer{layer}", f"layer{layer_b}", view)
 st.caption(
     f"One colour range for every panel, centred at 0 (white = no change); the {drawn_view} lie in 0..1, so |b − a| ≤ 1."
 )
 ui.boundary_caption(boundary)
-st.subheader("Heads ranked", divider="gray")
+st.subheader("Heads averaged" if pooled else "Heads ranked", divider="gray")
 st.dataframe(result.rows(measure), hide_index=True, key="cmp_table",
              column_config={k: st.column_config.NumberColumn(C.MEASURES[k], format="%.4f") for k in C.MEASURES})  # fmt: skip
 ui.provenance(tr)

@@ -92,12 +92,7 @@ def show_saved(saved, saved_record: dict) -> None:
     first = ui.grid_first_head(saved, key="ex_grid_from")  # a file may hold more heads than a grid draws
     grid = hm.head_grid(saved, saved_layer, saved_stage, token_range=hm.window(saved.n_tokens), first_head=first)
     grid.update_layout(meta={**grid.layout.meta, "figure": "saved_grid"})
-    st.plotly_chart(
-        grid,
-        key="ex_saved_grid",
-        theme=None,
-        config=ui.chart_config("export", "saved", f"layer{saved_layer}", saved_stage),
-    )
+    ui.chart(grid, "export", "saved", f"layer{saved_layer}", saved_stage, key="ex_saved_grid")
     with st.expander("Its provenance"):
         rows = export.record_rows(saved_record, full=True)
         ui.record_table(rows)

@@ -62,13 +62,15 @@ def _pick():
     st.session_state["qk_picked"] = ui.selected_point(ui.take_click("qk-space"), tr.n_tokens, tr.n_keys)
 
 
-st.plotly_chart(
+ui.chart(
     gp.query_key_space(geo, tr.tokens, tr.key_tokens, colour, groups, geometry_title(geo, layer, head, normalised)),
+    f"layer{layer}",
+    f"head{head}",
+    "query-key",
+    method,
     key=ui.chart_key("qk-space"),
     on_select=_pick,
     selection_mode="points",
-    theme=None,
-    config=ui.chart_config(f"layer{layer}", f"head{head}", "query-key", method),
 )
 picked = ui.point_in(st.session_state.get("qk_picked"), tr.n_tokens, tr.n_keys)  # the trace may have changed
 if picked is not None:
@@ -86,9 +88,5 @@ st.caption(
     "the correlation of q·k with −distance after the normalisation."
 )
 panels = GE.layer_geometry(tr, layer)
-st.plotly_chart(
-    gp.head_panels(panels, tr.tokens, tr.key_tokens),
-    theme=None,
-    config=ui.chart_config(f"layer{layer}", "query-key", "heads"),
-)
+ui.chart(gp.head_panels(panels, tr.tokens, tr.key_tokens), f"layer{layer}", "query-key", "heads")
 ui.provenance(tr)

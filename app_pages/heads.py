@@ -16,6 +16,13 @@ if tr is None:
     st.stop()
 layer = src.trace_layer
 where = src.where + (" (a single layer)" if src.single_layer else "")  # "layer 3", "the cross attention, layer 3"
+with st.expander("What the stages mean"):
+    st.markdown("The model turns each token into a query vector q and a key vector k, then:")
+    for name in ui.STAGE_HELP:
+        st.markdown(f"- {ui.STAGE_HELP[name]}")
+    ui.scale_note(tr, layer)
+    if not tr.has("scores"):
+        st.markdown(f"Only **weights** can be shown. {ui.literal(tr.why_not('scores'))}")
 stage = ui.stage_picker(tr)  # a row of its own: five stages with value-weighted attention
 if stage not in hm.PROBABILITIES:
     ui.scale_note(tr, layer)
@@ -34,10 +41,11 @@ if note := hm.stage_note(tr, layer, stage):
 groups = ui.grid_groups(tr, layer, hm.windows(tr, span)[0])  # grouped-query heads drawn by key/value group
 first = ui.grid_first_head(tr)  # a model with more heads than a grid draws: which of them
 drawn = dict(token_range=span, colours=colours, boundary=boundary, without=without, first_head=first)
-st.plotly_chart(
+ui.chart(
     hm.head_grid(tr, layer, stage, **drawn, **groups),
-    theme=None,
-    config=ui.chart_config(f"layer{layer}", stage, "heads"),
+    f"layer{layer}",
+    stage,
+    "heads",
 )
 
 st.subheader("One head up close", anchor="one-head")
@@ -67,13 +75,14 @@ def _pick_key():
 
 
 with right:
-    st.plotly_chart(
+    ui.chart(
         hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours, boundary=boundary, without=without),
+        f"layer{layer}",
+        f"head{head}",
+        stage,
         key=ui.chart_key("head-detail"),  # a new key after each click: the same cell clicked again picks it again
         on_select=_pick_key,
         selection_mode="points",
-        theme=None,
-        config=ui.chart_config(f"layer{layer}", f"head{head}", stage),
     )
     ui.boundary_caption(boundary)
 ui.sinks_and_softcap(tr, layer, head)  # attention sinks (gpt-oss), logit softcapping (Gemma 2): only when present
@@ -93,22 +102,14 @@ if tr.n_layer > 1:  # our module is one layer: its overview would repeat the gri
     st.caption(
         "Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above."
     )
-    st.plotly_chart(
+    ui.chart(
         hm.overview(tr, stage, selected=(layer, head), colours=colours),  # the open head's tile is outlined
+        "overview",
+        stage,
         key="overview",
         on_select=_open_tile,
         selection_mode="points",
-        theme=None,
-        config=ui.chart_config("overview", stage),
     )
-
-with st.expander("What the stages mean"):
-    st.markdown("The model turns each token into a query vector q and a key vector k, then:")
-    for name in ui.STAGE_HELP:
-        st.markdown(f"- {ui.STAGE_HELP[name]}")
-    ui.scale_note(tr, layer)
-    if not tr.has("scores"):
-        st.markdown(f"Only **weights** can be shown. {ui.literal(tr.why_not('scores'))}")
 
 st.subheader("Export")
 st.caption(
@@ -117,7 +118,7 @@ st.caption(
 )
 if not export.csv_ok(tr):
     st.caption(
-        f"CSV is left out for {tr.n_tokens} tokens ({tr.n_head * tr.n_tokens**2:,} rows); the .npz holds the same data."
+        f"CSV is left out for {tr.n_tokens:,} tokens ({tr.n_head * tr.n_tokens**2:,} rows); the .npz holds the same data."
     )
 with st.container(horizontal=True):
     if export.csv_ok(tr):

@@ -47,7 +47,7 @@ hide = left.toggle(
 leave_out = ui.leave_out_first(right)
 if hide:
     st.caption(
-        f"Special tokens hidden ({int(special.sum())} of {tr.n_keys} positions): their columns are set to 0 and every "
+        f"Special tokens hidden ({int(special.sum())} of {tr.n_keys:,} positions): their columns are set to 0 and every "
         "row is **renormalised** to sum to 1 again, so the numbers describe how a head shares what it does not give "
         "to special tokens. Special tokens' own rows are left out of the averages."
     )
@@ -74,9 +74,7 @@ if name == "induction_score":
         "attends to the word that followed the earlier copy of the current word. Encoders like BERT rarely have one."
     )
 pick = _head(st.session_state.get("hs_pick"))  # the head opened below, outlined on the grid
-st.plotly_chart(
-    hp.stat_grid(stats[name], label, value_range, selected=pick), theme=None, config=ui.chart_config("headstats", name)
-)
+ui.chart(hp.stat_grid(stats[name], label, value_range, selected=pick), "headstats", name)
 
 st.subheader("Every head, sortable", divider="gray")
 st.caption("Click a column header to sort. Shares and scores lie between 0 and 1; entropy is in nats.")
@@ -106,8 +104,8 @@ title = f"layer {choice[0]}, head {choice[1]}: {view}" + (
 )
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
-st.plotly_chart(hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span, view=view),
-                theme=None, config=ui.chart_config("headstats", f"layer{choice[0]}", f"head{choice[1]}", view))  # fmt: skip
+matrix = hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span, view=view)
+ui.chart(matrix, "headstats", f"layer{choice[0]}", f"head{choice[1]}", view)
 ui.boundary_caption(boundary)
 ui.sink_map(tr)  # first-token and learned sinks per layer x head, on one colour scale
 ui.provenance(tr)

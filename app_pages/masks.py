@@ -35,12 +35,14 @@ c1, c2, c3, c4 = ui.columns("masks", [2, 3, 2, 2])
 seq2seq = src.part is not None  # an encoder-decoder: the experiment changes the attention chosen in the sidebar
 pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), src.model.max_tokens), 0, key="pad_to",
                          bind=ui.URL, disabled=not src.applies_padding or seq2seq, help="An encoder-decoder reads one source "
-                         "text: no padding." if seq2seq else f"The sentence has {n_real} tokens; a larger N appends "
+                         "text: no padding." if seq2seq else f"The sentence has {n_real:,} tokens; a larger N appends "
                          "padding tokens, as in a batch.")
 pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=not src.applies_padding or pad_to <= n_real,
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 own = analysis.own_causal(base, layer)  # GPT-2 and kin: the model's own mask already hides the future
-causal = c2.toggle("Causal mask (no looking ahead)", src.part != "cross", key="causal", bind=ui.URL, disabled=own,
+# off by default for a pretrained model, so a learner first sees the padding mask alone (an encoder) or the model's
+# own mask (a causal model); our module cannot pad, so it opens with the causal mask on to show a mask at all
+causal = c2.toggle("Causal mask (no looking ahead)", src.single_layer, key="causal", bind=ui.URL, disabled=own,
                    help="This model is causal: its own mask always hides future keys." if own else CROSS_CAUSAL
                    if src.part == "cross" else None) and not own
 hide = ui.url_choice(c2.multiselect, "Hide tokens (no query may attend them)", key="hide", multi=True,
@@ -63,7 +65,7 @@ with ui.heavy(max(n_real, pad_to) > ui.LIGHT_TOKENS):  # three traces and a repo
     with_mask, without, model_own = traces
     rep = analysis.mask_report(with_mask, without, model_own, layer, head, n_real, causal, hide, base.n_keys)
 if src.applies_padding and 0 < pad_to <= n_real:
-    st.info(f"Padding needs N above the sentence's {n_real} tokens.")
+    st.info(f"Padding needs N above the sentence's {n_real:,} tokens.")
 boundary = ui.pair_boundary(src, with_mask)
 kept = analysis.own_mask_words(model_own, layer)
 if own:
@@ -87,7 +89,7 @@ cross = src.part == "cross"  # keys are the source text: drawn whole, labelled w
 keys = with_mask.key_tokens if cross else None
 cut = row_window(a, b, cross)  # long texts: a window of rows, each still over all of its keys
 if (a, b) != (0, with_mask.n_tokens):
-    who += f", tokens {a}–{b - 1} of {with_mask.n_tokens}"
+    who += f", tokens {a}–{b - 1} of {with_mask.n_tokens:,}"
 with first:
     show(
         mp.stage_pair(

@@ -66,11 +66,7 @@ boundary = ui.pair_boundary(src, tr)
 st.subheader(f"Its {tr.n_head} heads")
 if note := hm.stage_note(tr, 0, stage):
     st.caption(note)
-st.plotly_chart(
-    hm.head_grid(tr, 0, stage, token_range=span, colours=colours, boundary=boundary),
-    theme=None,
-    config=ui.chart_config("module", stage, "heads"),
-)
+ui.chart(hm.head_grid(tr, 0, stage, token_range=span, colours=colours, boundary=boundary), "module", stage, "heads")
 st.subheader("One head up close")
 left, right = ui.columns("head", [1, 2.4], gap="large")
 with left:
@@ -80,10 +76,11 @@ with left:
         "Hover a cell for the weight, the raw score and the scaled score."
     )
 with right:
-    st.plotly_chart(
+    ui.chart(
         hm.head_detail(tr, 0, head, stage, token_range=span, colours=colours, boundary=boundary),
-        theme=None,
-        config=ui.chart_config("module", f"head{head}", stage),
+        "module",
+        f"head{head}",
+        stage,
     )
     ui.boundary_caption(boundary)
 

@@ -33,9 +33,7 @@ except AttnvizError as e:
     ui.stop(tr)
 
 st.subheader(f"{ui.literal(labels[query])} in {src.where}, head {head}", divider="gray")
-st.plotly_chart(
-    nv.vectors(view, tr.tokens, tr.key_tokens), theme=None, config=ui.chart_config("neuron", layer, head, query)
-)
+ui.chart(nv.vectors(view, tr.tokens, tr.key_tokens), "neuron", layer, head, query)
 
 rows = {
     "key": [common.numbered(tr.key_tokens)[j] for j in view.keys],

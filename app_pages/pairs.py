@@ -48,12 +48,10 @@ st.caption(
     + ("weight they give" if view == "weights" else "value-weighted share they take from")
     + " the block's keys."
 )
-st.plotly_chart(pp.block_bars(shares, view=view), theme=None,
-                config=ui.chart_config("pairs", f"layer{layer}", "blocks", view))  # fmt: skip
+ui.chart(pp.block_bars(shares, view=view), "pairs", f"layer{layer}", "blocks", view)
 st.subheader(f"Attention crossing between the sentences{of}", divider="gray")
 st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
-st.plotly_chart(pp.crossing_bars(shares["crossing"], view=view), theme=None,
-                config=ui.chart_config("pairs", f"layer{layer}", "crossing", view))  # fmt: skip
+ui.chart(pp.crossing_bars(shares["crossing"], view=view), "pairs", f"layer{layer}", "crossing", view)
 st.dataframe(
     [{"head": h, **{k: float(v[h]) for k, v in shares.items()}} for h in range(tr.n_head)],
     hide_index=True,
@@ -65,5 +63,5 @@ st.subheader("One head with the boundary", divider="gray")
 head = ui.head_picker(src)
 fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: {view}", "pair_head", tr.key_tokens, boundary,
                         view=view)  # fmt: skip
-st.plotly_chart(fig, theme=None, config=ui.chart_config("pairs", f"layer{layer}", f"head{head}", view))
+ui.chart(fig, "pairs", f"layer{layer}", f"head{head}", view)
 ui.provenance(tr)

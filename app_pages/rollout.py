@@ -34,7 +34,7 @@ span = ui.token_window(tr, hm.MAX_SHOWN)
 
 left, right = st.columns(2, gap="large")
 with left:
-    st.plotly_chart(
+    ui.chart(
         hp.weights_matrix(
             roll,
             tr.tokens,
@@ -43,13 +43,13 @@ with left:
             boundary=boundary,
             token_range=span,
             max_ticks=hp.HALF_WIDTH_TICKS,
-        ),  # fmt: skip
-        theme=None,
-        config=ui.chart_config("rollout", f"layers{start}-{end}"),
+        ),
+        "rollout",
+        f"layers{start}-{end}",
     )
     st.caption("Row i: how much output token i draws on each input token. Every row sums to 1.")
 with right:
-    st.plotly_chart(
+    ui.chart(
         hp.weights_matrix(
             raw,
             tr.tokens,
@@ -59,8 +59,8 @@ with right:
             token_range=span,
             max_ticks=hp.HALF_WIDTH_TICKS,
         ),
-        theme=None,
-        config=ui.chart_config("raw", f"layer{end}"),
+        "raw",
+        f"layer{end}",
     )
     st.caption("The same layer's own weights, averaged over its heads: what one layer does, not the whole path.")
 ui.boundary_caption(boundary)
@@ -77,7 +77,7 @@ labels = common.numbered(tr.tokens)
 query = ui.url_choice(st.selectbox, "Output token", dict(enumerate(labels)), key="ro_query")
 if tr.n_tokens > R.MAX_FLOW_TOKENS:
     st.info(
-        f"This text has {tr.n_tokens} tokens; attention flow is computed for up to {R.MAX_FLOW_TOKENS}. "
+        f"This text has {tr.n_tokens:,} tokens; attention flow is computed for up to {R.MAX_FLOW_TOKENS:,}. "
         "Rollout above works at any length."
     )
 else:
@@ -87,11 +87,7 @@ else:
     except AttnvizError as e:
         ui.show_error(e, "info")
     else:
-        st.plotly_chart(
-            rp.flow_bars(tr.tokens, roll[query], flow, query),
-            theme=None,
-            config=ui.chart_config("flow", f"query{query}"),
-        )
+        ui.chart(rp.flow_bars(tr.tokens, roll[query], flow, query), "flow", f"query{query}")
         st.caption(
             "Each input's value is the most that could reach it alone (its maximum flow), divided by the sum over "
             "all inputs, as Abnar & Zuidema's code does: the orange bars sum to 1 like rollout's row. The maximum "

@@ -32,18 +32,20 @@ st.caption(
 )
 head = ui.head_picker(sources["scaled_dot"])
 results = S.softmax_inputs(traces, head)
-st.plotly_chart(
+ui.chart(
     sp.score_histograms(results, what="softmax input", figure="module_softmax_inputs"),
-    theme=None,
-    config=ui.chart_config("scores", "module", f"head{head}"),
+    "scores",
+    "module",
+    f"head{head}",
 )
 st.caption("What each score function hands the softmax: its scores times the scale it applies (1/√d_head only "
            f"for scaled dot; d_head = {d_head} here).")  # fmt: skip
 span = ui.token_window(one, hm.MAX_SHOWN)
-st.plotly_chart(
+ui.chart(
     sp.weights_side_by_side(results, one.tokens, one.key_tokens, figure="module_score_weights", token_range=span),
-    theme=None,
-    config=ui.chart_config("score_weights", "module", f"head{head}"),
+    "score_weights",
+    "module",
+    f"head{head}",
 )
 rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in S.sharpness(results)]
 st.dataframe(rows, hide_index=True, key="sc_sharpness",
@@ -65,15 +67,13 @@ seed = right.number_input("Seed", 0, 10_000, 0, key="sc_seed", bind=ui.URL)
 q, k = S.seeded_queries_keys(12, d, seed)
 results = S.ScoreModule.seeded(d, seed=int(seed)).all(q, k)
 st.markdown("**Score distributions** of 12 random queries against 12 random keys (entries of variance 1).")
-st.plotly_chart(sp.score_histograms(results), theme=None, config=ui.chart_config("scores", f"d{d}"))
+ui.chart(sp.score_histograms(results), "scores", f"d{d}")
 st.markdown("**Their softmax weights**: 12 queries (rows) over 12 keys (columns); every row sums to 1.")
-st.plotly_chart(sp.weights_side_by_side(results), theme=None, config=ui.chart_config("score_weights", f"d{d}"))
+ui.chart(sp.weights_side_by_side(results), "score_weights", f"d{d}")
 
 st.subheader("Why scaling matters for dot products and not for additive scores", divider="gray")
 dims = (4, 16, 64, 256, 1024)
-st.plotly_chart(
-    sp.spread_lines(dims, S.spread_by_width(dims, seed=int(seed))), theme=None, config=ui.chart_config("spread")
-)
+ui.chart(sp.spread_lines(dims, S.spread_by_width(dims, seed=int(seed))), "spread")
 st.markdown(
     "A dot product of unit-variance vectors sums d products, so its spread grows like √d (the dot and general "
     "lines climb): at large d one key's score dwarfs the rest and the softmax turns into a one-hot choice whose "

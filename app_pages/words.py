@@ -8,7 +8,7 @@ from attnviz.analysis import values as V
 from attnviz.analysis import words as W
 from attnviz.plots import headstats as hp
 
-HALF_WIDTH_TICKS = hp.HALF_WIDTH_TICKS  # labels per axis of a half-width chart: more would overlap
+WORD_TICKS = 32  # labels per axis: every word of a sentence of up to 32; more slanted key labels touch at this width
 
 src = ui.current()
 st.title("Words")
@@ -29,7 +29,7 @@ scheme = None if scheme == "auto" else scheme
 groups, key_groups = W.trace_groups(tr, scheme, special)  # cross-attention: target words over source words
 labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.key_tokens, key_groups, scheme)
 st.caption(
-    f"{tr.n_tokens} tokens → {len(groups)} words. Special tokens ([CLS], [SEP], <s>, padding) stay words of their own."
+    f"{tr.n_tokens:,} tokens → {len(groups):,} words. Special tokens ([CLS], [SEP], <s>, padding) stay words of their own."
 )
 notice = st.empty()  # one slot whether it shows or not: the URL-bound controls below never move up a place
 if len(groups) == tr.n_tokens and len(key_groups) == tr.n_keys:
@@ -47,39 +47,20 @@ w = V.attention_view(tr, layer, view, heads=head)[0]  # this head only
 merged = W.merge_words(w, groups, key_groups)
 boundary = ui.pair_boundary(src, tr)
 word_boundary = W.word_position(groups, boundary)
-left, right = st.columns(2, gap="large")
-with left:
-    st.plotly_chart(
-        hp.weights_matrix(
-            merged,
-            labels,
-            f"{where}, head {head}: {view}, words",
-            "words_head",
-            key_labels,
-            word_boundary,
-            max_ticks=HALF_WIDTH_TICKS,
-            view=view,
-        ),  # fmt: skip
-        theme=None,
-        config=ui.chart_config("words", f"layer{layer}", f"head{head}", view),
-    )
-    st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
-with right:
-    st.plotly_chart(
-        hp.weights_matrix(
-            w,
-            tr.tokens,
-            f"{where}, head {head}: {view}, tokens",
-            "tokens_head",
-            tr.key_tokens,
-            boundary,
-            max_ticks=HALF_WIDTH_TICKS,
-            view=view,
-        ),  # fmt: skip
-        theme=None,
-        config=ui.chart_config("tokens", f"layer{layer}", f"head{head}", view),
-    )
-    st.caption("The same head between the tokens the model really saw.")
+# one above the other at full width: side by side (half width) each labelled only every other word, and the long
+# merged words this page exists to show were the ones left without a label
+ui.chart(
+    hp.weights_matrix(merged, labels, f"{where}, head {head}: {view}, words", "words_head", key_labels, word_boundary,
+                      max_ticks=WORD_TICKS, view=view),
+    "words", f"layer{layer}", f"head{head}", view,
+)  # fmt: skip
+st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
+ui.chart(
+    hp.weights_matrix(w, tr.tokens, f"{where}, head {head}: {view}, tokens", "tokens_head", tr.key_tokens, boundary,
+                      view=view),
+    "tokens", f"layer{layer}", f"head{head}", view,
+)  # fmt: skip
+st.caption("The same head between the tokens the model really saw.")
 if word_boundary is not None:
     st.caption(f"Dashed red lines: where sentence A ends (after word {word_boundary - 1}, token {boundary - 1}).")
 ui.provenance(tr)

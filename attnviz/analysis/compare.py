@@ -72,31 +72,42 @@ def compare_layers(a: np.ndarray, b: np.ndarray) -> Comparison:
     return Comparison(diff, change)
 
 
-def check_comparable(a: AttentionTrace, b: AttentionTrace, what: str = "two sentences") -> None:
-    """An InputError saying why two traces cannot be compared cell by cell (token counts or heads differ)."""
+def check_comparable(a: AttentionTrace, b: AttentionTrace, what: str = "two sentences", pooled: bool = False) -> None:
+    """An InputError saying why two traces cannot be compared cell by cell (token counts differ, or head counts when
+    the heads are to be paired rather than `pooled`)."""
     if (a.n_tokens, a.n_keys) != (b.n_tokens, b.n_keys):
         raise InputError(
-            f"The {what} give {a.n_tokens} and {b.n_tokens} tokens: a cell-by-cell difference needs the same "
+            f"The {what} give {a.n_tokens:,} and {b.n_tokens:,} tokens: a cell-by-cell difference needs the same "
             "positions. Use a minimal pair (swap one word for another that is also a single token)."
         )
-    if a.n_head != b.n_head:
-        raise InputError(f"The {what} have {a.n_head} and {b.n_head} heads: heads cannot be paired.")
+    if a.n_head != b.n_head and not pooled:
+        raise InputError(f"The {what} have {a.n_head} and {b.n_head} heads: heads cannot be paired; compare each "
+                         "layer's heads averaged instead.")  # fmt: skip
+
+
+def heads_pair(a: AttentionTrace, b: AttentionTrace) -> bool:
+    """Whether head h of a can be set against head h of b (the same number of heads)."""
+    return a.n_head == b.n_head
 
 
 def compare_traces(a: AttentionTrace, b: AttentionTrace, layer_a: int, layer_b: int | None = None,
-                   what: str = "two sentences", view: str = "weights") -> Comparison:  # fmt: skip
+                   what: str = "two sentences", view: str = "weights", pooled: bool = False) -> Comparison:  # fmt: skip
     """Compare layer_a of trace a with layer_b (default the same) of trace b, after `check_comparable`.
 
     view: one of values.VIEWS; value-weighted attention needs both traces to keep values (an InputError names the
-    one that does not, and why)."""
-    check_comparable(a, b, what)
+    one that does not, and why). pooled: each side's heads averaged into one pattern first (rows still sum to 1), so
+    models of different head counts or widths compare layer by layer; the result has one "head", the average."""
+    check_comparable(a, b, what, pooled)
     if view == VALUE_WEIGHTED:
         for side, trace in (("a", a), ("b", b)):
             if not trace.has("values"):
                 raise InputError(f"Value-weighted attention needs the values of both sides; {side} ({what}) has "
                                  f"none. {trace.why_not('values')} Compare the weights instead.")  # fmt: skip
     layer_b = layer_a if layer_b is None else layer_b
-    return compare_layers(attention_view(a, layer_a, view), attention_view(b, layer_b, view))
+    wa, wb = attention_view(a, layer_a, view), attention_view(b, layer_b, view)
+    if pooled:
+        wa, wb = wa.mean(axis=0, keepdims=True), wb.mean(axis=0, keepdims=True)
+    return compare_layers(wa, wb)
 
 
 #: Swaps for a minimal pair (either way round): common words, one token each in the usual vocabularies; the

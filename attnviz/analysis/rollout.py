@@ -75,7 +75,7 @@ def flow(trace: AttentionTrace, query: int, start: int = 0, end: int | None = No
     if trace.n_tokens > MAX_FLOW_TOKENS:
         raise InputError(
             f"attention flow needs one max-flow per token on a graph of layers x tokens² edges: it is computed for "
-            f"up to {MAX_FLOW_TOKENS} tokens, this text has {trace.n_tokens}. Rollout works at any length."
+            f"up to {MAX_FLOW_TOKENS:,} tokens, this text has {trace.n_tokens:,}. Rollout works at any length."
         )
     try:
         import networkx as nx

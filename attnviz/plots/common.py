@@ -19,6 +19,20 @@ DIFF_SCALE = "PuOr_r"
 INK = "#262730"  # dark text and reference lines, Streamlit's own light-theme text colour
 PAPER = "#ffffff"
 MASKED_BG = "#c8c8c8"  # masked cells are NaN and show the plot background: a flat grey no colour scale uses
+GRID = "#ebf0f8"  # plotly_white's grid and zero lines (the template's, named here so the dark look can map it)
+
+#: The look on a dark page: each colour the figure style draws with (as Plotly writes it into the SVG) and what a
+#: dark page shows instead. Figures are always built print-ready (the white card, dark ink) because Plotly's modebar
+#: download and every export copy the figure's own colours; the dashboard recolours these on screen only
+#: (attnviz.ui.charts), so a chart follows the theme and its PNG or SVG stays white. Data colours (the colour scales,
+#: bar and line colours) are not in the map: they keep their meaning on both pages.
+DARK_LOOK = {
+    PAPER: "#14161c",  # the card: a shade lighter than Streamlit's dark page (#0e1117), so it still reads as a card
+    INK: "#e6e7eb",  # text, reference lines, outlines
+    "#000000": "#e6e7eb",  # a black band or line (the law figure's y = d band)
+    GRID: "#2c2f3a",  # grid and zero lines, faint on the dark card as they are on the white one
+    "#2a3f5f": "#c9d3e6",  # plotly_white's default for shapes and annotation arrows
+}
 
 
 LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=0)
@@ -68,14 +82,23 @@ def paper_figure(fig: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": out})
 
 
+#: The strip at the top of every card that Plotly's toolbar (the modebar) covers on hover: no title, subplot title or
+#: legend is drawn there (the Score functions panels' titles and the Scaling and Masks titles were hidden under it).
+MODEBAR = 28
+
+
 def finish(fig: go.Figure, name: str, height: int, top: int = 80, margin=None, meta=None, **layout) -> go.Figure:
     """on_paper, plus the figure's name (layout.meta["figure"]), height and margins: what every builder ends with.
 
     `top` leaves room for a legend above the subplot titles (less without one); `margin` replaces the default
     narrow margins whole; `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
     layout = {"legend": LEGEND_ABOVE, "font": FONT} | layout
-    margin = margin or dict(l=10, r=10, t=top, b=10)
-    return on_paper(fig, height=height, margin=margin, meta={"figure": name, **(meta or {})}, **layout)
+    margin = dict(margin or dict(l=10, r=10, t=top, b=10))
+    margin["t"] = margin.get("t", 80) + MODEBAR  # the toolbar's strip: text below it, the plot as tall as asked
+    fig = on_paper(fig, height=height + MODEBAR, margin=margin, meta={"figure": name, **(meta or {})}, **layout)
+    if fig.layout.title.text and fig.layout.title.yref == "container":  # a title pinned to the card's top edge
+        fig.update_layout(title_pad_t=(fig.layout.title.pad.t or 0) + MODEBAR)
+    return fig
 
 
 def escape(token: str) -> str:
@@ -99,11 +122,35 @@ _SHIFTED = frozenset(c for c, b in _BYTES.items() if ord(c) != b)  # the charact
 _VISIBLE = {" ": "·", "▁": "·", "\n": "↵", "\r": "␍", "\t": "⇥"}  # SentencePiece's ▁ is its space
 
 
-def _unbyte(token: str) -> str:
-    """A byte-level BPE token as the text it stands for; a piece of a longer UTF-8 character keeps \\x escapes."""
-    if not all(c in _BYTES for c in token):
-        return token  # not drawn in the byte alphabet (an added token): already text
-    return bytes(_BYTES[c] for c in token).decode("utf-8", errors="backslashreplace")
+def _utf8_length(lead: int) -> int:
+    """How many bytes the UTF-8 character that starts with byte `lead` takes (1 for a byte no character starts with)."""
+    return 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 1
+
+
+def _unbyte_all(tokens: list[str]) -> list[str]:
+    """Byte-level BPE tokens as the text they stand for. A character whose UTF-8 bytes are split over n tokens (é, a
+    curly quote, an emoji) is shown whole in each of them, marked 'é(1/2)', 'é(2/2)': a lone byte has no text of its
+    own, and '\\x94' meant nothing to a reader. A byte that belongs to no character keeps its \\x escape."""
+    out = ["" if all(c in _BYTES for c in t) else t for t in tokens]  # an added token (<|endoftext|>) is text already
+    flat = [(i, _BYTES[c]) for i, t in enumerate(tokens) if out[i] == "" for c in t]
+    p = 0
+    while p < len(flat):
+        size = _utf8_length(flat[p][1])
+        run = flat[p : p + size]
+        try:  # the bytes must follow each other without an added token between them
+            consecutive = run[-1][0] - run[0][0] == len({i for i, _ in run}) - 1
+            char = bytes(b for _, b in run).decode("utf-8") if len(run) == size and consecutive else None
+        except UnicodeDecodeError:
+            char = None
+        if char is None:
+            out[flat[p][0]] += bytes([flat[p][1]]).decode("utf-8", errors="backslashreplace")
+            p += 1
+            continue
+        owners = sorted({i for i, _ in run})
+        for k, i in enumerate(owners, start=1):
+            out[i] += char if len(owners) == 1 else f"{char}({k}/{len(owners)})"
+        p += size
+    return out
 
 
 def _visible(text: str) -> str:
@@ -116,13 +163,14 @@ LONGEST_LABEL = 24
 
 def readable_tokens(tokens) -> list[str]:
     """Tokens as a reader wants them on an axis, in hover and in tables: byte-level BPE decoded ("Ġcat" -> "·cat",
-    "Ċ" -> "↵", "Ã©" -> "é"), SentencePiece's "▁" as "·", other whitespace and control characters made visible.
+    "Ċ" -> "↵", "Ã©" -> "é", "Ã" "©" -> "é(1/2)" "é(2/2)"), SentencePiece's "▁" as "·", other whitespace and control
+    characters made visible.
 
     Byte-level BPE is recognised over the whole list (any token holding a character only its alphabet uses), so
     call this on every token of a text and slice afterwards. Not escaped for Plotly: `tick_labels` does that."""
     tokens = [str(t) for t in tokens]
     byte_level = any(c in _SHIFTED for t in tokens for c in t)
-    return [_visible(_unbyte(t) if byte_level else t) for t in tokens]
+    return [_visible(t) for t in (_unbyte_all(tokens) if byte_level else tokens)]
 
 
 def numbered(tokens) -> list[str]:

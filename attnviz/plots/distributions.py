@@ -91,7 +91,13 @@ def score_histograms(cmp: ScalingComparison, d_head: int, scale_text: str) -> go
     peak = max(int(cmp.hist_scores.counts.max(initial=1)), int(cmp.hist_scaled.counts.max(initial=1)))
     fig.update_yaxes(title_text="cells", row=1, col=1)
     fig.update_yaxes(range=[0, peak * 1.15])  # the theory curve can spike far above real data: keep the bars in view
-    fig.update_xaxes(title_text="value")
+    # one x axis for both (zoom one, the other follows): on axes of their own the two histograms looked alike and
+    # the shrink the page teaches showed only in the tick labels
+    hists = (cmp.hist_scores, cmp.hist_scaled)
+    low = min(float(h.centers.min()) - h.width / 2 for h in hists)
+    high = max(float(h.centers.max()) + h.width / 2 for h in hists)
+    fig.update_xaxes(title_text="value", range=[low, high])
+    fig.update_xaxes(matches="x", row=1, col=2)
     return finish(fig, "score_histograms", 380, bargap=0)
 
 
@@ -100,7 +106,7 @@ def softmax_pair(cmp: ScalingComparison, tokens, head_label: str, scale_text: st
     per row. Long texts show a window of at most MAX_SHOWN tokens (`token_range`; the first ones by default), each row
     still the softmax over every key; the title says which tokens."""
     start, stop = window(len(tokens), token_range)
-    part = "" if (start, stop) == (0, len(tokens)) else f"<br>tokens {start}–{stop - 1} of {len(tokens)}"
+    part = "" if (start, stop) == (0, len(tokens)) else f"<br>tokens {start}–{stop - 1} of {len(tokens):,}"
     titles = (f"softmax(scores): scale 1, {head_label}{part}", f"softmax(scores × {scale_text}), {head_label}{part}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame

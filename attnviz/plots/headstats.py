@@ -25,6 +25,7 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
     v = f32(values)
     zmin, zmax = value_range if value_range is not None else (0.0, float(max(np.nanmax(v), 1e-9)))
     n_layer, n_head = v.shape
+    height = max(230, 90 + 42 * n_layer)  # two layers drew a 90 px colour bar whose tick labels overlapped
     text = np.char.mod("%.2f", v.astype(np.float64))
     fig = go.Figure(
         go.Heatmap(
@@ -37,7 +38,7 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
             text=text,
             texttemplate="%{text}" if v.size <= 400 else None,
             hovertemplate="layer %{y}, head %{x}<br>" + escape(label) + " = %{z:.4f}<extra></extra>",
-            colorbar=dict(title=dict(text=escape(label), side="right")),
+            colorbar=dict(title=dict(text=bar_title(label, height), side="right")),
         )
     )
     if selected is not None:
@@ -48,8 +49,14 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain"),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed"),
     )
-    height = max(230, 90 + 42 * n_layer)  # two layers drew a 90 px colour bar whose tick labels overlapped
     return finish(fig, "stat_grid", height, margin=dict(l=60, r=20, t=30, b=50), meta={"statistic": label})
+
+
+def bar_title(label: str, height: int) -> str:
+    """A colour bar's title, escaped, in lines no longer than the bar (the plot's height, ~7 px a character): one line
+    ran past the card's top and bottom on a model of one or two layers ('duplicate-token score' on a 150 px bar)."""
+    most = max(8, (height - 80) // 8)
+    return "<br>".join(escape(line) for line in textwrap.wrap(label, most, break_on_hyphens=False))
 
 
 def weights_matrix(
@@ -74,7 +81,11 @@ def weights_matrix(
     extra = 28 * len(notes)  # the notes' lines (each lifts the title a little less than a line), above the plot
     # a half-width matrix is ~200 px wide: at most 420 px tall, or its cells came out three times taller than wide
     tallest = 700 if max_ticks > HALF_WIDTH_TICKS else 420
-    height = max(320, min(tallest, 160 + 18 * (q1 - q0))) + extra
+    key_ticks = ticks(key_tokens, k0, k1, max_ticks)
+    # slanted key labels take ~5 px of height a character below the plot: long ones (a merged word on Words) took it
+    # from the plot instead, whose rows came out a few pixels tall
+    room = max(0, 5 * max(map(len, key_ticks["ticktext"]), default=0) - 60)
+    height = max(320, min(tallest, 160 + 18 * (q1 - q0))) + extra + room
     top = 50 + 22 * title.count("\n") + extra  # the title's lines fit
     q_lab = np.array([escape(t) for t in readable_tokens(tokens)[q0:q1]], dtype=object)
     k_lab = np.array([escape(t) for t in readable_tokens(key_tokens)[k0:k1]], dtype=object)
@@ -98,8 +109,9 @@ def weights_matrix(
         # further line of a top-anchored title by about one line, so the padding grows with them (else it is clipped)
         title=dict(text=escape(title).replace("\n", "<br>") + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes),
                    yref="container", y=1, yanchor="top", pad_t=10 + 20 * title.count("\n") + 6 * len(notes)),
-        xaxis=dict(title="key", **ticks(key_tokens, k0, k1, max_ticks), tickangle=-60 if max_ticks > 20 else -90),
-        yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - top - 90) // 14)),
+        # a few px below the axis: with rows a few px tall, the first slanted key label ran into the last query label
+        xaxis=dict(title="key", **key_ticks, tickangle=-60 if max_ticks > 20 else -90, ticklabelstandoff=6),
+        yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - room - top - 90) // 14)),
                    autorange="reversed"),
     )  # fmt: skip
     finish(fig, figure, height, margin=dict(l=90, r=20, t=top, b=90), meta={"view": view})

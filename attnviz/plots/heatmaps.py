@@ -132,7 +132,7 @@ def stage_note(trace: AttentionTrace, layer: int, stage: str) -> str:
             else ""
         )
     n = trace.n_tokens * trace.n_keys
-    return f"{blocked} of {n} query-key pairs are masked at this layer" + (
+    return f"{blocked:,} of {n:,} query-key pairs are masked at this layer" + (
         ": they are the gaps." if stage == "masked" else ": their weight is exactly 0."
     )
 

@@ -9,6 +9,7 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 """
 
 from .before_softmax import scale_note
+from .charts import chart, chart_config, screen_look
 from .clicks import (
     chart_key,
     point_in,
@@ -51,7 +52,6 @@ from .state import (
 )
 from .widgets import (
     attention_view,
-    chart_config,
     colour_range,
     columns,
     count_slider,
@@ -68,7 +68,7 @@ from .widgets import (
 
 __all__ = [
     "DEFAULT_TEXT", "FILL_IDS", "FILL_LABELS", "INPUT_LABELS", "PARTS", "SOURCES", "STAGE_HELP", "TEXT_LIMITS", "URL",
-    "WEIGHT_LABELS", "Selection", "attention_view", "chart_config", "colour_range", "columns", "copy_link", "current", "fill_value",
+    "WEIGHT_LABELS", "Selection", "attention_view", "chart", "chart_config", "screen_look", "colour_range", "columns", "copy_link", "current", "fill_value",
     "find_pair_boundary", "first_sentence_length", "generation_settings", "generation_steps", "get_model", "get_trace", "head_picker", "keep_history",
     "induction_text", "key_choice", "literal", "loading_notice", "max_tokens", "module_preview", "module_settings", "open_head",
     "pair_boundary", "boundary_caption", "provenance", "record_table", "saved_trace", "scale_note", "score_sources",

@@ -8,11 +8,11 @@ from ..ablation import Ablation
 from ..errors import AttnvizError
 from ..hf.ablate import ablate, check_model
 from ..plots.ablation import head_picker
+from .charts import chart
 from .clicks import chart_key, selected_head, take_click, toggle_head
 from .data import get_model
 from .literal import show_error
 from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs, url_choice
-from .widgets import chart_config
 
 MOST_HEADS = 16  # heads removed at once on the page (the API takes more)
 MODE_LABELS = {"zero": "zero", "mean": "mean over positions"}
@@ -65,9 +65,8 @@ def click_heads(src: Selection, heads, key: str = "abl_heads") -> None:
             )
 
     st.caption("**Click a square** to remove that head (filled red) or to put it back.")
-    st.plotly_chart(head_picker(n_layer, n_head, heads), key=chart_key("abl-grid"), on_select=toggle,
-                    selection_mode="points", theme=None, width="content",
-                    config=chart_config("ablation", "heads"))  # fmt: skip
+    chart(head_picker(n_layer, n_head, heads), "ablation", "heads", key=chart_key("abl-grid"), on_select=toggle,
+          selection_mode="points", width="content")  # fmt: skip
     if st.session_state.pop("_abl_full", False):
         st.warning(f"At most {MOST_HEADS} heads can be removed at once: click a red square to put one back first.")
 

@@ -9,7 +9,7 @@ from ..analysis.scale_site import scale_site
 from ..analysis.softcap import softcap_values
 from ..plots.softcap import softcap_curve
 from ..trace import AttentionTrace
-from .widgets import chart_config
+from .charts import chart
 
 
 def scale_note(trace: AttentionTrace, layer: int) -> None:
@@ -33,5 +33,4 @@ def softcap_panel(trace: AttentionTrace, layer: int, head: int) -> None:
             )
             squeezed = float((abs(cap.before - cap.after) > 0.01 * abs(cap.before)).mean()) if cap.before.size else 0
             st.caption(f"Head {head}: the cap changed {squeezed:.1%} of the visible scores by more than 1%.")
-            st.plotly_chart(softcap_curve(cap, head), theme=None,
-                            config=chart_config(f"layer{layer}", f"head{head}", "softcap"))  # fmt: skip
+            chart(softcap_curve(cap, head), f"layer{layer}", f"head{head}", "softcap")

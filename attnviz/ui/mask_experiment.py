@@ -49,7 +49,7 @@ def dead_note(rows, fill_name: str, n_keys: int, layer: int, head: int) -> str:
     )
     return note + (
         f" The softmax still runs: with the fill {fill_name} every masked cell holds the same value, so the row is "
-        f"uniform over all {n_keys} keys. In head {head}, query {first.query} puts {where}. Charts 2 and 3 show and "
+        f"uniform over all {n_keys:,} keys. In head {head}, query {first.query} puts {where}. Charts 2 and 3 show and "
         "count that weight; the fill −inf would give a row of zeros instead."
     )
 

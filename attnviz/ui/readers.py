@@ -8,8 +8,9 @@ import streamlit as st
 from ..plots.columns import who_reads as who_reads_figure
 from ..plots.common import numbered, tick_labels
 from ..trace import AttentionTrace
+from .charts import chart
 from .state import url_choice
-from .widgets import chart_config, columns
+from .widgets import columns
 
 
 def who_reads(trace: AttentionTrace, layer: int, where: str) -> None:
@@ -27,5 +28,5 @@ def who_reads(trace: AttentionTrace, layer: int, where: str) -> None:
         "**Clicking a column** of the one-head view above picks its key."
     )
     column = trace.column(layer, key)  # [head, query], exact: each row's softmax over all its keys
-    st.plotly_chart(who_reads_figure(column, trace.tokens, key, tick_labels(trace.key_tokens)[key], where.capitalize()),
-                    theme=None, config=chart_config(f"layer{layer}", f"key{key}", "readers"))  # fmt: skip
+    fig = who_reads_figure(column, trace.tokens, key, tick_labels(trace.key_tokens)[key], where.capitalize())
+    chart(fig, f"layer{layer}", f"key{key}", "readers")

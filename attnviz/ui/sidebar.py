@@ -102,6 +102,7 @@ def token_limit(loaded: LoadedModel) -> int:
     cap, conf = server_max_tokens(), settings.current()
     fits, budget = device_tokens(loaded, conf.trace_cache_bytes if conf.hosted else None)
     choices = token_limits(loaded.max_tokens, fits)
+    follow_the_model(max(choices))
     with st.container(key="advanced"), st.expander("Advanced"):  # keyed: see widgets.columns
         limit = url_choice(st.select_slider, "Token limit", choices, default=max(choices), key="max_tokens",
                            help="Longer text is cut to this many tokens (the page says so). Long texts trace and draw "
@@ -113,6 +114,18 @@ def token_limit(loaded: LoadedModel) -> int:
             f"memory {budget / 2**20:,.0f} MB for a trace at {trace_bytes_per_token(loaded) / 1024:.1f} KB a token."
         )
     return limit
+
+
+def follow_the_model(top: int) -> None:
+    """A limit nobody chose follows the model: it was the last model's largest (the default, never written into the
+    link), so it becomes this one's. A limit a link or the user set stays. Without this, the bundled model's 512
+    stuck after switching to a 4,096-position model and the link was rewritten to max_tokens=512."""
+    if st.query_params.get_all("max_tokens") and st.session_state.get("url:max_tokens") is None:
+        st.session_state["_limit_linked"] = True  # the link's own limit, even the model's largest, stays
+    following = st.session_state.get("max_tokens") == st.session_state.get("_limit_top", top)
+    if following and not st.session_state.get("_limit_linked"):
+        st.session_state["max_tokens"] = top
+    st.session_state["_limit_top"] = top
 
 
 def seq2seq_settings() -> str:

@@ -11,8 +11,8 @@ from ..plots.sinks import sink_maps, sink_share_bars
 from ..trace import AttentionTrace
 from ..trace.window_cache import memo
 from .before_softmax import softcap_panel
+from .charts import chart
 from .state import URL
-from .widgets import chart_config
 
 
 def learned_sink_panel(trace: AttentionTrace, layer: int, head: int) -> None:
@@ -30,8 +30,7 @@ def learned_sink_panel(trace: AttentionTrace, layer: int, head: int) -> None:
                 f"Head {head}: on average {share.mean():.1%} of a query's attention went to the sink "
                 f"(least {share.min():.1%}, most {share.max():.1%})."
             )
-            st.plotly_chart(sink_share_bars(trace.tokens, share, head), theme=None,
-                            config=chart_config(f"layer{layer}", f"head{head}", "sink"))  # fmt: skip
+            chart(sink_share_bars(trace.tokens, share, head), f"layer{layer}", f"head{head}", "sink")
 
 
 def sinks_and_softcap(trace: AttentionTrace, layer: int, head: int) -> None:
@@ -90,5 +89,4 @@ def sink_map(trace: AttentionTrace) -> None:
     top = np.unravel_index(np.nanargmax(first), first.shape) if np.isfinite(first).any() else None
     if top is not None:
         st.caption(f"Most to key 0: layer {top[0]}, head {top[1]} ({first[top]:.1%} of a row on average).")
-    st.plotly_chart(sink_maps(first, learned, trace.key_tokens[0]), theme=None,
-                    config=chart_config("headstats", "sinks"))  # fmt: skip
+    chart(sink_maps(first, learned, trace.key_tokens[0]), "headstats", "sinks")

@@ -8,11 +8,10 @@ import re
 import streamlit as st
 
 from ..analysis.values import VIEWS
-from ..export import short_model_name
-from ..plots import common
 from ..plots import heatmaps as hm
 from ..plots.colours import COLOUR_RANGES
 from ..trace import AttentionTrace
+from .charts import chart
 from .literal import literal
 from .state import URL, Selection, url_choice
 
@@ -199,12 +198,4 @@ def section(fig, title: str, why: str, key: str, *name_parts) -> None:
     """A heading, what the figure shows and why, then the figure at full width."""
     st.subheader(title, divider="gray")
     st.markdown(why)
-    st.plotly_chart(fig, key=key, theme=None, config=chart_config(*name_parts, key))
-
-
-def chart_config(*name_parts) -> dict:
-    """The modebar config of every chart: the camera saves the format chosen in the sidebar (PNG or SVG), in a file
-    named after the model (our module: "module") and what the page passes (layer, head, stage)."""
-    src = st.session_state.get("_source")
-    model = None if src is None else short_model_name(src.short_label)
-    return common.chart_config(model, *name_parts, fmt=st.session_state.get("img_fmt", "png"))
+    chart(fig, *name_parts, key, key=key)

@@ -46,4 +46,4 @@ def test_every_page_at_4096_tokens_draws_says_what_it_shows_and_stays_small(page
     size = sum(len(json.dumps(f)) for f in figs.values())
     assert size < 16 * 2**20, f"{page}: {size / 2**20:.1f} MB of figures at {N} tokens"
     if page == "heads":
-        assert f"of {N}" in figs["head_grid"]["layout"]["title"]["text"]  # the window it shows, said in the title
+        assert f"of {N:,}" in figs["head_grid"]["layout"]["title"]["text"]  # the window it shows, said in the title

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import APP, figures, run_page, texts, z_arrays
+from helpers import APP, figures, open_page, run_page, texts, z_arrays
 from streamlit.testing.v1 import AppTest
 
 import attnviz
@@ -103,3 +103,24 @@ def test_a_moved_window_draws_the_moved_tokens(bundled):
     assert (panel["y0"], panel["x0"]) == (q0, k0)  # drawn at the tokens' own positions
     assert fig["layout"]["yaxis"]["ticktext"][0] == f"{q0:03d} {tr.tokens[q0]}"
     assert f"queries {q0}–{tr.n_tokens - 1}, keys {k0}–{k0 + 99}" in fig["layout"]["title"]["text"]
+
+
+def test_two_models_of_different_head_counts_compare_each_layers_heads_averaged(tiny_bert_dir, tmp_path):
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    torch.manual_seed(5)
+    wide = BertConfig.from_pretrained(tiny_bert_dir)
+    narrow = BertConfig(**{**wide.to_dict(), "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32})
+    BertModel(narrow).save_pretrained(tmp_path, safe_serialization=True)  # 2 heads, width 16; the same tokenizer
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path)
+    text = "the cat sat on the mat"
+    at = open_page(PAGE, text=text, source="hub", model=str(tiny_bert_dir), layer=1, cmp_mode="models",
+                  cmp_model=str(tmp_path))  # fmt: skip
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert at.toggle(key="cmp_pool").value and at.toggle(key="cmp_pool").disabled  # 4 heads against 2: averaged
+    a = attnviz.trace(attnviz.load_model(str(tiny_bert_dir)), text).layer(1).weights.mean(0)
+    b = attnviz.trace(attnviz.load_model(str(tmp_path)), text).layer(1).weights.mean(0)
+    (z,) = z_arrays(figures(at)["diff_grid"])
+    np.testing.assert_allclose(z, b - a, atol=1e-6)  # one panel: b's heads averaged minus a's
+    assert any("4 heads" in c and "2" in c for c in texts(at, "caption"))

@@ -48,6 +48,12 @@ def test_default_view_shows_grid_detail_and_overview(default):
         assert name in stage_text
 
 
+def test_what_the_stages_mean_sits_above_the_stage_buttons_it_explains(default):
+    order = [el.type for el in default.main]  # the page's elements top to bottom
+    explained = next(i for i, el in enumerate(default.main) if el.type == "expander" and "stages" in el.label)
+    assert "button_group" in order and explained < order.index("button_group"), order
+
+
 def test_changing_the_layer_changes_the_grid(default):
     at = heads(layer=3)
     g0, g3 = figures(default)["head_grid"], figures(at)["head_grid"]

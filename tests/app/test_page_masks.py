@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import array, figures, run_page
+from helpers import array, figures, open_page, run_page
 
 import attnviz
 from attnviz.ui import DEFAULT_TEXT
@@ -43,8 +43,11 @@ def run(at, **widgets):
 # --- tests ---------------------------------------------------------------------------------------------------
 
 
-def test_default_is_causal_and_the_upper_triangle_is_gone(page):
+def test_an_encoder_opens_without_the_causal_mask_and_the_toggle_removes_the_upper_triangle(page):
     assert set(figures(page)) == {"mask_stages", "mask_weights", "mask_leak", "fill_demo"}
+    # the bundled BERT opens with no mask of the page's own: padding (Pad to N) is the first mask a learner adds
+    assert page.toggle(key="causal").value is False and np.isfinite(z(page, "mask_stages", "masked")).all()
+    run(page, causal=True)
     masked = z(page, "mask_stages", "masked")
     upper = np.triu(np.ones_like(masked, bool), k=1)
     assert np.isnan(masked[upper]).all() and np.isfinite(masked[~upper]).all()  # masked cells are NaN, drawn grey
@@ -86,7 +89,7 @@ def test_padding_leaks_without_the_padding_mask_and_not_with_it(page):
 
 
 def test_fill_minus_inf_gives_a_zero_row_on_a_fully_masked_row(page):
-    run(page, hide=[0])  # causal + hide token 0: query 0 may attend nothing
+    run(page, causal=True, hide=[0])  # causal + hide token 0: query 0 may attend nothing
     assert any("query rows [0]" in m.value for m in page.markdown)
     run(page, fill="-10000")
     w = z(page, "mask_weights", "with")
@@ -104,7 +107,7 @@ def test_fill_minus_inf_gives_a_zero_row_on_a_fully_masked_row(page):
 
 def test_this_layer_only_leaves_earlier_layers_untouched(page):
     page.session_state["layer"] = 2  # a sidebar widget: set its state (AppTest drops sidebar widgets after a rerun)
-    page.run()
+    run(page, causal=True)
     change = bar(page, "max |Δ weight|")
     assert (change[:2] == 0).all() and (change[2:] > 0).all()
     assert any("layer 2 only" in m.value for m in page.markdown)
@@ -118,9 +121,8 @@ def test_head_changes_the_heatmaps(page):
     assert not np.allclose(first, z(page, "mask_stages", "scaled"))
 
 
-def test_our_module_has_no_padding_but_masks_still_work(page):
-    page.session_state["source"] = "module"
-    page.run()
+def test_our_module_has_no_padding_but_masks_still_work():
+    page = open_page("app_pages/masks.py", source="module")  # it cannot pad: it opens with the causal mask on
     assert not page.exception
     assert page.number_input(key="pad_to").disabled and page.radio(key="apply").disabled
     masked = z(page, "mask_stages", "masked")

@@ -53,6 +53,11 @@ def test_histograms_count_every_cell_and_scaled_is_narrower(page, bundled):
     assert y_raw.sum() == y_div.sum() == T * T  # one head: every cell once
     spread = lambda x: x.max() - x.min()  # noqa: E731
     assert spread(x_div) == pytest.approx(spread(x_raw) / math.sqrt(32), rel=0.02)
+    # one x axis for both, so the shrink is seen: the raw bars fill it, the scaled ones a sixth of it around 0
+    (low, high), layout = h["layout"]["xaxis"]["range"], h["layout"]
+    assert layout["xaxis2"]["matches"] == "x" and layout["xaxis2"].get("range", [low, high]) == [low, high]
+    assert low <= x_raw.min() and x_raw.max() <= high and spread(x_raw) > 0.9 * (high - low)
+    assert spread(x_div) < (high - low) / 5
 
 
 def test_scale_changes_histogram_and_softmax(page):

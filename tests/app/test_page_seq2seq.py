@@ -58,7 +58,7 @@ def test_masks_page_hides_a_source_token_from_cross_attention_in_every_layer(fam
 
 @pytest.mark.parametrize("kind", ["t5", "bart"])
 def test_masks_page_makes_the_encoder_causal_from_the_chosen_layer_on(kind, family_dir):
-    at = _masks_page(kind, family_dir, "encoder")  # defaults: causal on, this layer only (layer 1)
+    at = _masks_page(kind, family_dir, "encoder", causal=True)  # this layer only (the default): layer 1
     loaded = attnviz.load_model(str(family_dir(kind)))
     expected = attnviz.trace(loaded, SOURCE, target=TARGET, part="encoder", causal=True, layers=(1,)).encoder
     w = _heatmap(at, "mask_weights", "with")

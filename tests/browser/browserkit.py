@@ -26,10 +26,22 @@ IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 # Titles (figure title, subplot titles) that stick out of their chart's box are clipped on screen.
 CLIPPED_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
   const box = gd.getBoundingClientRect(), name = gd.layout.meta?.figure || 'chart';
-  return Array.from(gd.querySelectorAll('.gtitle, .annotation-text, .g-xtitle text, .g-ytitle text'))
+  return Array.from(gd.querySelectorAll('.gtitle, .annotation-text, .g-xtitle text, .g-ytitle text, .cbtitle text'))
     .map(t => [t.textContent, t.getBoundingClientRect()])
     .filter(([_, r]) => r.width > 0 && (r.top < box.top - 1 || r.bottom > box.bottom + 1 || r.left < box.left - 1 || r.right > box.right + 1))
     .map(([text, r]) => `${name}: "${text.slice(0, 40)}" at top ${Math.round(r.top - box.top)}`);
+})"""
+
+# Titles, legend entries and notes under the modebar (Plotly's toolbar, shown at the chart's top right on hover):
+# each is reported as 'figure: "text"'. The modebar is laid out (opacity 0) before the mouse comes.
+UNDER_MODEBAR_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
+  const bar = gd.querySelector('.modebar'), name = gd.layout.meta?.figure || 'chart';
+  if (!bar) return [];
+  const b = bar.getBoundingClientRect();
+  return Array.from(gd.querySelectorAll('.gtitle, .annotation-text, .legendtext, .cbtitle text'))
+    .map(t => [t.textContent, t.getBoundingClientRect()])
+    .filter(([text, r]) => text.trim() && r.width > 0 && r.left < b.right && r.right > b.left && r.top < b.bottom && r.bottom > b.top)
+    .map(([text]) => `${name}: "${text.slice(0, 40)}" under the modebar`);
 })"""
 
 # Text of a chart drawn over other text of the same chart: tick labels, titles, subplot titles, legend entries, colour

@@ -155,3 +155,34 @@ def test_no_request_leaves_the_server_on_any_page(tab):
         tab.page.wait_for_timeout(1000)  # late requests: fonts, icons
     outside = [u for u in requests if not u.startswith((tab.base + "/", "data:", "blob:", "about:"))]
     assert requests and outside == [], outside
+
+
+# The first chart's card and tick ink as drawn on screen (the page's stylesheet applied), and the figure's own paper.
+CARD_JS = """() => { const gd = document.querySelector('.js-plotly-plot');
+  return [getComputedStyle(gd.querySelector('.main-svg')).backgroundColor,
+          getComputedStyle(gd.querySelector('.xtick text')).fill, gd.layout.paper_bgcolor]; }"""
+
+
+def test_dark_theme_charts_follow_the_page_and_their_png_stays_white(browser, server):
+    import io
+
+    from browserkit import Tab
+    from PIL import Image
+
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark", accept_downloads=True)
+    try:
+        tab = Tab(context.new_page(), server)
+        tab.open("scaling", charts=4)
+        card, ink, paper = tab.page.evaluate(CARD_JS)
+        assert sum(rgba(card)[:3]) < 150 and sum(rgba(ink)[:3]) > 600, (card, ink)  # a dark card, light ink
+        assert paper == "#ffffff"  # the figure itself stays print-ready
+        chart = tab.page.locator(".js-plotly-plot").first
+        chart.hover()
+        with tab.page.expect_download() as download:
+            chart.locator(".modebar-btn[data-title*='Download']").click()
+        image = Image.open(io.BytesIO(download.value.path().read_bytes())).convert("RGB")
+        assert image.getpixel((2, 2)) == (255, 255, 255)  # the file: the white card
+        darkest = min(sum(px) for px in image.resize((image.width // 4, image.height // 4)).getdata())
+        assert darkest < 3 * 100  # with dark ink on it
+    finally:
+        context.close()

@@ -39,7 +39,29 @@ def test_an_embed_url_shows_the_pages_figures_without_sidebar_or_navigation(tab,
     assert "embed=true" in tab.page.url  # the frame stays embedded across reruns
 
 
+NAV_JS = """() => ({links: Array.from(document.querySelectorAll("[data-testid='stSidebarNav'] a"))
+    .filter(a => a.getBoundingClientRect().height > 0).map(a => a.getAttribute('href')),
+  more: Array.from(document.querySelectorAll("[data-testid='stSidebarNav'] button")).map(b => b.innerText)})"""
+
+
 def test_without_embed_the_sidebar_and_navigation_are_there(tab):
+    tab.page.set_viewport_size({"width": 1280, "height": 800})
     tab.open(f"scaling?{VIEW}", charts=1)
     frame = tab.page.evaluate(FRAME)
     assert frame["sidebar"] and frame["nav"], frame
+    nav = tab.page.evaluate(NAV_JS)  # every page in sight at 1,280 x 800, in its section, at its old address
+    paths = sorted(href.rstrip("/").rsplit("/", 1)[-1] for href in nav["links"])
+    assert len(paths) == 13 and sorted(p for p in PAGES if p) == [p for p in paths if p in PAGES], nav
+    assert not any("more" in b.lower() for b in nav["more"]), nav
+
+
+BUSY_JS = """state => { const app = document.querySelector("[data-testid='stApp']");
+  app.setAttribute('data-test-script-state', state);
+  return getComputedStyle(document.querySelector("[data-testid='stMain']"), '::before').content; }"""
+
+
+def test_an_embedded_page_says_it_is_computing_while_its_script_runs(tab):
+    tab.open(f"scaling?embed=true&{VIEW}", charts=1)
+    # Streamlit hides its own running indicator in an embed: the page's note shows while the script runs, and only then
+    assert "Computing" in tab.page.evaluate(BUSY_JS, "running")
+    assert tab.page.evaluate(BUSY_JS, "notRunning") == "none"

@@ -1,5 +1,5 @@
 """The analysis pages at 1,280 x 800 in the light and the dark theme: no error or traceback on any page, no chart
-title clipped, and a screenshot of each (test-output/screens/answers/<theme>-<page>.png) for a person to look at.
+title clipped or under the modebar, and a screenshot of each (test-output/screens/answers/<theme>-<page>.png) for a person to look at.
 
 The dark theme is the browser's colour scheme, which the app follows (as in test_conditions.py)."""
 
@@ -8,12 +8,14 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from browserkit import CLIPPED_TITLES_JS, OUT, Tab
+from browserkit import CLIPPED_TITLES_JS, OUT, UNDER_MODEBAR_JS, Tab
 
 TEXT, PAIR = "The cat sat on the mat because it was tired.", "It slept all day."
 PAIR_QUERY = f"?text={quote(TEXT)}&pair={quote(PAIR)}"
 #: page -> (path, charts to wait for)
 PAGES = {
+    "scaling": ("scaling", 4),
+    "masks": ("masks", 4),
     "headstats": ("headstats", 2),
     "rollout": ("rollout", 3),
     "neuron": ("neuron", 1),
@@ -55,6 +57,7 @@ def test_every_analysis_page_renders_cleanly_in_both_themes(browser, server, the
             shoot(tab, f"{theme}-{name}")
             problems += [f"{name}: {e[:300]}" for e in tab.errors_on_page()]
             problems += [f"{name}: {t}" for t in tab.page.evaluate(CLIPPED_TITLES_JS)]
+            problems += [f"{name}: {t}" for t in tab.page.evaluate(UNDER_MODEBAR_JS)]
             main = tab.page.inner_text("[data-testid='stMain']")
             if "Traceback" in main:
                 problems.append(f"{name}: a traceback on the page")

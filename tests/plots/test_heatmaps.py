@@ -275,6 +275,8 @@ def test_stage_note_explains_what_the_picture_cannot():
     assert hm.stage_note(causal, 0, "masked").startswith("3 of 9")
     assert "exactly 0" in hm.stage_note(causal, 0, "weights")
     assert hm.stage_note(causal, 0, "scores") == ""
+    long = make_trace([f"t{i}" for i in range(48)], n_layer=1, n_head=1, causal=True)  # 1,128 of 2,304 masked
+    assert hm.stage_note(long, 0, "masked").startswith("1,128 of 2,304 query-key pairs")  # thousands separated
 
 
 def test_chart_config_names_the_png():

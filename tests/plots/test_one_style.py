@@ -1,11 +1,14 @@
-"""One figure style (#18): every chart on a white card with dark ink, in both themes and in every download.
+"""One figure style: every chart built print-ready (a white card with dark ink, what every download and export
+copies), drawn through one path (ui.chart), and recoloured on a dark page by one stylesheet (ui.screen_look) that
+maps every colour the style draws with.
 
 Every public function of attnviz.plots that returns a Figure is found by inspection and watched while the notebook
 path (attnviz.figures, the same builders the pages call) and a few direct calls draw every figure the package can
 make from the bundled model's trace and small arrays. A builder nobody calls here fails the test (add it below), and
 so does a figure that skips the style rule (plots.common.on_paper / finish): a figure Plotly leaves alone has no
-paper or plot colour of its own and takes the theme's. A source scan checks that every st.plotly_chart hands the
-figure over untouched (theme=None) with the shared modebar config.
+paper or plot colour of its own and takes the theme's. A figure drawing text or lines in a dark colour the dark look
+does not map would vanish on the dark card: that fails too. A source scan checks that no page or ui module calls
+st.plotly_chart but ui.chart, which hands the figure over untouched (theme=None) with the shared modebar config.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +25,7 @@ import plotly.graph_objects as go
 import pytest
 
 import attnviz
-from attnviz import figures, plots
+from attnviz import figures, plots, ui
 from attnviz.analysis import scores as S
 from attnviz.analysis.softcap import Softcap
 from attnviz.plots import common
@@ -157,18 +161,83 @@ def test_the_camera_asks_for_a_white_png_named_after_the_view(drawn):
 
 
 def _plotly_chart_calls():
-    for path in [*ROOT.glob("app_pages/*.py"), *ROOT.glob("attnviz/ui/*.py")]:
+    for path in [ROOT / "app.py", *ROOT.glob("app_pages/*.py"), *ROOT.glob("attnviz/ui/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "plotly_chart":
                 yield f"{path.relative_to(ROOT)}:{node.lineno}", {k.arg: k.value for k in node.keywords}
 
 
-def test_every_plotly_chart_call_draws_the_figure_as_built_with_the_shared_config():
+def test_every_chart_is_drawn_through_the_one_path_as_built_with_the_shared_config():
     calls = list(_plotly_chart_calls())
-    assert len(calls) >= 20, calls
-    for where, kw in calls:
-        assert isinstance(kw.get("theme"), ast.Constant) and kw["theme"].value is None, f"{where}: theme=None missing"
-        config = kw.get("config")
-        assert isinstance(config, ast.Call) and getattr(config.func, "attr", getattr(config.func, "id", "")) == (
-            "chart_config"
-        ), f"{where}: config is not chart_config(...)"
+    assert [where.split(":")[0] for where, _ in calls] == ["attnviz/ui/charts.py"], calls  # ui.chart, nothing else
+    kw = calls[0][1]
+    assert isinstance(kw.get("theme"), ast.Constant) and kw["theme"].value is None, "theme=None missing"
+    config = kw.get("config")
+    assert isinstance(config, ast.Call) and getattr(config.func, "id", "") == "chart_config", "config not shared"
+    pages = sum("ui.chart(" in p.read_text() for p in ROOT.glob("app_pages/*.py"))
+    assert pages >= 10  # the pages do draw through it
+
+
+def _hex(colour) -> str | None:
+    """'#555' / '#262730' / 'black' as '#rrggbb' (None for what is not a plain colour: rgba, a scale)."""
+    named = {"black": "#000000", "white": "#ffffff"}
+    c = named.get(str(colour).lower(), str(colour).lower())
+    if re.fullmatch(r"#[0-9a-f]{3}", c):
+        c = "#" + "".join(ch * 2 for ch in c[1:])
+    return c if re.fullmatch(r"#[0-9a-f]{6}", c) else None
+
+
+def _inks(fig: go.Figure):
+    """(what, colour) of the text and lines a figure draws in a colour of its style: fonts, annotations, shapes,
+    reference lines."""
+    yield "font", fig.layout.font.color
+    for a in fig.layout.annotations:
+        yield f"annotation {a.text!r:.30}", a.font.color
+    for shape in fig.layout.shapes:
+        yield "shape", shape.line.color
+    for t in fig.data:
+        if t.type == "scatter" and t.line is not None:
+            yield f"line {t.name}", t.line.color
+
+
+def _luminance(c: str) -> float:
+    """WCAG relative luminance of '#rrggbb'."""
+    channels = [int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _vanishes_on_the_dark_card(c: str) -> bool:
+    """Less than 3:1 contrast against the dark card (WCAG's floor for graphics): text or a line lost on it."""
+    card = _luminance(common.DARK_LOOK[common.PAPER])
+    return (max(_luminance(c), card) + 0.05) / (min(_luminance(c), card) + 0.05) < 3
+
+
+def test_every_dark_ink_has_a_colour_on_the_dark_card(drawn):
+    mapped = {_hex(c) for c in common.DARK_LOOK}
+    missing = set()
+    for name, figs in drawn.items():
+        for fig in figs:
+            for what, colour in _inks(fig):
+                c = _hex(colour)
+                if c is not None and _vanishes_on_the_dark_card(c) and c not in mapped:
+                    missing.add(f"{name}: {what} in {colour}")
+    assert not missing, sorted(missing)
+
+
+def test_the_dark_look_recolours_each_style_colour_as_plotly_writes_it_and_only_on_a_dark_page():
+    sheet = ui.screen_look()
+    assert sheet.startswith("<style>") and "<script" not in sheet
+    for light, dark in common.DARK_LOOK.items():
+        r, g, b = (int(light[i : i + 2], 16) for i in (1, 3, 5))
+        assert f"fill: rgb({r}, {g}, {b});" in sheet and f"light-dark({light}, {dark})" in sheet, light
+    # the paper colour is never taken off text: white numbers on a dark heatmap cell are data
+    paper = [line for line in sheet.splitlines() if "fill: rgb(255, 255, 255);" in line]
+    assert paper and all(":not(text)" in line for line in paper)
+    assert _dark(common.DARK_LOOK[common.PAPER]) and not _dark(common.DARK_LOOK[common.INK])
+    for light, dark in common.DARK_LOOK.items():  # what an ink becomes reads on the dark card (the grid stays faint)
+        assert light in (common.PAPER, common.GRID) or not _vanishes_on_the_dark_card(dark), (
+            light,
+            dark,
+        )  # grid: faint
+    assert _vanishes_on_the_dark_card(common.INK)  # the check can fail: the white card's ink is lost on the dark one
