@@ -8,6 +8,7 @@ is shut down at the end. Ray is an optional extra (`pip install attnviz[ray]`).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ..errors import InputError
 from .state import ProfileState, Settings
@@ -47,7 +48,7 @@ def run_on_ray(loaded, corpus: Corpus, settings: Settings, todo: list[int], work
     started = not ray.is_initialized()
     if started:
         address = os.environ.get("RAY_ADDRESS")
-        ray.init(address=address, **({} if address else {"num_cpus": workers, "include_dashboard": False}))
+        ray.init(address=address, **({} if address else _local(workers)))
     try:
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
         out = ray.data.from_items([{"shard": k} for k in todo]).map_batches(
@@ -60,3 +61,12 @@ def run_on_ray(loaded, corpus: Corpus, settings: Settings, todo: list[int], work
         if started:
             ray.shutdown()
     return {int(r["shard"]): ProfileState.from_bytes(r["state"], loaded.n_layer, loaded.n_head, settings) for r in rows}
+
+
+def _local(workers: int) -> dict:
+    """A local runtime's settings: `workers` CPUs, no dashboard, and workers that import this attnviz (a checkout
+    works as an installed package does) with the driver's offline settings."""
+    here = str(Path(__file__).resolve().parents[2])
+    env = {k: os.environ[k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if k in os.environ}
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    return {"num_cpus": workers, "include_dashboard": False, "runtime_env": {"env_vars": {**env, "PYTHONPATH": path}}}

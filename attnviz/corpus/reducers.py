@@ -118,7 +118,12 @@ def priorities(seed: int, text: int, shape: tuple, start: int) -> np.ndarray:
     layer, head, query = np.meshgrid(*(np.arange(n, dtype=np.uint64) for n in shape[:2]),
                                      np.arange(start, start + shape[2], dtype=np.uint64), indexing="ij")  # fmt: skip
     base = ((int(seed) * 0x9E3779B97F4A7C15) ^ (int(text) * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF
-    x = np.uint64(base) ^ layer * np.uint64(0x94D049BB133111EB) ^ head * np.uint64(0xD6E8FEB86659FD93) ^ query * np.uint64(0xA0761D64)
+    x = (
+        np.uint64(base)
+        ^ layer * np.uint64(0x94D049BB133111EB)
+        ^ head * np.uint64(0xD6E8FEB86659FD93)
+        ^ query * np.uint64(0xA0761D64)
+    )
     for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, 1)):
         x = (x ^ (x >> np.uint64(shift))) * np.uint64(mult)
     return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)

@@ -51,7 +51,9 @@ class ProfileState:
         self.histogram = self.histogram or Histogram.empty(*shape, s.bins)
         if self.divergence is None:
             self.divergence = Divergence.empty(self.n_layer * self.n_head if s.distances else 0)
-        self.examples = self.examples or Examples.empty(*shape, s.top, s.intervals, s.per_interval, s.example_keys, s.seed)
+        self.examples = self.examples or Examples.empty(
+            *shape, s.top, s.intervals, s.per_interval, s.example_keys, s.seed
+        )
 
     def observe(self, trace: AttentionTrace, text_id: int, special, cells: int = CELLS) -> None:
         """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""

@@ -191,7 +191,9 @@ def _parquet(path: Path, column: str, limits: Limits) -> Corpus:
         while chunk := f.read(CHUNK):
             digest.update(chunk)
     for batch in meta.iter_batches(batch_size=1024, columns=[column]):
-        sizes = [len(v.encode("utf-8", "surrogateescape")) if isinstance(v, str) else 0 for v in batch.column(0).to_pylist()]
+        sizes = [
+            len(v.encode("utf-8", "surrogateescape")) if isinstance(v, str) else 0 for v in batch.column(0).to_pylist()
+        ]
         if max(sizes, default=0) > limits.max_text_bytes:
             raise _too_long(f"A row of {str(path)!r}", max(sizes), limits)
     return Corpus("parquet", str(path), meta.metadata.num_rows, digest.hexdigest(), column)
@@ -206,7 +208,9 @@ def _saved_dataset(path: Path, column: str, limits: Limits) -> Corpus:
     if not isinstance(ds, datasets.Dataset):
         raise InputError(f"{str(path)!r} holds several splits: give the folder of one split.")
     if column not in ds.column_names:
-        raise InputError(f"The dataset {str(path)!r} has no column {column!r}; its columns: {', '.join(ds.column_names)}.")
+        raise InputError(
+            f"The dataset {str(path)!r} has no column {column!r}; its columns: {', '.join(ds.column_names)}."
+        )
     _check_count(len(ds), limits, str(path))
     _check_size(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()), limits, str(path))
     return Corpus("datasets", str(path), len(ds), str(ds._fingerprint), column)

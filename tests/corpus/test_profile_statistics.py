@@ -32,7 +32,11 @@ def numpy_text(a: np.ndarray, ids: list, tokens: list, special: set) -> dict:
     total = a.sum((-1, -2))
     dup = [(q, k) for q in i for k in i if k < q and ids[k] == ids[q]]
     ind = [(q, k) for q in i for k in i if 1 <= k <= q and ids[k - 1] == ids[q]]
-    for name, cells in (("previous_score", [(q, q - 1) for q in i[1:]]), ("duplicate_score", dup), ("induction_score", ind)):
+    for name, cells in (
+        ("previous_score", [(q, q - 1) for q in i[1:]]),
+        ("duplicate_score", dup),
+        ("induction_score", ind),
+    ):
         if cells:
             out[name] = sum(a[..., q, k] for q, k in cells) / total
     return out
@@ -75,5 +79,7 @@ def test_profile_equals_per_text_code_and_numpy_over_eager(family, request, eage
                      for la in range(loaded.n_layer) for h in range(loaded.n_head)])  # fmt: skip
     np.testing.assert_array_equal(prof.histogram.reshape(n, -1), hist)
     strongest = sorted(((-m[0, 1, q], t, q) for t, m in enumerate(maxw) for q in range(m.shape[-1])))[:10]
-    kept = [(e["text_id"], e["query"]) for e in prof.examples if (e["layer"], e["head"], e["kind"]) == (0, 1, "strongest")]
+    kept = [
+        (e["text_id"], e["query"]) for e in prof.examples if (e["layer"], e["head"], e["kind"]) == (0, 1, "strongest")
+    ]
     assert kept == [(t, q) for _, t, q in strongest]
