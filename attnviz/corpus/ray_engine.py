@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
+from .shard import run_shard
 from .state import ProfileState, Settings
 from .texts import Corpus
 
@@ -28,8 +29,6 @@ class ShardWorker:
         self.corpus, self.settings = corpus, settings
 
     def __call__(self, batch: dict) -> dict:
-        from .run import run_shard
-
         shards = [int(k) for k in batch["shard"]]
         states = [run_shard(self.loaded, self.corpus, self.settings, k).to_bytes() for k in shards]
         return {"shard": shards, "state": states}

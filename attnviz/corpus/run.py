@@ -15,19 +15,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.heads import special_keys, special_tokens_of
 from ..errors import InputError
-from ..hf import load_model, trace_pretrained
+from ..hf import load_model
+from .shard import run_shard
 from .state import ProfileState, Settings
 from .store import PROVENANCE, VERSION, HeadProfile
 from .texts import Corpus, Limits, open_corpus
 
 RUN = "run.json"
+DEFAULT_LIMITS = Limits()
 PACKAGE_VERSION = "0.2.0"  # attnviz's, as pyproject.toml has it (tests/corpus checks they agree)
 
 
 def profile(model, corpus=None, *, out=None, column: str = "text", engine: str = "local", progress=None,
-            max_shards: int | None = None, limits: Limits = Limits(), workers: int = 2, **settings):  # fmt: skip
+            max_shards: int | None = None, limits: Limits = DEFAULT_LIMITS, workers: int = 2, **settings):  # fmt: skip
     """A HeadProfile of `model` (a LoadedModel, a hub id or folder, or "bundled") over `corpus` (None: the corpus that
     ships with attnviz; a path; a list of texts; see attnviz.corpus.texts).
 
@@ -117,19 +118,6 @@ def _fold(loaded, corpus, s, key, shards, n_shards, states, progress, max_shards
         if progress is not None:
             progress(done, corpus.n_texts, tokens, time.monotonic() - started)
     return total
-
-
-def run_shard(loaded, corpus: Corpus, s: Settings, k: int) -> ProfileState:
-    """One shard's partial state: texts k x shard_size .. (k + 1) x shard_size - 1, traced one by one."""
-    state = ProfileState(loaded.n_layer, loaded.n_head, s)
-    specials = special_tokens_of(loaded.tokenizer)
-    for i, text, why in corpus.texts(k * s.shard_size, (k + 1) * s.shard_size):
-        if text is None:
-            state.skip(why)
-            continue
-        tr = trace_pretrained(loaded, text, max_tokens=s.max_tokens)
-        state.observe(tr, i, special_keys(tr, *specials))
-    return state
 
 
 def finish(total: ProfileState, loaded, corpus: Corpus, s: Settings) -> HeadProfile:

@@ -73,9 +73,10 @@ def _decoded(raw) -> tuple[str | None, str | None]:
     return raw.rstrip("\r\n"), None
 
 
-def open_corpus(source=None, column: str = "text", limits: Limits = Limits()) -> Corpus:
+def open_corpus(source=None, column: str = "text", limits: Limits | None = None) -> Corpus:
     """Check a corpus and fingerprint it. source: None or "default" (the bundled corpus), a list of strings, or a path
     (.txt file, folder of .txt files, .jsonl, .parquet, or a folder written by `datasets.Dataset.save_to_disk`)."""
+    limits = Limits() if limits is None else limits
     if source is None or source == DEFAULT:
         return _lines(DEFAULT_FILE, limits, DEFAULT)
     if isinstance(source, (list, tuple)):

@@ -10,7 +10,7 @@ import pytest
 
 from attnviz.corpus import open_corpus, open_profile, profile
 from attnviz.corpus.cli import main
-from attnviz.corpus.run import run_shard
+from attnviz.corpus.shard import run_shard
 from attnviz.corpus.state import ProfileState, Settings
 from attnviz.errors import InputError
 
