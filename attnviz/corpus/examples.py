@@ -14,6 +14,8 @@ import torch
 from .reducers import EMPTY_TEXT, priorities
 
 FIELDS = ("rank", "text", "query", "maxw", "keys", "kw")
+SMALL = 1 << 16  # a window's candidate cells below which it is kept whole until the next selection
+PENDING = 1 << 22  # candidate cells held before they are selected
 
 
 @dataclass
@@ -63,13 +65,27 @@ def candidates(rank: np.ndarray, text: int, start: int, maxw, top_keys, top_weig
     return found
 
 
+def chosen(rank: np.ndarray, text: int, start: int, maxw, top_keys, top_weights, cap: int) -> Kept:
+    """A window's rows as candidates: every row of a short window as it is (selected later with many others, one
+    selection for many texts), the `cap` best of a long one."""
+    if rank.size * top_keys.shape[-1] > SMALL:
+        return candidates(rank, text, start, maxw, top_keys, top_weights, cap)
+    shape = (*rank.shape, top_keys.shape[-1])
+    query = np.broadcast_to(np.arange(start, start + rank.shape[-1]), rank.shape)
+    return Kept(rank, np.where(np.isfinite(rank), text, EMPTY_TEXT), query,
+                np.broadcast_to(np.asarray(maxw, np.float32), rank.shape),
+                np.broadcast_to(np.asarray(top_keys, np.int32), shape),
+                np.broadcast_to(np.asarray(top_weights, np.float32), shape))  # fmt: skip
+
+
 class Examples:
     """Per layer x head: the `top` strongest rows, and `per_interval` rows drawn from each of `intervals` equal
     intervals of the top weight."""
 
     def __init__(self, strongest: Kept, drawn: Kept, seed: int):
         self._strongest, self._drawn, self.seed = strongest, drawn, seed
-        self.pending: list[tuple[Kept, Kept]] = []  # candidates not merged yet: one selection per 64 texts is cheaper
+        self.pending: list[tuple[Kept, Kept]] = []  # candidates not merged yet: one selection for many short texts
+        self.held = 0  # cells held by the pending candidates
 
     @property
     def strongest(self) -> Kept:
@@ -84,7 +100,7 @@ class Examples:
     def _flush(self) -> None:
         if self.pending:
             top, drawn = zip(*self.pending)
-            self.pending = []
+            self.pending, self.held = [], 0
             self._strongest, self._drawn = self._strongest.merge(*top), self._drawn.merge(*drawn)
 
     @classmethod
@@ -103,13 +119,14 @@ class Examples:
             tk = np.concatenate([tk, np.full((*tk.shape[:-1], n_keys - k), -1)], -1)
         maxw, ok = tw[..., 0].astype(np.float64), rows.cpu().numpy()[:, None, :]
         rank = np.where(ok, -maxw, np.inf)
-        top = candidates(rank, text, start, maxw, tk, tw, self._strongest.rank.shape[-1])
+        top = chosen(rank, text, start, maxw, tk, tw, self._strongest.rank.shape[-1])
         n_int, per = self._drawn.rank.shape[-2:]
         bucket = np.minimum((maxw * n_int).astype(np.int64), n_int - 1)
         prio = priorities(self.seed, text, maxw.shape, start)
         rank = np.where(ok[:, :, None] & (bucket[:, :, None] == np.arange(n_int)[:, None]), prio[:, :, None], np.inf)
-        self.pending.append((top, candidates(rank, text, start, maxw[:, :, None], tk[:, :, None], tw[:, :, None], per)))
-        if len(self.pending) >= 64:
+        self.pending.append((top, chosen(rank, text, start, maxw[:, :, None], tk[:, :, None], tw[:, :, None], per)))
+        self.held += sum(k.keys.size for k in self.pending[-1])
+        if self.held > PENDING:
             self._flush()
 
     def merge(self, other: Examples) -> Examples:

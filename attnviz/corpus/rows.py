@@ -25,7 +25,6 @@ CELLS = 1 << 22  # [layer, head, query, key] float64 cells of one window: 32 MB
 CLARK = ("entropy", "distance", "special", "punctuation", "sink")
 OFFSETS = {"previous": -1, "next": 1, "self": 0}
 PATTERNS = ("previous_score", "duplicate_score", "induction_score")
-VALUE_WEIGHTED = tuple(f"vw_{name}" for name in (*CLARK, *OFFSETS))
 
 
 @dataclass
@@ -74,84 +73,72 @@ def xlogx(w: torch.Tensor) -> torch.Tensor:
     return w * torch.log(torch.where(w > 0, w, torch.ones_like(w)))
 
 
+#: Statistics that are a row's weights times a fixed [query, key] cell feature, summed: one einsum adds them all.
+LINEAR = ("distance", "special", "punctuation", "sink", "previous", "next", "self")
+
+
 class TextSums:
-    """The sums one text's statistics are means of, per layer x head, added window by window."""
+    """The sums one text's statistics are means of, per layer x head, added window by window.
+
+    Every statistic but entropy is linear in the weights: sum over cells of w[q, k] * F[q, k, f] for a feature F that
+    depends only on the positions, the tokens and the padding, so one window's sums are one einsum over F."""
 
     def __init__(self, n_layer: int, n_head: int, special, punct, ids, device, has_values: bool = False):
-        self.has_values = has_values
-        shape = (n_layer, n_head)
-        zero = lambda: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
+        self.has_values, self.ids = has_values, ids
+        zeros = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
         self.special = torch.as_tensor(np.asarray(special, bool), device=device)
         self.punct = torch.as_tensor(np.asarray(punct, bool), device=device)
-        self.ids = ids
-        self.sums = {name: zero() for name in (*CLARK, *OFFSETS, *VALUE_WEIGHTED)}
-        self.counts = {name: torch.zeros(n_layer, dtype=torch.float64, device=device) for name in ("rows", *OFFSETS)}
-        self.hits = {name: zero() for name in PATTERNS if name == "previous_score" or len(ids)}
-        self.totals = {name: zero() for name in self.hits}
-        self.cells = {name: torch.zeros(n_layer, dtype=torch.bool, device=device) for name in self.hits}
+        self.linear, self.entropy = zeros(2, n_layer, n_head, len(LINEAR)), zeros(2, n_layer, n_head)
+        self.rows, self.neighbours = zeros(n_layer), zeros(n_layer, len(OFFSETS))
+        self.patterns = [name for name in PATTERNS if name == "previous_score" or len(ids)]
+        self.hits, self.totals = zeros(n_layer, n_head, len(self.patterns)), zeros(n_layer, n_head)
+        self.cells = torch.zeros(n_layer, len(self.patterns), dtype=torch.bool, device=device)
+
+    def features(self, win: Window, n: int, n_keys: int) -> torch.Tensor:
+        """[layer, query, key, len(LINEAR)] float64: each linear statistic's cell feature, zero on rows that do not
+        count; a neighbour counts only where it is a live key."""
+        dev = win.weights.device
+        i = torch.arange(win.start, win.start + n, device=dev)[:, None]
+        j = torch.arange(n_keys, device=dev)[None, :]
+        cols = [(i - j).abs(), self.special[None, :], self.punct[None, :], j == 0, j == i - 1, j == i + 1, j == i]
+        f = torch.stack([c.expand(n, n_keys).double() for c in cols], -1)[None] * win.rows[:, :, None, None]
+        f[..., 4:] *= win.keys[:, None, :, None]
+        return f
 
     def add(self, win: Window) -> None:
         w, rows = win.weights, win.rows
-        self.counts["rows"] += rows.sum(-1)
-        self._clark(w, rows, win.start, "")
+        n, n_keys = w.shape[2], w.shape[3]
+        f = self.features(win, n, n_keys)
+        views = [(0, w)]
         if win.norms is not None:
             vw = w * win.norms[:, :, None, :]
             total = vw.sum(-1, keepdim=True)
-            vw = torch.where(total > 0, vw / torch.where(total > 0, total, 1.0), 0.0)
-            self._clark(vw, rows, win.start, "vw_")
-        self._offsets(w, win, "", count=True)
-        if win.norms is not None:
-            self._offsets(vw, win, "vw_", count=False)
-        self._patterns(w, win)
-
-    def _clark(self, w: torch.Tensor, rows: torch.Tensor, start: int, prefix: str) -> None:
-        wr = w * rows[:, None, :, None]
-        i = torch.arange(start, start + w.shape[2], device=w.device, dtype=w.dtype)
-        dist = (i[:, None] - torch.arange(w.shape[3], device=w.device, dtype=w.dtype)[None, :]).abs()
-        self.sums[prefix + "entropy"] -= xlogx(wr).sum((-1, -2))
-        self.sums[prefix + "distance"] += (wr * dist).sum((-1, -2))
-        self.sums[prefix + "special"] += wr[..., self.special].sum((-1, -2))
-        self.sums[prefix + "punctuation"] += wr[..., self.punct].sum((-1, -2))
-        self.sums[prefix + "sink"] += wr[..., 0].sum(-1)
-
-    def _offsets(self, w: torch.Tensor, win: Window, prefix: str, count: bool) -> None:
-        n_keys = w.shape[3]
-        i = torch.arange(win.start, win.start + w.shape[2], device=w.device)
-        for name, offset in OFFSETS.items():
-            j = i + offset
-            inside = (j >= 0) & (j < n_keys)
-            j = j.clamp(0, n_keys - 1)
-            ok = win.rows & inside[None, :] & win.keys[:, j]
-            cell = w[:, :, torch.arange(w.shape[2], device=w.device), j]  # [layer, head, w]
-            self.sums[prefix + name] += (cell * ok[:, None, :]).sum(-1)
-            if count:
-                self.counts[name] += ok.sum(-1)
-
-    def _patterns(self, w: torch.Tensor, win: Window) -> None:
-        kept = win.rows[:, :, None] & win.keys[:, None, :]  # [layer, w, key]
-        wk = w * kept[:, None]
-        total = wk.sum((-1, -2))
-        patterns = token_patterns(self.ids if len(self.ids) else np.zeros(w.shape[3]), win.start,
-                                  win.start + w.shape[2], w.shape[3])  # fmt: skip
-        for name in self.hits:
-            p = patterns[name].to(w.device)
-            self.hits[name] += wk[..., p].sum(-1)
-            self.totals[name] += total
-            self.cells[name] |= (kept & p).flatten(1).any(-1)
+            views.append((1, torch.where(total > 0, vw / torch.where(total > 0, total, 1.0), 0.0)))
+        for k, a in views:
+            self.linear[k] += torch.einsum("lhqk,lqkf->lhf", a, f)
+            self.entropy[k] -= (xlogx(a) * rows[:, None, :, None]).sum((-1, -2))
+        self.rows += rows.sum(-1)
+        self.neighbours += f[..., 4:].sum((1, 2))
+        kept = rows[:, :, None] & win.keys[:, None, :]  # [layer, query, key]
+        ids = self.ids if len(self.ids) else np.zeros(n_keys)
+        found = token_patterns(ids, win.start, win.start + n, n_keys)
+        p = kept[..., None] & torch.stack([found[name].to(w.device) for name in self.patterns], -1)[None]
+        self.hits += torch.einsum("lhqk,lqkp->lhp", w, p.double())
+        self.totals += torch.einsum("lhqk,lqk->lh", w, kept.double())
+        self.cells |= p.flatten(1, 2).any(1)
 
     def values(self) -> tuple[dict, dict]:
         """(statistic -> [layer, head] float64 numpy of this text, statistic -> [layer, head] bool: defined here)."""
         out, defined = {}, {}
-        rows = self.counts["rows"][:, None]
-        for name in self.sums:
-            base = name.removeprefix("vw_")
-            n = rows if base in CLARK else self.counts[base][:, None]
-            if name.startswith("vw_") and not self.has_values:
-                continue
-            out[name] = self.sums[name] / n.clamp(min=1)
-            defined[name] = (n > 0).expand_as(out[name])
-        for name in self.hits:
-            total = self.totals[name]
-            out[name] = torch.where(total > 0, self.hits[name] / torch.where(total > 0, total, 1.0), 0.0)
-            defined[name] = self.cells[name][:, None].expand_as(total)
+        shape = self.totals.shape
+        for k, prefix in enumerate(("", "vw_")[: 1 + self.has_values]):
+            for c, name in enumerate(("entropy", *LINEAR)):
+                n = self.rows if c < 5 else self.neighbours[:, c - 5]
+                total = self.entropy[k] if c == 0 else self.linear[k, :, :, c - 1]
+                out[prefix + name] = total / n.clamp(min=1)[:, None]
+                defined[prefix + name] = (n > 0)[:, None].expand(shape)
+        for c, name in enumerate(self.patterns):
+            ok = self.totals > 0
+            out[name] = torch.where(ok, self.hits[..., c] / torch.where(ok, self.totals, 1.0), 0.0)
+            defined[name] = self.cells[:, c][:, None].expand(shape)
         return ({k: v.cpu().numpy() for k, v in out.items()}, {k: v.cpu().numpy() for k, v in defined.items()})

@@ -70,7 +70,7 @@ class ProfileState:
         cut = trace.provenance.n_dropped
         self.counts["texts"] += 1
         self.counts["tokens"] += trace.n_tokens
-        self.counts["rows"] += int(sums.counts["rows"].max())
+        self.counts["rows"] += int(sums.rows.max())
         self.counts["cut"] += int(cut > 0)
         self.counts["dropped_tokens"] += int(cut)
 
