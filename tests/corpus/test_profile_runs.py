@@ -19,13 +19,16 @@ TEXTS = ["the cat sat on the mat .", "a dog ran away , the dog was tired .", "he
 
 
 def assert_same(a, b, exact=True):
-    check = np.testing.assert_array_equal if exact else (lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-12))
+    """exact: bit for bit; else as two processes' float32 forwards agree (threads sum in another order)."""
+    check = np.testing.assert_array_equal if exact else (lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5))
     assert sorted(a.stats) == sorted(b.stats)
     for name in a.stats:
         check(a.stats[name], b.stats[name])
     np.testing.assert_array_equal(a.histogram, b.histogram)
     check(a.divergence, b.divergence)
-    assert a.examples == b.examples and a.texts == b.texts
+    where = lambda e: (e["layer"], e["head"], e["kind"], e["text_id"], e["query"])  # noqa: E731
+    assert [where(e) for e in a.examples] == [where(e) for e in b.examples] and a.texts == b.texts
+    check(np.array([e["max_weight"] for e in a.examples]), np.array([e["max_weight"] for e in b.examples]))
     assert a.provenance["counts"] == b.provenance["counts"]
 
 
