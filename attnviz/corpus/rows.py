@@ -69,8 +69,15 @@ def token_patterns(ids, start: int, stop: int, n_keys: int) -> dict:
     return {"previous_score": j == i - 1, "duplicate_score": same & (j < i), "induction_score": after & (j <= i)}
 
 
+def cell_sums(w: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """[layer, head, feature]: sum over query and key of w [layer, head, query, key] x f [layer, query, key, feature]
+    (a batched matrix product: several times faster than the same einsum on CPU)."""
+    return torch.bmm(w.flatten(2), f.flatten(1, 2))
+
+
 def xlogx(w: torch.Tensor) -> torch.Tensor:
-    return w * torch.log(torch.where(w > 0, w, torch.ones_like(w)))
+    """w log w with 0 log 0 = 0."""
+    return torch.special.xlogy(w, w)
 
 
 #: Statistics that are a row's weights times a fixed [query, key] cell feature, summed: one einsum adds them all.
@@ -112,10 +119,9 @@ class TextSums:
         views = [(0, w)]
         if win.norms is not None:
             vw = w * win.norms[:, :, None, :]
-            total = vw.sum(-1, keepdim=True)
-            views.append((1, torch.where(total > 0, vw / torch.where(total > 0, total, 1.0), 0.0)))
+            views.append((1, vw / vw.sum(-1, keepdim=True).clamp(min=1e-300)))  # a row of zeros stays zeros
         for k, a in views:
-            self.linear[k] += torch.einsum("lhqk,lqkf->lhf", a, f)
+            self.linear[k] += cell_sums(a, f)
             self.entropy[k] -= (xlogx(a) * rows[:, None, :, None]).sum((-1, -2))
         self.rows += rows.sum(-1)
         self.neighbours += f[..., 4:].sum((1, 2))
@@ -123,8 +129,8 @@ class TextSums:
         ids = self.ids if len(self.ids) else np.zeros(n_keys)
         found = token_patterns(ids, win.start, win.start + n, n_keys)
         p = kept[..., None] & torch.stack([found[name].to(w.device) for name in self.patterns], -1)[None]
-        self.hits += torch.einsum("lhqk,lqkp->lhp", w, p.double())
-        self.totals += torch.einsum("lhqk,lqk->lh", w, kept.double())
+        self.hits += cell_sums(w, p.double())
+        self.totals += cell_sums(w, kept.double()[..., None])[..., 0]
         self.cells |= p.flatten(1, 2).any(1)
 
     def values(self) -> tuple[dict, dict]:
