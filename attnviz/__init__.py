@@ -23,6 +23,7 @@ from .attention import (
     stages_from_scores,
     valid_length_mask,
 )
+from .corpus import HeadProfile, open_profile, profile
 from .errors import AttnvizError, InputError, ModelLoadError
 from .generation import Generation, Segment
 from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, module_from_layer, trace_pretrained
@@ -63,6 +64,7 @@ __all__ = [
     "DEFAULT_FILL",
     "Figures",
     "Generation",
+    "HeadProfile",
     "InputError",
     "LawRow",
     "LayerRecord",
@@ -85,6 +87,8 @@ __all__ = [
     "generate",
     "load_model",
     "module_from_layer",
+    "open_profile",
+    "profile",
     "seeded_module",
     "seeded_vectors",
     "show",
