@@ -20,6 +20,7 @@ from .attention import (
     stages_from_scores,
     valid_length_mask,
 )
+from .corpus import HeadProfile, open_profile, profile
 from .errors import AttnvizError, InputError, ModelLoadError
 from .hf import BUNDLED, LoadedModel, attention_inputs, from_model, load_model, trace_pretrained
 from .hf.ablate import ablate
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_FILL",
     "Figures",
     "Generation",
+    "HeadProfile",
     "InputError",
     "LawRow",
     "LayerRecord",
@@ -86,6 +88,8 @@ __all__ = [
     "generate",
     "load_model",
     "module_from_layer",
+    "open_profile",
+    "profile",
     "seeded_module",
     "seeded_vectors",
     "show",

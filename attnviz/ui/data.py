@@ -13,7 +13,7 @@ from streamlit import config
 
 from .. import settings
 from ..analysis import heads
-from ..cache import BytesLRU
+from .cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.generate import generate

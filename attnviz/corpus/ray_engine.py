@@ -1,0 +1,71 @@
+"""The same shards on Ray Data: one actor per worker loads the model once (a GPU each when the cluster has them), maps
+shard numbers to their partial states, and the states come back to be folded in shard order by `profile`.
+
+`ray.init` joins the cluster `RAY_ADDRESS` names, or starts a local runtime with `workers` CPUs; a runtime started here
+is shut down at the end. Ray is an optional extra (`pip install attnviz[ray]`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import InputError
+from .shard import run_shard
+from .state import ProfileState, Settings
+from .texts import Corpus
+
+
+class ShardWorker:
+    """A Ray Data actor: the model loaded once, then batches of shard numbers -> their states as .npz bytes."""
+
+    def __init__(self, model: str, dtype: str, corpus: Corpus, settings: Settings):
+        import torch
+
+        from ..hf import load_model
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.loaded = load_model(model, device=device, dtype=dtype)
+        self.corpus, self.settings = corpus, settings
+
+    def __call__(self, batch: dict) -> dict:
+        shards = [int(k) for k in batch["shard"]]
+        states = [run_shard(self.loaded, self.corpus, self.settings, k).to_bytes() for k in shards]
+        return {"shard": shards, "state": states}
+
+
+def run_on_ray(loaded, corpus: Corpus, settings: Settings, todo: list[int], workers: int) -> dict:
+    """{shard: ProfileState} for the shards in `todo`, computed by `workers` actors."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError("engine='ray' needs Ray: pip install 'attnviz[ray]'.") from None
+    if not todo:
+        return {}
+    if not loaded.name or loaded.name.startswith("<"):
+        raise InputError("engine='ray' loads the model in every worker: give it by name or folder, not an object.")
+    started = not ray.is_initialized()
+    if started:
+        address = os.environ.get("RAY_ADDRESS")
+        ray.init(address=address, **({} if address else _local(workers)))
+    try:
+        gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+        out = ray.data.from_items([{"shard": k} for k in todo]).map_batches(
+            ShardWorker, fn_constructor_kwargs=dict(model=loaded.name, dtype=loaded.dtype, corpus=corpus,
+                                                    settings=settings),
+            batch_size=1, concurrency=max(1, min(workers, len(todo))), num_cpus=1, num_gpus=gpus,
+        )  # fmt: skip
+        rows = out.take_all()
+    finally:
+        if started:
+            ray.shutdown()
+    return {int(r["shard"]): ProfileState.from_bytes(r["state"], loaded.n_layer, loaded.n_head, settings) for r in rows}
+
+
+def _local(workers: int) -> dict:
+    """A local runtime's settings: `workers` CPUs, no dashboard, and workers that import this attnviz (a checkout
+    works as an installed package does) with the driver's offline settings."""
+    here = str(Path(__file__).resolve().parents[2])
+    env = {k: os.environ[k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if k in os.environ}
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+    return {"num_cpus": workers, "include_dashboard": False, "runtime_env": {"env_vars": {**env, "PYTHONPATH": path}}}

@@ -1,0 +1,129 @@
+"""Mergeable partial states: what a profile keeps while it reads a corpus, in memory that does not grow with it.
+
+Each reducer has `update(...)` (one text or one window of it), `merge(other)` and `result()`, and is kept as named
+numpy arrays (`arrays()` / `from_arrays`) so a finished shard can be written and read back. Merging is exact for
+counts, histograms and the bounded selections (a total order decides every tie), and a sum in a fixed order for the
+means: a profile folds its shards' states in shard order, so one pass, a resumed run and a Ray run fold the same
+numbers the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .rows import xlogx
+
+EMPTY_TEXT = np.iinfo(np.int64).max
+
+
+class Means:
+    """Per statistic, the mean over texts of a [layer, head] per-text value, counting only texts where it is defined."""
+
+    def __init__(self, sums: dict | None = None, counts: dict | None = None):
+        self.sums, self.counts = dict(sums or {}), dict(counts or {})
+
+    def update(self, values: dict, defined: dict) -> None:
+        for name, v in values.items():
+            ok = np.asarray(defined[name], bool)
+            self.sums[name] = self.sums.get(name, 0.0) + np.where(ok, v, 0.0)
+            self.counts[name] = self.counts.get(name, 0) + ok.astype(np.int64)
+
+    def merge(self, other: Means) -> Means:
+        names = sorted(set(self.sums) | set(other.sums))
+        return Means({n: self.sums.get(n, 0.0) + other.sums.get(n, 0.0) for n in names},
+                     {n: self.counts.get(n, 0) + other.counts.get(n, 0) for n in names})  # fmt: skip
+
+    def result(self) -> dict:
+        return {n: np.divide(s, self.counts[n], out=np.full(np.shape(s), np.nan), where=self.counts[n] > 0)
+                for n, s in self.sums.items()}  # fmt: skip
+
+    def arrays(self) -> dict:
+        return {**{f"sum.{n}": np.asarray(v) for n, v in self.sums.items()},
+                **{f"count.{n}": np.asarray(v) for n, v in self.counts.items()}}  # fmt: skip
+
+    @classmethod
+    def from_arrays(cls, a: dict) -> Means:
+        return cls({k[4:]: v for k, v in a.items() if k.startswith("sum.")},
+                   {k[6:]: v for k, v in a.items() if k.startswith("count.")})  # fmt: skip
+
+
+class Histogram:
+    """Per layer x head, how many rows have their largest weight in each of `bins` equal bins of 0..1."""
+
+    def __init__(self, counts: np.ndarray):
+        self.counts = counts
+
+    @classmethod
+    def empty(cls, n_layer: int, n_head: int, bins: int) -> Histogram:
+        return cls(np.zeros((n_layer, n_head, bins), np.int64))
+
+    def update(self, maxw: np.ndarray, rows: np.ndarray) -> None:
+        """maxw [layer, head, w]; rows [layer, w] bool."""
+        bins = self.counts.shape[-1]
+        b = np.minimum((maxw * bins).astype(np.int64), bins - 1)
+        b = np.where(rows[:, None, :], b, bins)  # a padding row lands in a bin that is dropped
+        flat = np.arange(b.shape[0] * b.shape[1])[:, None] * (bins + 1) + b.reshape(-1, b.shape[-1])
+        counted = np.bincount(flat.ravel(), minlength=b.shape[0] * b.shape[1] * (bins + 1))
+        self.counts += counted.reshape(*b.shape[:2], bins + 1)[..., :bins]
+
+    def merge(self, other: Histogram) -> Histogram:
+        return Histogram(self.counts + other.counts)
+
+    def arrays(self) -> dict:
+        return {"counts": self.counts}
+
+
+class Divergence:
+    """Jensen-Shannon divergence between every pair of heads (every layer), summed over the rows of every text."""
+
+    def __init__(self, sums: np.ndarray, rows: np.ndarray):
+        self.sums, self.rows = sums, rows
+
+    @classmethod
+    def empty(cls, n_heads: int) -> Divergence:
+        return cls(np.zeros((n_heads, n_heads)), np.zeros((), np.int64))
+
+    def update(self, weights: torch.Tensor, rows: torch.Tensor, cells: int) -> None:
+        """weights [layer, head, w, key] float64; rows [layer, w]: a row counts where it is a row in every layer."""
+        p = weights[:, :, rows.all(0)].flatten(0, 1)  # [layer x head, r, key]
+        n, r = p.shape[0], p.shape[1]
+        if r == 0:
+            return
+        own = -xlogx(p).sum(-1)  # [n, r] entropies
+        block = max(1, cells // max(1, n * r * p.shape[-1]))
+        out = torch.zeros(n, n, dtype=p.dtype, device=p.device)
+        for a in range(0, n, block):
+            b = min(n, a + block)
+            mixed = -xlogx((p[a:b, None] + p[None, a:]) / 2).sum(-1)  # [b - a, n - a, r]
+            out[a:b, a:] = (mixed - (own[a:b, None] + own[None, a:]) / 2).sum(-1)
+        upper = torch.triu(out)
+        self.sums += (upper + torch.triu(upper, 1).T).cpu().numpy()
+        self.rows += r
+
+    def merge(self, other: Divergence) -> Divergence:
+        return Divergence(self.sums + other.sums, self.rows + other.rows)
+
+    def result(self) -> np.ndarray:
+        """[heads, heads] mean JS divergence per row (natural log; Clark et al. sum it over rows, without a mean)."""
+        return self.sums / max(1, int(self.rows))
+
+    def arrays(self) -> dict:
+        return {"sums": self.sums, "rows": self.rows}
+
+
+def priorities(seed: int, text: int, shape: tuple, start: int) -> np.ndarray:
+    """A uniform number in [0, 1) for each (layer, head, query) of a text, fixed by the seed alone (splitmix64), so a
+    reservoir keeps the same rows whatever the order, the shards or the workers that read them."""
+    layer, head, query = np.meshgrid(*(np.arange(n, dtype=np.uint64) for n in shape[:2]),
+                                     np.arange(start, start + shape[2], dtype=np.uint64), indexing="ij")  # fmt: skip
+    base = ((int(seed) * 0x9E3779B97F4A7C15) ^ (int(text) * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF
+    x = (
+        np.uint64(base)
+        ^ layer * np.uint64(0x94D049BB133111EB)
+        ^ head * np.uint64(0xD6E8FEB86659FD93)
+        ^ query * np.uint64(0xA0761D64)
+    )
+    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, 1)):
+        x = (x ^ (x >> np.uint64(shift))) * np.uint64(mult)
+    return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)

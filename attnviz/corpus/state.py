@@ -1,0 +1,120 @@
+"""A profile's partial state: every reducer of a range of texts, merged with another range's by `merge`, written to a
+shard file and read back without pickle (numpy arrays in an .npz, a few JSON numbers)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..analysis.heads import punctuation_keys
+from ..trace import AttentionTrace
+from .examples import Examples
+from .reducers import Divergence, Histogram, Means
+from .rows import CELLS, TextSums, windows
+
+COUNTS = ("texts", "tokens", "rows", "cut", "dropped_tokens", "empty", "undecodable")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What decides a profile's numbers besides the model and the corpus (written to its provenance)."""
+
+    max_tokens: int = 128
+    bins: int = 20  # the histogram of each row's largest weight
+    top: int = 10  # strongest rows kept per head
+    intervals: int = 5  # intervals of the largest weight that examples are drawn from
+    per_interval: int = 3
+    example_keys: int = 8  # strongest keys stored with each example (the whole row reopens from the text)
+    seed: int = 0
+    distances: bool = True  # Jensen-Shannon divergence between every pair of heads
+    shard_size: int = 64
+
+
+@dataclass
+class ProfileState:
+    n_layer: int
+    n_head: int
+    settings: Settings
+    means: Means = field(default_factory=Means)
+    histogram: Histogram | None = None
+    divergence: Divergence | None = None
+    examples: Examples | None = None
+    counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+
+    def __post_init__(self):
+        s, shape = self.settings, (self.n_layer, self.n_head)
+        self.histogram = self.histogram or Histogram.empty(*shape, s.bins)
+        if self.divergence is None:
+            self.divergence = Divergence.empty(self.n_layer * self.n_head if s.distances else 0)
+        self.examples = self.examples or Examples.empty(
+            *shape, s.top, s.intervals, s.per_interval, s.example_keys, s.seed
+        )
+
+    def observe(self, trace: AttentionTrace, text_id: int, special, cells: int = CELLS) -> None:
+        """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""
+        sums = TextSums(self.n_layer, self.n_head, special, punctuation_keys(trace), trace.provenance.input_ids,
+                        _device(trace), trace.has("values"))  # fmt: skip
+        for win in windows(trace, cells):
+            sums.add(win)
+            rows = win.rows.cpu().numpy()
+            self.histogram.update(win.weights.amax(-1).cpu().numpy(), rows)
+            self.examples.update(win.weights, win.rows, text_id, win.start)
+            if self.settings.distances:
+                self.divergence.update(win.weights, win.rows, cells)
+        self.means.update(*sums.values())
+        cut = trace.provenance.n_dropped
+        self.counts["texts"] += 1
+        self.counts["tokens"] += trace.n_tokens
+        self.counts["rows"] += int(sums.rows.max())
+        self.counts["cut"] += int(cut > 0)
+        self.counts["dropped_tokens"] += int(cut)
+
+    def skip(self, why: str) -> None:
+        self.counts[why] += 1
+
+    def merge(self, other: ProfileState) -> ProfileState:
+        counts = {k: self.counts[k] + other.counts[k] for k in COUNTS}
+        return ProfileState(self.n_layer, self.n_head, self.settings, self.means.merge(other.means),
+                            self.histogram.merge(other.histogram), self.divergence.merge(other.divergence),
+                            self.examples.merge(other.examples), counts)  # fmt: skip
+
+    def arrays(self) -> dict:
+        parts = {"means": self.means.arrays(), "histogram": self.histogram.arrays(),
+                 "divergence": self.divergence.arrays(), "examples": self.examples.arrays()}  # fmt: skip
+        return {f"{p}/{k}": np.asarray(v) for p, a in parts.items() for k, v in a.items()}
+
+    def save(self, path: Path, meta: dict) -> None:
+        """Write atomically: a shard file either is whole or is not there (a run killed while writing redoes it)."""
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(self.to_bytes(meta))
+        os.replace(tmp, path)
+
+    def to_bytes(self, meta: dict | None = None) -> bytes:
+        buffer = io.BytesIO()
+        np.savez(buffer, __meta__=np.asarray(json.dumps({**(meta or {}), "counts": self.counts})), **self.arrays())
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, n_layer: int, n_head: int, settings: Settings) -> ProfileState:
+        return cls.load(io.BytesIO(data), n_layer, n_head, settings)[0]
+
+    @classmethod
+    def load(cls, path, n_layer: int, n_head: int, settings: Settings) -> tuple[ProfileState, dict]:
+        with np.load(path, allow_pickle=False) as z:
+            a = {k: z[k] for k in z.files}
+        meta = json.loads(str(a.pop("__meta__")))
+        part = lambda p: {k.split("/", 1)[1]: v for k, v in a.items() if k.startswith(p + "/")}  # noqa: E731
+        hist, div = part("histogram"), part("divergence")
+        state = cls(n_layer, n_head, settings, Means.from_arrays(part("means")), Histogram(hist["counts"]),
+                    Divergence(div["sums"], div["rows"]), Examples.from_arrays(part("examples")),
+                    {k: int(meta["counts"][k]) for k in COUNTS})  # fmt: skip
+        return state, meta
+
+
+def _device(trace: AttentionTrace):
+    return "cpu" if trace.n_layer == 0 else str(trace.weights_tensor(0, queries=(0, 1)).device)

@@ -1,0 +1,89 @@
+"""A head profile against the plain SDPA forward over the same texts, and its held memory at two corpus sizes.
+
+cost: the bundled model over N texts of the default corpus, one text per forward in both: the SDPA forward (tokenizer
+included), attnviz.corpus.profile without and with the head distances; one thread, CPU time, interleaved rounds.
+memory: the peak resident memory a fresh process adds while profiling 1,000 and then 10,000 short texts (a tiny
+random Llama: the model does not matter, the corpus size does); the goal is growth within 10% of each other.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+
+import torch
+
+import attnviz
+from attnviz.corpus import open_corpus, profile
+from bench.measure import ROOT, interleaved, ms, ratio
+
+
+def cost(n_texts: int = 64, rounds: int = 3, warmup: int = 1, join: int = 1) -> dict:
+    """join: lines of the default corpus per text (1: its short texts, ~15 tokens; 8: ~120 tokens)."""
+    loaded = attnviz.load_model()
+    lines = [t for _, t, _ in open_corpus().texts(0, n_texts * join)]
+    texts = [" ".join(lines[i : i + join]) for i in range(0, len(lines), join)]
+
+    def sdpa():
+        with torch.inference_mode():
+            for t in texts:
+                loaded.model(**loaded.tokenizer(t, return_tensors="pt"))
+
+    fns = {"sdpa": sdpa, "profile": lambda: profile(loaded, texts, distances=False),
+           "profile_distances": lambda: profile(loaded, texts)}  # fmt: skip
+    t = interleaved(fns, rounds, warmup, one_thread=True)
+    tokens = sum(len(loaded.tokenizer(x)["input_ids"]) for x in texts)
+    return {"texts": n_texts, "tokens": tokens, **{f"{k}_ms": ms(v) for k, v in t.items()},
+            "profile_vs_sdpa": ratio(t, "profile", "sdpa"),
+            "profile_distances_vs_sdpa": ratio(t, "profile_distances", "sdpa")}  # fmt: skip
+
+
+CHILD = """
+import json, resource, sys
+sys.path.insert(0, {root!r})
+import torch
+torch.set_num_threads(1)
+from transformers import AutoModel, LlamaConfig
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+import attnviz
+from attnviz.corpus import profile
+from bench.traces import TINY, WORDS, sentence
+words = Tokenizer(models.WordLevel(vocab={{w: i for i, w in enumerate(WORDS)}}, unk_token="the"))
+words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+tok = PreTrainedTokenizerFast(tokenizer_object=words, model_input_names=["input_ids", "attention_mask"])
+torch.manual_seed(0)
+shape = TINY | {{"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8, "intermediate_size": 128}}
+model = AutoModel.from_config(LlamaConfig(**shape), attn_implementation="sdpa")
+loaded = attnviz.from_model(model, tok, "tiny Llama")
+texts = [sentence(8 + i % 24, seed=i, special=0) for i in range({n})]
+profile(loaded, texts[:50])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+profile(loaded, texts)
+print(json.dumps({{"before_kb": before, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}))
+"""
+
+
+def memory(sizes=(1_000, 10_000)) -> dict:
+    out = {}
+    for n in sizes:
+        run = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), n=n)], capture_output=True, text=True,
+                             check=True)  # fmt: skip
+        got = json.loads(run.stdout.strip().splitlines()[-1])
+        out[n] = (got["peak_kb"] - got["before_kb"]) / 1024
+    small, large = out[sizes[0]], out[sizes[1]]
+    return {f"growth_mb_{n}": round(v, 1) for n, v in out.items()} | {
+        "growth_ratio": round((large + 1) / (small + 1), 3)
+    }  # +1 MB: a growth of 0 against 0 is no growth
+
+
+def corpus(n_texts: int = 32, rounds: int = 3, warmup: int = 1, sizes=(1_000, 10_000)) -> dict:
+    return {"cost_short": cost(n_texts, rounds, warmup), "cost_120": cost(n_texts, rounds, warmup, join=8),
+            "memory": memory(sizes), "peak_rss_mb":
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+
+
+if __name__ == "__main__":
+    print(json.dumps(corpus(), indent=1))
