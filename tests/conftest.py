@@ -19,6 +19,7 @@ own conftest.py, and which one `import conftest` finds depends on collection ord
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,34 @@ from attnviz.hf import bundled_model_path  # noqa: E402
 #: Words the tiny tokenizers know; everything else becomes the unknown token.
 TINY_WORDS = "the cat sat on mat a dog ran away . , hello world it was tired because".split()
 TINY_TEXT = "the cat sat on the mat because it was tired ."
+
+
+# --- running in parallel (`pytest -n 2 --dist loadgroup`, as .ci/run does; plain `pytest` runs serially) ---------
+
+#: Set by pytest-xdist in each worker process; None in a serial run.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+
+
+def _one_torch_thread() -> None:
+    """Two workers on two cores: one torch thread each, or their thread pools fight over the cores. The app's
+    setup() raises the count once per process (its first AppTest run), so it is put back before every test."""
+    if XDIST_WORKER is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that share one costly session resource run on one worker (--dist loadgroup): the real-browser tests
+    (one streamlit server and one chromium per session) and the fresh-install tests (one venv built by pip)."""
+    browser = ROOT / "tests" / "browser"
+    for item in items:
+        if item.path.is_relative_to(browser):
+            item.add_marker(pytest.mark.xdist_group("browser"))
+        elif "fresh_venv" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("fresh_venv"))
+
+
+def pytest_runtest_setup(item):
+    _one_torch_thread()
 
 
 # --- tiny model builders (plain functions, < 1 s each) ------------------------------------------------
