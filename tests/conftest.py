@@ -19,6 +19,7 @@ own conftest.py, and which one `import conftest` finds depends on collection ord
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,26 @@ from attnviz.hf import bundled_model_path  # noqa: E402
 #: Words the tiny tokenizers know; everything else becomes the unknown token.
 TINY_WORDS = "the cat sat on mat a dog ran away . , hello world it was tired because".split()
 TINY_TEXT = "the cat sat on the mat because it was tired ."
+
+
+# --- running in parallel (`pytest -n 2 --dist loadgroup`, as .ci/run does; plain `pytest` runs serially) ---------
+
+# One torch thread count for the whole process, the one the app's setup() picks on its first run: a trace the app
+# computed (and cached) under another count than the test's own reference differs in the last float bits, and the
+# tests compare them exactly. So no one-thread-per-worker under xdist: measured, the app raised the count to 2 inside
+# the first AppTest and two exact comparisons failed (test_page_neuron, test_page_compare).
+torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that share one costly session resource run on one worker (--dist loadgroup): the real-browser tests
+    (one streamlit server and one chromium per session) and the fresh-install tests (one venv built by pip)."""
+    browser = ROOT / "tests" / "browser"
+    for item in items:
+        if item.path.is_relative_to(browser):
+            item.add_marker(pytest.mark.xdist_group("browser"))
+        elif "fresh_venv" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("fresh_venv"))
 
 
 # --- tiny model builders (plain functions, < 1 s each) ------------------------------------------------

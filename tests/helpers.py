@@ -64,15 +64,16 @@ def z_arrays(fig: dict) -> list[np.ndarray]:
 
 
 def run_page(page: str, **state) -> AppTest:
-    """A fresh AppTest with `state` put into session state before the first run, then `page` opened.
+    """A fresh AppTest with `state` put into session state, then `page` opened by the first run (as a link opens it).
 
+    The page is chosen before the first run, so the default Heads page is not drawn first (one run per test, not two:
+    before the first run AppTest finds a page by its file name, which is every page's URL path here).
     Sidebar widgets vanish from AppTest's tree after the first rerun under st.navigation (streamlit 1.67),
     so sidebar settings (text, layer, source, m_*) are set here, through session state, not by widgets.
     """
     at = AppTest.from_file(APP, default_timeout=120)
     for key, value in state.items():
         at.session_state[key] = value
-    at.run()
     at.switch_page(page).run()
     return at
 

@@ -66,7 +66,6 @@ def test_every_page_runs_draws_or_says_why_and_shows_provenance(kind, folders, t
     at = AppTest.from_file(APP, default_timeout=120)
     for key, value in _state(kind, folders, tiny_text).items():
         at.session_state[key] = value
-    at.run()
     failed = {}
     for page in PAGES:
         at.switch_page(page).run()

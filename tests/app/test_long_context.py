@@ -32,7 +32,6 @@ def test_every_page_at_4096_tokens_draws_says_what_it_shows_and_stays_small(page
     text, pair = (PAIR_A, "the dog ran away .") if page == "pairs" else (TEXT, "")
     for key, value in dict(source="hub", model=long_llama, text=text, pair=pair).items():
         at.session_state[key] = value
-    at.run()
     at.switch_page(f"app_pages/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert not texts(at, "error"), texts(at, "error")

@@ -29,7 +29,6 @@ def test_byte_level_tokens_read_as_text_on_every_page(page, gpt2_bpe_dir):
     state = {"text": "The cat sat on the mat.\nThe dog ran away.", "source": "hub", "model": str(gpt2_bpe_dir)}
     for key, value in state.items():
         at.session_state[key] = value
-    at.run()
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     shown = _shown_text(at)

@@ -78,7 +78,6 @@ def test_every_page_handles_strange_text(page, name):
     text = {**TEXTS, "empty": "", "whitespace": "  \n\t "}[name]
     at = AppTest.from_file(APP, default_timeout=120)
     at.session_state["text"] = text
-    at.run()
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.get("plotly_chart") or at.info or at.warning, "neither a chart nor a message"
@@ -92,7 +91,6 @@ def _page(page: str, query: dict | None = None, **state) -> AppTest:
         at.query_params[key] = value
     for key, value in state.items():
         at.session_state[key] = value
-    at.run()
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
