@@ -9,16 +9,15 @@ Every stage keeps its own name, in code, UI and tests:
 
 Axis order is always [batch, head, query, key]; a mask is boolean with True = "may attend".
 
-Why scale at all: if q and k have i.i.d. entries with mean 0 and variance 1, q.k is a sum of d
-products each of variance 1, so Var(q.k) = d. Without the scale, the softmax input grows like
-sqrt(d), the softmax saturates (one weight near 1, the rest near 0) and its gradients vanish.
-Multiplying by 1/sqrt(d) brings the variance back to 1 (see `attnviz.scaling`).
+Why scale at all: with unit-variance i.i.d. q and k entries, Var(q.k) = d, so unscaled softmax inputs grow like
+sqrt(d) and the softmax saturates; 1/sqrt(d) brings the variance back to 1 (see `attnviz.analysis.law`).
 
 The score need not be a dot product (`ScoreFunction`, the general attention model): `dot` q.k, `scaled_dot`
 q.k with the 1/sqrt(d) scale (the default), `general` q^T W k (Luong et al. 2015) and `additive`
-v^T tanh(W_q q + W_k k) (Bahdanau et al. 2015). Whatever it is, its output is the `scores` stage and the
-stages after it are unchanged. Only scaled_dot scales by default: tanh bounds every hidden unit of the
-additive score, so |score| <= sum |v| at any width, while dot and general grow like sqrt(d).
+v^T tanh(W_q q + W_k k) (Bahdanau et al. 2015); its output is the `scores` stage. Only scaled_dot scales by default:
+tanh bounds the additive score (|score| <= sum |v| at any width), while dot and general grow like sqrt(d).
+
+Arguments of every public function here are checked by `attnviz.checks` before any tensor is made.
 """
 
 from __future__ import annotations
@@ -29,7 +28,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .errors import AttnvizError, InputError
+from . import checks
+from .errors import ArgumentError, AttnvizError
 
 #: What masked cells become before the softmax, as Hugging Face models do it: the float32 minimum
 #: (about -3.4e38). Other common choices are -10000, -1e9 and -inf; see `softmax` for fully masked rows.
@@ -41,17 +41,12 @@ MAX_SCALE = 1e4  # scores are O(10-100); a larger multiplier only overflows floa
 
 def default_scale(d_head: int) -> float:
     """1/sqrt(d_head): brings Var(q.k) back to 1 when q and k have unit-variance entries."""
-    return 1.0 / math.sqrt(d_head)
+    return 1.0 / math.sqrt(checks.whole("d_head", d_head, low=1))
 
 
 def check_scale(scale: float) -> float:
     """A usable scale: finite, non-zero and small enough that scores * scale stays finite in float32."""
-    scale = float(scale)
-    if not math.isfinite(scale) or scale == 0 or abs(scale) > MAX_SCALE:
-        raise InputError(
-            f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}."
-        )
-    return scale
+    return checks.number("scale", scale, nonzero=True, high=MAX_SCALE)
 
 
 class Stages(NamedTuple):
@@ -71,6 +66,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     A finite fill (-10000, -1e9, dtype min) needs no special case: a fully masked row holds
     `fill` everywhere and its softmax is uniform over all keys, which is what the model computes.
     """
+    x = checks.array("x", x, range(1, 9), finite=False)
     weights = torch.softmax(x, dim=-1)  # the very kernel eager attention uses, so weights match it bit for bit
     # An all -inf row comes out of torch.softmax as NaN in every column, so looking at the first column
     # (T values per head, not T*T) finds every candidate; only then pay for the exact check over the rows.
@@ -81,15 +77,9 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return weights.masked_fill(dead, 0.0)
 
 
-def stages_from_scores(
-    scores: torch.Tensor,
-    scale: float,
-    mask: torch.Tensor | None = None,
-    fill: float = DEFAULT_FILL,
-    bias: torch.Tensor | None = None,
-    softcap: float | None = None,
-    sinks: torch.Tensor | None = None,
-) -> Stages:
+@checks.public(name="attnviz.stages_from_scores")
+def stages_from_scores(scores: torch.Tensor, scale: float, mask: torch.Tensor | None = None, fill: float = DEFAULT_FILL,
+                       bias=None, softcap: float | None = None, sinks: torch.Tensor | None = None) -> Stages:  # fmt: skip
     """scores -> scaled -> masked -> weights. The one place where the stages are defined.
 
     `mask` is boolean (True = may attend) and broadcasts against `scores`. Three things some models add, each
@@ -100,7 +90,10 @@ def stages_from_scores(
       token as Inkling 2 does) that joins the row's softmax as an extra key and is then
       dropped (gpt-oss), so a row's weights sum to less than 1: the rest went to the sink.
     """
-    scaled, masked = masked_from_scores(scores, scale, mask, fill, bias, softcap)
+    scores = checks.array("scores", scores, range(1, 9), finite=False)
+    scale, fill = checks.number("scale", scale), checks.number("fill", fill, minus_inf=True)
+    mask = None if mask is None else checks.array("mask", mask, range(9), finite=False)
+    scaled, masked = masked_from_scores(scores, scale, mask, fill, bias, checks.number("softcap", softcap, none=True))
     return Stages(scores, scaled, masked, _weights(masked, sinks))
 
 
@@ -140,19 +133,18 @@ def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FI
     return scaled, masked
 
 
-def attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: float | None = None,
-    fill: float = DEFAULT_FILL,
-) -> tuple[torch.Tensor, Stages]:
+@checks.public(name="attnviz.attention")
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+              scale: float | None = None, fill: float = DEFAULT_FILL) -> tuple[torch.Tensor, Stages]:  # fmt: skip
     """Scaled dot-product attention that returns the output and every stage.
 
-    q: [..., Tq, d], k: [..., Tk, d], v: [..., Tk, dv] -> output [..., Tq, dv].
-    """
-    scale = default_scale(q.shape[-1]) if scale is None else scale
+    q: [..., Tq, d], k: [..., Tk, d], v: [..., Tk, dv] -> output [..., Tq, dv]."""
+    q, k, v = (checks.array(name, x, range(2, 9)) for name, x in (("q", q), ("k", k), ("v", v)))
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ArgumentError(
+            "k", f"k must be [..., Tk, {q.shape[-1]}] and v [..., Tk, dv]; got {list(k.shape)}, {list(v.shape)}."
+        )
+    scale = default_scale(q.shape[-1]) if scale is None else check_scale(scale)
     scores = q @ k.transpose(-2, -1)  # [..., Tq, Tk]
     stages = stages_from_scores(scores, scale, mask, fill)
     return stages.weights @ v, stages
@@ -197,10 +189,12 @@ class ScoreFunction(nn.Module):
 
     def __init__(self, kind: str = "scaled_dot", n_head: int = 1, d_head: int = 1, hidden=None, seed: int = 0):
         super().__init__()
-        if kind not in SCORE_FUNCTIONS:
-            raise InputError(f"The score function must be one of {', '.join(SCORE_FUNCTIONS)}; got {kind!r}.")
-        self.kind, self.hidden = kind, int(hidden or d_head)
-        g = torch.Generator().manual_seed(int(seed))
+        if not isinstance(kind, str) or kind not in SCORE_FUNCTIONS:
+            raise ArgumentError("score", f"The score function must be one of {', '.join(SCORE_FUNCTIONS)}; "
+                                                f"got {checks.shown(kind)} (score).")  # fmt: skip
+        hidden = checks.whole("score_hidden", hidden, low=1, high=checks.MAX_WIDTH, none=True)
+        self.kind, self.hidden = kind, hidden or d_head
+        g = torch.Generator().manual_seed(checks.whole("score_seed", seed, low=0, high=2**63 - 1))
         normal = lambda *shape: nn.Parameter(torch.randn(*shape, generator=g) / math.sqrt(shape[-1]))  # noqa: E731
         if kind == "general":
             self.w = normal(n_head, d_head, d_head)
@@ -227,9 +221,17 @@ class ScoreFunction(nn.Module):
 # --- masks ---------------------------------------------------------------------------------------
 
 
+@checks.public(name="attnviz.causal_mask")
 def causal_mask(n_query: int, n_key: int | None = None, device=None) -> torch.Tensor:
-    """[Tq, Tk] boolean: query i may attend keys 0..i (aligned to the end if Tk > Tq, as with a cache)."""
-    n_key = n_query if n_key is None else n_key
+    """[Tq, Tk] boolean: query i may attend keys 0..i (aligned to the end if Tk > Tq, as with a cache); bounded."""
+    n_query = checks.whole("n_query", n_query, low=0, high=checks.MAX_TOKENS)
+    n_key = n_query if n_key is None else checks.whole("n_key", n_key, low=0, high=checks.MAX_TOKENS)
+    checks.cells("causal_mask", n_query, n_key)
+    return causal_cells(n_query, n_key, device)
+
+
+def causal_cells(n_query: int, n_key: int, device=None) -> torch.Tensor:
+    """causal_mask without its checks, for sizes a forward pass already holds."""
     return torch.ones(n_query, n_key, dtype=torch.bool, device=device).tril(diagonal=n_key - n_query)
 
 
@@ -238,13 +240,14 @@ def valid_length_mask(valid_lens: torch.Tensor, n_query: int, n_key: int) -> tor
 
     Key j is visible to a query when j < valid_len; a [batch, Tq] tensor gives one length per query.
     """
-    valid_lens = torch.as_tensor(valid_lens)
+    valid_lens = checks.array("valid_lens", valid_lens, (1, 2))
+    n_query = checks.whole("n_query", n_query, low=0, high=checks.MAX_TOKENS)
+    n_key = checks.whole("n_key", n_key, low=0, high=checks.MAX_TOKENS)
+    checks.cells("valid_length_mask", valid_lens.shape[0], n_query, n_key)
     if valid_lens.dim() == 1:
         valid_lens = valid_lens[:, None].expand(-1, n_query)  # [B, Tq]
     if valid_lens.shape[-1] != n_query:
-        raise AttnvizError(
-            f"valid_lens has {valid_lens.shape[-1]} entries per row, expected {n_query} (one per query)."
-        )
+        raise ArgumentError("valid_lens", f"valid_lens has {valid_lens.shape[-1]} per row, not {n_query} (one per query).")
     keys = torch.arange(n_key, device=valid_lens.device)
     return (keys[None, None, :] < valid_lens[:, :, None])[:, None]  # [B, 1, Tq, Tk]
 
@@ -267,24 +270,22 @@ class MultiHeadAttention(nn.Module):
     score function (SCORE_FUNCTIONS; see `ScoreFunction`), its parameters drawn from `score_seed`.
     """
 
+    @checks.public(name="MultiHeadAttention")
     def __init__(
         self, d_model: int, n_head: int, bias: bool = True, causal: bool = False, score: str = "scaled_dot",
         score_hidden: int | None = None, score_seed: int = 0,
     ):  # fmt: skip
         super().__init__()
-        if n_head <= 0 or d_model <= 0:
-            raise AttnvizError(f"d_model and n_head must be positive, got d_model={d_model}, n_head={n_head}.")
+        d_model = checks.whole("d_model", d_model, low=1, high=checks.MAX_WIDTH)
+        n_head, bias = checks.whole("n_head", n_head, low=1, high=checks.MAX_HEADS), checks.flag("bias", bias)
         if d_model % n_head != 0:
             raise AttnvizError(
                 f"d_model={d_model} is not divisible by n_head={n_head}: every head needs d_model / n_head "
                 f"dimensions. Try n_head in {[h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]}."
             )
         self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
-        self.causal = causal  # used when forward(causal=None); a copied decoder layer sets it
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.causal = checks.flag("causal", causal)  # used when forward(causal=None); a copied decoder layer sets it
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
         self.use_score(score, score_hidden, score_seed)
 
     def use_score(self, score: str, hidden: int | None = None, seed: int = 0) -> MultiHeadAttention:
@@ -320,10 +321,10 @@ class MultiHeadAttention(nn.Module):
         self, batch: int, n_query: int, n_key: int, mask=None, valid_lens=None, causal: bool | None = None, device=None
     ) -> torch.Tensor | None:
         """Combine a boolean mask, valid lengths and causality into one [B or 1, nh or 1, Tq, Tk] mask."""
-        causal = self.causal if causal is None else causal
+        causal = self.causal if causal is None else checks.flag("causal", causal)
         combined = None
         if mask is not None:
-            combined = as_bool_mask(mask).to(device)
+            combined = as_bool_mask(checks.array("mask", mask, (2, 3, 4), finite=False)).to(device)
             if combined.dim() == 3:
                 combined = combined.unsqueeze(1)  # [B, Tq, Tk] -> [B, 1, Tq, Tk]: one mask per example, all heads
             while combined.dim() < 4:
@@ -332,10 +333,11 @@ class MultiHeadAttention(nn.Module):
             vl = valid_length_mask(torch.as_tensor(valid_lens, device=device), n_query, n_key)
             combined = vl if combined is None else combined & vl
         if causal:
-            cm = causal_mask(n_query, n_key, device=device)[None, None]
+            cm = causal_cells(n_query, n_key, device=device)[None, None]
             combined = cm if combined is None else combined & cm
         return combined
 
+    @checks.public(name="MultiHeadAttention.forward")
     def forward(
         self,
         q: torch.Tensor,
@@ -352,10 +354,11 @@ class MultiHeadAttention(nn.Module):
         mask: boolean, True = may attend: [Tq, Tk], [B, Tq, Tk] (per example) or [B or 1, nh or 1, Tq, Tk];
         0/1 masks are accepted.
         valid_lens: [B] or [B, Tq] key lengths (padding). causal: query i sees keys <= i.
-        scale: default 1/sqrt(d_head) for the scaled_dot score, 1 for the others. fill: what masked cells become.
-        """
-        k = q if k is None else k
-        v = k if v is None else v
+        scale: default 1/sqrt(d_head) for the scaled_dot score, 1 for the others. fill: what masked cells become."""
+        q = checks.array("q", q, (2, 3))
+        k = q if k is None else checks.array("k", k, (2, 3))
+        v = k if v is None else checks.array("v", v, (2, 3))
+        q, k, v = (x.to(self.w_q.weight.dtype) for x in (q, k, v))
         unbatched = q.dim() == 2
         if unbatched:
             q, k, v = q[None], k[None], v[None]
@@ -368,7 +371,8 @@ class MultiHeadAttention(nn.Module):
 
         qh, kh, vh = self.project(q, k, v)
         full_mask = self.build_mask(batch, n_query, n_key, mask, valid_lens, causal, device=q.device)
-        scale = self.score_fn.default_scale(self.d_head) if scale is None else scale
+        scale = self.score_fn.default_scale(self.d_head) if scale is None else check_scale(scale)
+        fill = checks.number("fill", fill, minus_inf=True)
         stages = stages_from_scores(self.score_fn(qh, kh), scale, full_mask, fill)  # each (B, nh, Tq, Tk)
         context = stages.weights @ vh  # (B, nh, Tq, hd)
         output = self.w_o(self.merge_heads(context))  # (B, Tq, d_model)
@@ -377,20 +381,15 @@ class MultiHeadAttention(nn.Module):
             stages = Stages(*(s[0] for s in stages))
         return output, stages
 
-    # --- loading weights from elsewhere ---
-
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
-        """Copy a torch.nn.MultiheadAttention, unpacking its packed in_proj weights.
-
-        in_proj_weight is [3*d, d]: rows [0, d) project queries, [d, 2d) keys, [2d, 3d) values.
-        """
+        """Copy a torch.nn.MultiheadAttention, unpacking its in_proj_weight [3*d, d]: rows [0, d) project queries,
+        [d, 2d) keys, [2d, 3d) values."""
         if m.kdim != m.embed_dim or m.vdim != m.embed_dim:
             raise AttnvizError("from_torch needs q, k and v of the same size (kdim == vdim == embed_dim).")
         if m.bias_k is not None or m.add_zero_attn:
             raise AttnvizError("from_torch does not support add_bias_kv or add_zero_attn.")
-        d = m.embed_dim
-        bias = m.in_proj_bias is not None
+        d, bias = m.embed_dim, m.in_proj_bias is not None
         ours = cls(d, m.num_heads, bias=bias)
         w_q, w_k, w_v = m.in_proj_weight.detach().split(d, dim=0)  # each [d, d]
         with torch.no_grad():
@@ -415,7 +414,7 @@ def seeded_module(
     """
     with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undo that
         m = MultiHeadAttention(d_model, n_head, bias=bias, score=score, score_seed=seed)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)  # checked by the module (score_seed)
     bound = 1.0 / math.sqrt(d_model)  # nn.Linear's default range, drawn from our generator
     with torch.no_grad():
         for p in (p for lin in (m.w_q, m.w_k, m.w_v, m.w_o) for p in lin.parameters()):
@@ -425,4 +424,5 @@ def seeded_module(
 
 def seeded_vectors(n: int, d: int, seed: int = 0) -> torch.Tensor:
     """[n, d] standard normal input vectors that depend only on `seed`."""
-    return torch.randn(n, d, generator=torch.Generator().manual_seed(seed))
+    n, d = checks.whole("n", n, low=0, high=checks.MAX_TOKENS), checks.whole("d", d, low=1, high=checks.MAX_WIDTH)
+    return torch.randn(n, d, generator=torch.Generator().manual_seed(checks.whole("seed", seed, low=0, high=2**63 - 1)))
