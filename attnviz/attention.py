@@ -247,7 +247,9 @@ def valid_length_mask(valid_lens: torch.Tensor, n_query: int, n_key: int) -> tor
     if valid_lens.dim() == 1:
         valid_lens = valid_lens[:, None].expand(-1, n_query)  # [B, Tq]
     if valid_lens.shape[-1] != n_query:
-        raise ArgumentError("valid_lens", f"valid_lens has {valid_lens.shape[-1]} per row, not {n_query} (one per query).")
+        raise ArgumentError(
+            "valid_lens", f"valid_lens has {valid_lens.shape[-1]} per row, not {n_query} (one per query)."
+        )
     keys = torch.arange(n_key, device=valid_lens.device)
     return (keys[None, None, :] < valid_lens[:, :, None])[:, None]  # [B, 1, Tq, Tk]
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from . import checks
 from .attention import DEFAULT_FILL, Stages, check_scale
-from .errors import AttnvizError, InputError, check_index
+from .errors import ArgumentError, AttnvizError, InputError, check_index
 from .generation import Generation
 from .given import weights_array
 from .trace_layers import (
@@ -85,8 +86,11 @@ class AttentionTrace(ValueReads):
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         self_attention = self.key_tokens is None
-        set_("tokens", tuple(str(t) for t in self.tokens))
-        set_("key_tokens", self.tokens if self_attention else tuple(str(t) for t in self.key_tokens))
+        set_("tokens", tuple(str(t) for t in checks.tokens("tokens", self.tokens)))
+        set_(
+            "key_tokens",
+            self.tokens if self_attention else tuple(map(str, checks.tokens("key_tokens", self.key_tokens))),
+        )
         set_("notes", tuple(self.notes))
         set_("layers", tuple(self.layers))
         for name in ("word_ids", "sequence_ids"):  # the key side is the query side, unless keys are other tokens
@@ -100,18 +104,22 @@ class AttentionTrace(ValueReads):
     def from_scores(cls, tokens, scores, scale, mask=None, fill=DEFAULT_FILL, bias=None, **kw) -> AttentionTrace:
         """A trace from stage arrays: scores [layer, head, query, key], scale one number or [layer],
         mask [layer, query, key] (True = may attend), fill one number or [layer], bias [layer, head, query, key]."""
+        checks.keywords("AttentionTrace.from_scores", kw, _FIELDS)
         return cls(tokens, records_from_scores(scores, scale, mask, fill, bias), **kw)
 
     @classmethod
     def from_weights(cls, tokens, weights, why: str = "only the final weights were given", **kw) -> AttentionTrace:
         """A trace of given weights [layer, head, query, key]; `why` says why there are no other stages."""
+        checks.keywords("AttentionTrace.from_weights", kw, _FIELDS)
         return cls(tokens, given_layers(weights, why), **kw)
 
     @classmethod
+    @checks.public(name="AttentionTrace.from_attentions")
     def from_attentions(cls, attentions, tokens, key_tokens=None, model: str = "", item: int = 0) -> AttentionTrace:
         """A weights-only trace from what a transformers model returns with output_attentions=True: one
         [batch, head, query, key] tensor per layer (any dtype or device, gradients or not); batch item `item`.
         SDPA's empty tuple or None raise an InputError saying what to do (see attnviz.given)."""
+        model, item = checks.text("model", model), checks.whole("item", item, low=0)
         weights = weights_array(attentions, item)
         why = "only the final weights were given (output_attentions)"
         return cls.from_weights(tokens, weights, why, key_tokens=key_tokens, provenance=Provenance(model, "attentions"))
@@ -129,8 +137,7 @@ class AttentionTrace(ValueReads):
 
     def why_not(self, stage: str) -> str | None:
         """Why this trace cannot give `stage` (a stage name or "vectors"), as a sentence; None when it can."""
-        if stage not in CAPABILITIES:
-            raise AttnvizError(f"unknown stage {stage!r}; choose one of {', '.join(CAPABILITIES)}")
+        checks.choice("stage", stage, CAPABILITIES)
         reason = next((r for r in (layer.missing(stage) for layer in self.layers) if r), None)
         what = _WHAT.get(stage, f"the {stage} stage")
         return None if reason is None else f"This trace gives no {what}: {reason}."
@@ -147,6 +154,7 @@ class AttentionTrace(ValueReads):
         log-sum-exp). device=True: float32 torch tensors on the trace's device (to reduce there, move the result)."""
         record = self.layers[check_index("layer", layer, self.n_layer)]
         rows, cols = span("queries", queries, self.n_tokens), span("keys", keys, self.n_keys)
+        device = checks.flag("device", device)
         with torch.inference_mode():
             out = record.stages(head_index(heads, self.n_head), rows, cols)
         return out if device else frozen_stages(out)
@@ -167,7 +175,7 @@ class AttentionTrace(ValueReads):
 
     def stage(self, name: str, layer: int | None = None) -> np.ndarray:
         """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""
-        if not self.has(name) or name not in STAGES:
+        if not self.has(checks.choice("name", name, CAPABILITIES)) or name not in STAGES:
             raise AttnvizError(self.why_not(name) or f"{name!r} is not a stage; choose one of {', '.join(STAGES)}")
         if layer is not None:
             return getattr(self.stages(layer), name)
@@ -201,6 +209,11 @@ class AttentionTrace(ValueReads):
             raise AttnvizError(f"{self.why_not('scores')} There are no scores to recompute from.")
         record = self.layers[check_index("layer", layer, self.n_layer)]
         scale = None if scale is None else check_scale(scale)
+        fill = checks.number("fill", fill, minus_inf=True, none=True)
+        if mask is not None:
+            mask = checks.array("mask", mask, (2,), finite=False) != 0
+            if tuple(mask.shape) != (self.n_tokens, self.n_keys):
+                raise ArgumentError("mask", f"mask must be [query, key] = {(self.n_tokens, self.n_keys)}.")
         with torch.inference_mode():
             return frozen_stages(record.stages(head_index(None, self.n_head), scale=scale, mask=mask, fill=fill))
 
@@ -214,6 +227,11 @@ class AttentionTrace(ValueReads):
     fill = property(lambda self: _per_layer(self, "fill"))
     scale_on = property(lambda self: None if not self.has("scores") else tuple(f.scale_on for f in _facts(self)))
     has_bias = property(lambda self: any(f.bias is not None for f in _facts(self)))
+
+
+#: What from_scores and from_weights pass on to the trace besides its tokens and layers.
+_FIELDS = ("key_tokens", "d_head", "provenance", "notes", "word_ids", "sequence_ids", "key_word_ids",
+           "key_sequence_ids", "generation")  # fmt: skip
 
 
 def _facts(trace: AttentionTrace) -> list[LayerFacts]:

@@ -34,7 +34,7 @@ MAX_HEADS = 1_024
 MAX_CELLS = 2**30
 
 __all__ = ["MAX_CELLS", "MAX_HEADS", "MAX_TOKENS", "MAX_WIDTH", "array", "cells", "check_index", "choice", "flag",
-           "keywords", "number", "positions", "public", "text", "whole", "window"]  # fmt: skip
+           "keywords", "number", "positions", "public", "text", "tokens", "whole", "window"]  # fmt: skip
 
 
 def shown(value) -> str:
@@ -135,8 +135,23 @@ def positions(name: str, values, size: int, what: str = "positions") -> tuple[in
     bad = [i for i in out if not 0 <= i < size]
     if bad:
         listed = ", ".join(shown(i) for i in bad[:5]) + (", ..." if len(bad) > 5 else "")
-        raise ArgumentError(name, f"{name} {what} {listed} do not exist; there are {size:,} (0..{size - 1}).")
+        raise ArgumentError(
+            name, f"{name} names {what} {listed} that do not exist; there are {size:,} (0..{size - 1})."
+        )
     return tuple(out)
+
+
+def tokens(name: str, value) -> tuple[str, ...]:
+    """A sequence of at most MAX_TOKENS strs (a str itself is one text, not tokens)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ArgumentTypeError(name, f"{name} must be a list of str, not {kind_of(value)}.")
+    items = tuple(itertools.islice(iter(value), MAX_TOKENS + 1))
+    if len(items) > MAX_TOKENS:
+        raise ArgumentError(name, f"{name} holds more than {MAX_TOKENS:,} tokens, the limit.")
+    wrong = next((t for t in items if not isinstance(t, str)), None)
+    if wrong is not None:
+        raise ArgumentTypeError(name, f"{name} must hold str tokens, not {kind_of(wrong)}.")
+    return items
 
 
 def window(name: str, value, size: int) -> tuple[int, int] | None:
@@ -170,7 +185,7 @@ def array(name: str, value, ranks: tuple[int, ...], *, finite: bool = True, dtyp
         t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
     except (TypeError, ValueError, RuntimeError) as e:
         raise ArgumentTypeError(name, f"{name} must be an array of numbers ({e}).") from None
-    if t.dtype.is_complex or not (t.dtype.is_floating_point or t.dtype == torch.bool or not t.is_floating_point()):
+    if t.dtype.is_complex:
         raise ArgumentTypeError(name, f"{name} must hold real numbers, not {t.dtype}.")
     if t.dim() not in ranks:
         raise ArgumentError(name, f"{name} must have {' or '.join(map(str, ranks))} axes, got {t.dim()} "

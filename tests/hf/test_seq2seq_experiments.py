@@ -92,7 +92,7 @@ def test_the_decoder_hides_target_positions_and_checks_them_against_the_target(l
     tr, _ = traced(loaded, part="decoder", hide=(1,))
     assert (tr.decoder.weights[..., 1] == 0).all()
     n_tgt = tr.decoder.n_tokens
-    with pytest.raises(attnviz.InputError, match="hide token positions"):
+    with pytest.raises(attnviz.InputError, match="hide names token positions"):
         attnviz.trace(loaded, SOURCE, target=TARGET, part="decoder", hide=(n_tgt,))
 
 
