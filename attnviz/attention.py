@@ -16,8 +16,6 @@ The score need not be a dot product (`ScoreFunction`, the general attention mode
 q.k with the 1/sqrt(d) scale (the default), `general` q^T W k (Luong et al. 2015) and `additive`
 v^T tanh(W_q q + W_k k) (Bahdanau et al. 2015); its output is the `scores` stage. Only scaled_dot scales by default:
 tanh bounds the additive score (|score| <= sum |v| at any width), while dot and general grow like sqrt(d).
-
-Arguments of every public function here are checked by `attnviz.checks` before any tensor is made.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ MAX_SCALE = 1e4  # scores are O(10-100); a larger multiplier only overflows floa
 
 def default_scale(d_head: int) -> float:
     """1/sqrt(d_head): brings Var(q.k) back to 1 when q and k have unit-variance entries."""
-    return 1.0 / math.sqrt(checks.whole("d_head", d_head, low=1))
+    return 1.0 / math.sqrt(checks.whole("d_head", d_head, low=1, high=checks.MAX_WIDTH))
 
 
 def check_scale(scale: float) -> float:
@@ -61,23 +59,19 @@ class Stages(NamedTuple):
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last axis that never returns NaN.
 
-    A row whose every entry is -inf (every key masked with fill=-inf) gets all-zero weights:
-    the query attends to nothing, so its output is zero. torch.softmax would give NaN there.
-    A finite fill (-10000, -1e9, dtype min) needs no special case: a fully masked row holds
-    `fill` everywhere and its softmax is uniform over all keys, which is what the model computes.
-    """
+    A row whose every entry is -inf (every key masked with fill=-inf) gets all-zero weights: the query attends to
+    nothing, so its output is zero (torch.softmax would give NaN). A finite fill (-10000, -1e9, dtype min) needs no
+    special case: a fully masked row's softmax is uniform over all keys, which is what the model computes."""
     x = checks.array("x", x, range(1, 9), finite=False)
     weights = torch.softmax(x, dim=-1)  # the very kernel eager attention uses, so weights match it bit for bit
-    # An all -inf row comes out of torch.softmax as NaN in every column, so looking at the first column
-    # (T values per head, not T*T) finds every candidate; only then pay for the exact check over the rows.
-    # (Checking x.amax on every call would cost a full extra pass over the scores.)
+    # An all -inf row comes out of torch.softmax as NaN in every column, so looking at the first column (T values
+    # per head, not T*T) finds every candidate; only then pay for the exact check (x.amax: a full pass) over the rows.
     if not bool(weights[..., :1].isnan().any()):
         return weights
     dead = torch.isneginf(x.amax(dim=-1, keepdim=True))
     return weights.masked_fill(dead, 0.0)
 
 
-@checks.public(name="attnviz.stages_from_scores")
 def stages_from_scores(scores: torch.Tensor, scale: float, mask: torch.Tensor | None = None, fill: float = DEFAULT_FILL,
                        bias=None, softcap: float | None = None, sinks: torch.Tensor | None = None) -> Stages:  # fmt: skip
     """scores -> scaled -> masked -> weights. The one place where the stages are defined.
@@ -91,9 +85,10 @@ def stages_from_scores(scores: torch.Tensor, scale: float, mask: torch.Tensor | 
       dropped (gpt-oss), so a row's weights sum to less than 1: the rest went to the sink.
     """
     scores = checks.array("scores", scores, range(1, 9), finite=False)
-    scale, fill = checks.number("scale", scale), checks.number("fill", fill, minus_inf=True)
-    mask = None if mask is None else checks.array("mask", mask, range(9), finite=False)
-    scaled, masked = masked_from_scores(scores, scale, mask, fill, bias, checks.number("softcap", softcap, none=True))
+    scale, fill = check_scale(scale), checks.number("fill", fill, minus_inf=True)
+    mask = None if mask is None else as_bool_mask(checks.fits("mask", mask, scores.shape))
+    softcap = checks.number("softcap", softcap, none=True, low=0, nonzero=True, high=MAX_SCALE)
+    scaled, masked = masked_from_scores(scores, scale, mask, fill, bias, softcap)
     return Stages(scores, scaled, masked, _weights(masked, sinks))
 
 
@@ -133,7 +128,6 @@ def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FI
     return scaled, masked
 
 
-@checks.public(name="attnviz.attention")
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
               scale: float | None = None, fill: float = DEFAULT_FILL) -> tuple[torch.Tensor, Stages]:  # fmt: skip
     """Scaled dot-product attention that returns the output and every stage.
@@ -141,9 +135,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     q: [..., Tq, d], k: [..., Tk, d], v: [..., Tk, dv] -> output [..., Tq, dv]."""
     q, k, v = (checks.array(name, x, range(2, 9)) for name, x in (("q", q), ("k", k), ("v", v)))
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ArgumentError(
-            "k", f"k must be [..., Tk, {q.shape[-1]}] and v [..., Tk, dv]; got {list(k.shape)}, {list(v.shape)}."
-        )
+        raise ArgumentError("q", f"q [..., Tq, d], k [..., Tk, d] and v [..., Tk, dv] do not fit: {list(q.shape)}, "
+                                 f"{list(k.shape)}, {list(v.shape)}.")  # fmt: skip
     scale = default_scale(q.shape[-1]) if scale is None else check_scale(scale)
     scores = q @ k.transpose(-2, -1)  # [..., Tq, Tk]
     stages = stages_from_scores(scores, scale, mask, fill)
@@ -221,7 +214,6 @@ class ScoreFunction(nn.Module):
 # --- masks ---------------------------------------------------------------------------------------
 
 
-@checks.public(name="attnviz.causal_mask")
 def causal_mask(n_query: int, n_key: int | None = None, device=None) -> torch.Tensor:
     """[Tq, Tk] boolean: query i may attend keys 0..i (aligned to the end if Tk > Tq, as with a cache); bounded."""
     n_query = checks.whole("n_query", n_query, low=0, high=checks.MAX_TOKENS)
@@ -240,7 +232,7 @@ def valid_length_mask(valid_lens: torch.Tensor, n_query: int, n_key: int) -> tor
 
     Key j is visible to a query when j < valid_len; a [batch, Tq] tensor gives one length per query.
     """
-    valid_lens = checks.array("valid_lens", valid_lens, (1, 2))
+    valid_lens = checks.lengths("valid_lens", valid_lens)
     n_query = checks.whole("n_query", n_query, low=0, high=checks.MAX_TOKENS)
     n_key = checks.whole("n_key", n_key, low=0, high=checks.MAX_TOKENS)
     checks.cells("valid_length_mask", valid_lens.shape[0], n_query, n_key)
@@ -332,7 +324,7 @@ class MultiHeadAttention(nn.Module):
             while combined.dim() < 4:
                 combined = combined.unsqueeze(0)  # [Tq, Tk] -> [1, 1, Tq, Tk]
         if valid_lens is not None:
-            vl = valid_length_mask(torch.as_tensor(valid_lens, device=device), n_query, n_key)
+            vl = valid_length_mask(checks.lengths("valid_lens", valid_lens, batch).to(device), n_query, n_key)
             combined = vl if combined is None else combined & vl
         if causal:
             cm = causal_cells(n_query, n_key, device=device)[None, None]
@@ -427,4 +419,12 @@ def seeded_module(
 def seeded_vectors(n: int, d: int, seed: int = 0) -> torch.Tensor:
     """[n, d] standard normal input vectors that depend only on `seed`."""
     n, d = checks.whole("n", n, low=0, high=checks.MAX_TOKENS), checks.whole("d", d, low=1, high=checks.MAX_WIDTH)
+    checks.cells("seeded_vectors", n, d, most=checks.MAX_CELLS // 4)  # float32: 1 GiB at most
     return torch.randn(n, d, generator=torch.Generator().manual_seed(checks.whole("seed", seed, low=0, high=2**63 - 1)))
+
+
+# The public functions check their call against their signature (unknown keywords, missing arguments) first.
+_PUBLIC = (default_scale, softmax, stages_from_scores, attention, causal_mask, valid_length_mask, seeded_module,
+           seeded_vectors)  # fmt: skip
+for _f in _PUBLIC:
+    globals()[_f.__name__] = checks.public(_f, name=f"attnviz.{_f.__name__}")

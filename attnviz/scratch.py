@@ -56,7 +56,7 @@ class ModuleSource:
         checks.whole("d_model", self.d_model, low=1, high=checks.MAX_WIDTH, none=True)
         checks.whole("n_head", self.n_head, low=1, high=checks.MAX_HEADS, none=True)
         checks.whole("n_keys", self.n_keys, low=1, high=checks.MAX_TOKENS)
-        checks.whole("valid_keys", self.valid_keys, low=0, none=True)
+        checks.whole("valid_keys", self.valid_keys, low=0, high=checks.MAX_TOKENS, none=True)
         checks.whole("seed", self.seed, low=0, high=2**62)
         checks.check_index("layer", self.layer, self.base.n_layer)
         for name in ("bias", "cross"):
@@ -124,6 +124,9 @@ class ModuleSource:
             f"mha = attnviz.MultiHeadAttention(d_model={d_model}, n_head={n_head}, score={self.score!r})\n"
             f"out, stages = mha(torch.randn(1, 10, {d_model}))  # stages.weights: [batch, head, query, key]\n"
         )
+
+
+ModuleSource.__init__ = checks.public(ModuleSource.__init__, name="ModuleSource")  # unknown fields: our error
 
 
 def module_code() -> str:

@@ -19,7 +19,7 @@ import torch
 
 from . import checks
 from .attention import DEFAULT_FILL, Stages, check_scale
-from .errors import ArgumentError, AttnvizError, InputError, check_index
+from .errors import AttnvizError, InputError, check_index
 from .generation import Generation
 from .given import weights_array
 from .trace_layers import (
@@ -34,7 +34,7 @@ from .trace_layers import (
     kv_groups,
     records_from_scores,
 )
-from .trace_read import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids
+from .trace_read import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids, what_if
 from .trace_values import ValueReads
 
 __all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance", "Values"]
@@ -63,6 +63,9 @@ class Provenance:
     input_ids: tuple[int, ...] = ()
     n_dropped: int = 0  # tokens cut off because the text was longer than the limit
 
+    def __post_init__(self):
+        checks.text("model", self.model)
+
 
 @dataclass(frozen=True, eq=False)
 class AttentionTrace(ValueReads):
@@ -86,11 +89,8 @@ class AttentionTrace(ValueReads):
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         self_attention = self.key_tokens is None
-        set_("tokens", tuple(str(t) for t in checks.tokens("tokens", self.tokens)))
-        set_(
-            "key_tokens",
-            self.tokens if self_attention else tuple(map(str, checks.tokens("key_tokens", self.key_tokens))),
-        )
+        set_("tokens", checks.tokens("tokens", self.tokens))
+        set_("key_tokens", self.tokens if self_attention else checks.tokens("key_tokens", self.key_tokens))
         set_("notes", tuple(self.notes))
         set_("layers", tuple(self.layers))
         for name in ("word_ids", "sequence_ids"):  # the key side is the query side, unless keys are other tokens
@@ -104,22 +104,18 @@ class AttentionTrace(ValueReads):
     def from_scores(cls, tokens, scores, scale, mask=None, fill=DEFAULT_FILL, bias=None, **kw) -> AttentionTrace:
         """A trace from stage arrays: scores [layer, head, query, key], scale one number or [layer],
         mask [layer, query, key] (True = may attend), fill one number or [layer], bias [layer, head, query, key]."""
-        checks.keywords("AttentionTrace.from_scores", kw, _FIELDS)
         return cls(tokens, records_from_scores(scores, scale, mask, fill, bias), **kw)
 
     @classmethod
     def from_weights(cls, tokens, weights, why: str = "only the final weights were given", **kw) -> AttentionTrace:
         """A trace of given weights [layer, head, query, key]; `why` says why there are no other stages."""
-        checks.keywords("AttentionTrace.from_weights", kw, _FIELDS)
         return cls(tokens, given_layers(weights, why), **kw)
 
     @classmethod
-    @checks.public(name="AttentionTrace.from_attentions")
     def from_attentions(cls, attentions, tokens, key_tokens=None, model: str = "", item: int = 0) -> AttentionTrace:
         """A weights-only trace from what a transformers model returns with output_attentions=True: one
         [batch, head, query, key] tensor per layer (any dtype or device, gradients or not); batch item `item`.
         SDPA's empty tuple or None raise an InputError saying what to do (see attnviz.given)."""
-        model, item = checks.text("model", model), checks.whole("item", item, low=0)
         weights = weights_array(attentions, item)
         why = "only the final weights were given (output_attentions)"
         return cls.from_weights(tokens, weights, why, key_tokens=key_tokens, provenance=Provenance(model, "attentions"))
@@ -148,7 +144,6 @@ class AttentionTrace(ValueReads):
     # --- the read path ---
     def stages(self, layer: int, heads=None, queries=None, keys=None, *, device: bool = False) -> Stages:
         """One layer's stages [head, query, key] as read-only float32 numpy (None for a stage it cannot give).
-
         heads: None (all), one head (its axis kept) or a sequence; queries / keys: (start, stop) windows chosen
         separately, None for all; every key stays in the softmax (a key window's weights come from each row's
         log-sum-exp). device=True: float32 torch tensors on the trace's device (to reduce there, move the result)."""
@@ -199,21 +194,17 @@ class AttentionTrace(ValueReads):
         if not self.has("vectors"):
             raise InputError(self.why_not("vectors"))
         with torch.inference_mode():
+            head = check_index("head", head, self.n_head)
             q, k = self.layers[check_index("layer", layer, self.n_layer)].vectors(head_index(head, self.n_head))
         return frozen(q[0]), frozen(k[0])
 
     def recompute(self, layer: int, scale: float | None = None, mask=None, fill: float | None = None) -> Stages:
-        """What-if without a new forward pass: one layer's stages (numpy [head, query, key]) with another scale, mask or
-        fill. Only this layer changes: later layers still saw the original weights."""
+        """One layer's stages (numpy [head, query, key]) with another scale, mask or fill, without a forward pass."""
         if not self.has("scores"):
             raise AttnvizError(f"{self.why_not('scores')} There are no scores to recompute from.")
         record = self.layers[check_index("layer", layer, self.n_layer)]
         scale = None if scale is None else check_scale(scale)
-        fill = checks.number("fill", fill, minus_inf=True, none=True)
-        if mask is not None:
-            mask = checks.array("mask", mask, (2,), finite=False) != 0
-            if tuple(mask.shape) != (self.n_tokens, self.n_keys):
-                raise ArgumentError("mask", f"mask must be [query, key] = {(self.n_tokens, self.n_keys)}.")
+        mask, fill = what_if(mask, fill, (self.n_tokens, self.n_keys))
         with torch.inference_mode():
             return frozen_stages(record.stages(head_index(None, self.n_head), scale=scale, mask=mask, fill=fill))
 
@@ -232,6 +223,15 @@ class AttentionTrace(ValueReads):
 #: What from_scores and from_weights pass on to the trace besides its tokens and layers.
 _FIELDS = ("key_tokens", "d_head", "provenance", "notes", "word_ids", "sequence_ids", "key_word_ids",
            "key_sequence_ids", "generation")  # fmt: skip
+
+# Every public read checks its call against its signature first (attnviz.checks.public); the constructors from
+# arrays take the trace's own fields as keywords and nothing else.
+_READS = ("why_not", "stages", "column", "stage", "facts", "layer_mask", "lse", "vectors", "recompute")  # fmt: skip
+for _name in _READS:
+    setattr(AttentionTrace, _name, checks.public(getattr(AttentionTrace, _name), name=f"AttentionTrace.{_name}"))
+for _name, _extra in (("from_scores", _FIELDS), ("from_weights", _FIELDS), ("from_attentions", ())):
+    _func = getattr(AttentionTrace, _name).__func__
+    setattr(AttentionTrace, _name, classmethod(checks.public(_func, name=f"AttentionTrace.{_name}", extra=_extra)))
 
 
 def _facts(trace: AttentionTrace) -> list[LayerFacts]:

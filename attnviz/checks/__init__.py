@@ -33,8 +33,8 @@ MAX_WIDTH = 8_192
 MAX_HEADS = 1_024
 MAX_CELLS = 2**30
 
-__all__ = ["MAX_CELLS", "MAX_HEADS", "MAX_TOKENS", "MAX_WIDTH", "array", "cells", "check_index", "choice", "flag",
-           "keywords", "number", "positions", "public", "text", "tokens", "whole", "window"]  # fmt: skip
+__all__ = ["ArgumentError", "ArgumentTypeError", "MAX_CELLS", "MAX_HEADS", "MAX_TOKENS", "MAX_WIDTH", "array", "cells", "check_index", "choice", "fits", "flag",
+           "keywords", "lengths", "number", "positions", "public", "sizes", "text", "tokens", "whole", "window"]  # fmt: skip
 
 
 def shown(value) -> str:
@@ -151,7 +151,17 @@ def tokens(name: str, value) -> tuple[str, ...]:
     wrong = next((t for t in items if not isinstance(t, str)), None)
     if wrong is not None:
         raise ArgumentTypeError(name, f"{name} must hold str tokens, not {kind_of(wrong)}.")
-    return items
+    return tuple(str(t) for t in items)  # numpy str_ as plain str
+
+
+def sizes(name: str, values, *, most: int = 64, high: int = MAX_WIDTH) -> tuple[int, ...]:
+    """A short list (at most `most` entries) of sizes 1..high, such as the widths of an experiment."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ArgumentTypeError(name, f"{name} must be a list of whole numbers, not {kind_of(values)}.")
+    picked = list(itertools.islice(iter(values), most + 1))
+    if len(picked) > most:
+        raise ArgumentError(name, f"{name} lists more than {most} sizes.")
+    return tuple(whole(name, v, low=1, high=high) for v in picked)
 
 
 def window(name: str, value, size: int) -> tuple[int, int] | None:
@@ -166,6 +176,28 @@ def window(name: str, value, size: int) -> tuple[int, int] | None:
     if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)) or len(value) != 2:
         raise ArgumentTypeError(name, f"{name} must be a (start, stop) pair of whole numbers, not {kind_of(value)}.")
     return whole(f"{name} start", value[0]), whole(f"{name} stop", value[1])
+
+
+def fits(name: str, value, shape) -> torch.Tensor:
+    """An array that broadcasts against `shape` without growing it (a mask over scores), as a tensor."""
+    t = array(name, value, range(len(shape) + 1), finite=False)
+    try:
+        grown = torch.broadcast_shapes(t.shape, shape) != torch.Size(shape)
+    except RuntimeError:
+        grown = True
+    if grown:
+        raise ArgumentError(name, f"{name} of shape {tuple(t.shape)} does not fit {tuple(shape)}.")
+    return t
+
+
+def lengths(name: str, value, batch: int | None = None) -> torch.Tensor:
+    """Valid lengths, [batch] or [batch, query]: whole numbers >= 0 (one row per batch item when `batch` is given)."""
+    t = array(name, value, (1, 2))
+    if t.dtype == torch.bool or t.is_floating_point() and not bool((t == t.round()).all()) or bool((t < 0).any()):
+        raise ArgumentError(name, f"{name} must hold whole numbers >= 0.")
+    if batch is not None and t.shape[0] not in (1, batch):
+        raise ArgumentError(name, f"{name} has {t.shape[0]} rows for a batch of {batch}.")
+    return t
 
 
 def cells(name: str, *sizes: int, most: int = MAX_CELLS) -> None:
@@ -207,11 +239,12 @@ def keywords(label: str, given, allowed) -> None:
             )
 
 
-def public(func=None, *, name: str | None = None):
+def public(func=None, *, name: str | None = None, extra: tuple[str, ...] = ()):
     """Check a call against `func`'s signature before it runs: an unknown keyword, a missing argument or too many
-    arguments is an ArgumentTypeError naming the argument (Python's own TypeError would come from inside)."""
+    arguments is an ArgumentTypeError naming the argument (Python's own TypeError would come from inside). A function
+    with **keywords is checked only when `extra` names what they may be."""
     if func is None:
-        return functools.partial(public, name=name)
+        return functools.partial(public, name=name, extra=extra)
     signature = inspect.signature(func)
     label = name or func.__qualname__
     named = [p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
@@ -219,8 +252,8 @@ def public(func=None, *, name: str | None = None):
 
     @functools.wraps(func)
     def checked(*args, **kwargs):
-        if not open_ended:
-            keywords(label, kwargs, [n for n in named if n != "self"])
+        if extra or not open_ended:  # `extra`: what a **keywords parameter takes
+            keywords(label, kwargs, [n for n in named if n not in ("self", "cls")] + list(extra))
         try:
             signature.bind(*args, **kwargs)
         except TypeError as e:

@@ -80,7 +80,7 @@ def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = No
         raise InputError("The tokenizer produced no tokens for this text.")
     types = list(enc["token_type_ids"]) if "token_type_ids" in enc else None
     n_pad = 0
-    pad_to = checks.whole("pad_to", pad_to, low=1, none=True)
+    pad_to = checks.whole("pad_to", pad_to, low=1, high=checks.MAX_TOKENS, none=True)
     if pad_to is not None and pad_to > len(ids):
         target = min(pad_to, limit)
         if target < pad_to:

@@ -46,14 +46,14 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
     options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); max_tokens caps the text.
     """
     checks.keywords("attnviz.trace", options, OPTIONS[3:])
-    pad_to = checks.whole("pad_to", pad_to, low=1, none=True)
+    pad_to = checks.whole("pad_to", pad_to, low=1, high=checks.MAX_TOKENS, none=True)
     enc = encode(loaded.tokenizer, text, pair, token_limit(loaded, max_tokens), pad_to)
     return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
 
 
 def token_limit(loaded: LoadedModel, max_tokens=None) -> int:
     """The most tokens a trace of `loaded` takes: the caller's `max_tokens` within the model's positions."""
-    max_tokens = checks.whole("max_tokens", max_tokens, low=1, none=True)
+    max_tokens = checks.whole("max_tokens", max_tokens, low=1, high=checks.MAX_TOKENS, none=True)
     return loaded.max_tokens if max_tokens is None else max(2, min(max_tokens, loaded.max_tokens))
 
 
