@@ -29,8 +29,8 @@ HUGE = [2**40, 10**30, 10**5000]
 KINDS = {
     "index": [NAN, INF, -INF, "1", 1.5, 2.0, True, [1], ODD, None, *HUGE, -(2**40)],
     "count": [NAN, INF, "3", 2.0, True, ODD, -1, -(2**40), *HUGE],
-    "scale": [NAN, INF, -INF, "x", True, ODD, [1.0], 0, 1e300, -1e300],
-    "fill": [NAN, INF, "x", True, ODD, [1.0]],
+    "scale": [NAN, INF, -INF, "x", True, ODD, [1.0], 0, 1e300, -1e300, 10**5000],
+    "fill": [NAN, INF, "x", True, ODD, [1.0], 10**5000],
     "flag": [1, 0, 0.0, "yes", NAN, ODD, [True]],
     "text": [123, 1.5, NAN, b"x", ["a"], ODD, "ok\ud800", "\udfff"],
     "positions": ["ab", NAN, 1.5, [NAN], [1.5], ["1"], [2**40], [-1], [10**30], range(10**7), ODD, [[1, 2]]],
@@ -172,7 +172,7 @@ def test_wrong_types_are_said_as_wrong_types(world):
         attnviz.trace(world["model"], 123)
     with pytest.raises(TypeError, match="max_tokens must be a whole number"):  # still a TypeError for old callers
         attnviz.trace(world["model"], "a b", max_tokens="5")
-    with pytest.raises(ValueError, match="scale must be a finite number, got NaN"):
+    with pytest.raises(ValueError, match="scale must be a finite non-zero number of magnitude at most 10000; got nan"):
         attnviz.trace(world["model"], "a b", scale=math.nan)
 
 

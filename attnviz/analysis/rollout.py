@@ -39,7 +39,11 @@ def residual_matrix(weights: np.ndarray) -> np.ndarray:
 def layer_range(trace: AttentionTrace, start: int = 0, end: int | None = None) -> range:
     """The layers start..end (inclusive), checked."""
     start = checks.whole("start", start, low=0, high=trace.n_layer - 1)
-    end = trace.n_layer - 1 if end is None else checks.whole("end", end, low=start, high=trace.n_layer - 1)
+    end = trace.n_layer - 1 if end is None else checks.whole("end", end, low=0, high=trace.n_layer - 1)
+    if end < start:
+        raise checks.ArgumentError(
+            "end", f"choose layers with 0 <= start <= end <= {trace.n_layer - 1}, got {start}..{end}"
+        )
     return range(start, end + 1)
 
 

@@ -68,17 +68,17 @@ def number(name: str, value, *, none: bool = False, low=None, high=None, nonzero
         value = value.item()  # a one-element array, as a reduction gives it
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ArgumentTypeError(name, f"{name} must be a number, not {kind_of(value)}.")
-    v = float(value)
-    if math.isnan(v):
-        raise ArgumentError(name, f"{name} must be a finite number, got NaN.")
-    if math.isinf(v) and not (minus_inf and v < 0):
-        raise ArgumentError(name, f"{name} must be finite{' or -inf' if minus_inf else ''}, got {v}.")
-    if nonzero and v == 0:
-        raise ArgumentError(name, f"{name} must not be 0.")
+    try:
+        v = float(value)
+    except OverflowError:  # an int past float's range (10**5000)
+        v = math.inf if value > 0 else -math.inf
+    wanted = f"{name} must be a finite{' non-zero' if nonzero else ''} number" + (" or -inf" if minus_inf else "")
+    wanted += f" of magnitude at most {high:g}" if high is not None else ""
+    if math.isnan(v) or (math.isinf(v) and not (minus_inf and v < 0)) or (nonzero and v == 0) or (
+            high is not None and math.isfinite(v) and abs(v) > high):  # fmt: skip
+        raise ArgumentError(name, f"{wanted}; got {v:g}.")
     if low is not None and v < low:
         raise ArgumentError(name, f"{name} must be at least {low:g}, got {v:g}.")
-    if high is not None and math.isfinite(v) and abs(v) > high:
-        raise ArgumentError(name, f"{name} must be of magnitude at most {high:g}, got {v:g}.")
     return v
 
 
