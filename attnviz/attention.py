@@ -24,7 +24,8 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from .errors import AttnvizError, InputError
+from . import checks
+from .errors import ArgumentError, AttnvizError
 
 #: What masked cells become before the softmax, as Hugging Face models do it: the float32 minimum
 #: (about -3.4e38). Other common choices are -10000, -1e9 and -inf; see `softmax` for fully masked rows.
@@ -36,17 +37,12 @@ MAX_SCALE = 1e4  # scores are O(10-100); a larger multiplier only overflows floa
 
 def default_scale(d_head: int) -> float:
     """1/sqrt(d_head): brings Var(q.k) back to 1 when q and k have unit-variance entries."""
-    return 1.0 / math.sqrt(d_head)
+    return 1.0 / math.sqrt(checks.whole("d_head", d_head, low=1, high=checks.MAX_WIDTH))
 
 
 def check_scale(scale: float) -> float:
     """A usable scale: finite, non-zero and small enough that scores * scale stays finite in float32."""
-    scale = float(scale)
-    if not math.isfinite(scale) or scale == 0 or abs(scale) > MAX_SCALE:
-        raise InputError(
-            f"The scale must be a finite, non-zero number of magnitude at most {MAX_SCALE:g}; got {scale}."
-        )
-    return scale
+    return checks.number("scale", scale, nonzero=True, high=MAX_SCALE)
 
 
 #: The stages, by the one name each has everywhere (code, pages, URLs, files), in the order they are computed.
@@ -65,30 +61,21 @@ class Stages(NamedTuple):
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last axis that never returns NaN.
 
-    A row whose every entry is -inf (every key masked with fill=-inf) gets all-zero weights:
-    the query attends to nothing, so its output is zero. torch.softmax would give NaN there.
-    A finite fill (-10000, -1e9, dtype min) needs no special case: a fully masked row holds
-    `fill` everywhere and its softmax is uniform over all keys, which is what the model computes.
-    """
+    A row whose every entry is -inf (every key masked with fill=-inf) gets all-zero weights: the query attends to
+    nothing, so its output is zero (torch.softmax would give NaN). A finite fill (-10000, -1e9, dtype min) needs no
+    special case: a fully masked row's softmax is uniform over all keys, which is what the model computes."""
+    x = checks.array("x", x, range(1, 9), finite=False)
     weights = torch.softmax(x, dim=-1)  # the very kernel eager attention uses, so weights match it bit for bit
-    # An all -inf row comes out of torch.softmax as NaN in every column, so looking at the first column
-    # (T values per head, not T*T) finds every candidate; only then pay for the exact check over the rows.
-    # (Checking x.amax on every call would cost a full extra pass over the scores.)
+    # An all -inf row comes out of torch.softmax as NaN in every column, so looking at the first column (T values
+    # per head, not T*T) finds every candidate; only then pay for the exact check (x.amax: a full pass) over the rows.
     if not bool(weights[..., :1].isnan().any()):
         return weights
     dead = torch.isneginf(x.amax(dim=-1, keepdim=True))
     return weights.masked_fill(dead, 0.0)
 
 
-def stages_from_scores(
-    scores: torch.Tensor,
-    scale: float,
-    mask: torch.Tensor | None = None,
-    fill: float = DEFAULT_FILL,
-    bias: torch.Tensor | None = None,
-    softcap: float | None = None,
-    sinks: torch.Tensor | None = None,
-) -> Stages:
+def stages_from_scores(scores: torch.Tensor, scale: float, mask: torch.Tensor | None = None, fill: float = DEFAULT_FILL,
+                       bias=None, softcap: float | None = None, sinks: torch.Tensor | None = None) -> Stages:  # fmt: skip
     """scores -> scaled -> masked -> weights. The one place where the stages are defined.
 
     `mask` is boolean (True = may attend) and broadcasts against `scores`. Three things some models add, each
@@ -99,6 +86,10 @@ def stages_from_scores(
       token as Inkling 2 does) that joins the row's softmax as an extra key and is then
       dropped (gpt-oss), so a row's weights sum to less than 1: the rest went to the sink.
     """
+    scores = checks.array("scores", scores, range(1, 9), finite=False)
+    scale, fill = check_scale(scale), checks.number("fill", fill, minus_inf=True)
+    mask = None if mask is None else as_bool_mask(checks.fits("mask", mask, scores.shape))
+    softcap = checks.number("softcap", softcap, none=True, low=0, nonzero=True, high=MAX_SCALE)
     scaled, masked = masked_from_scores(scores, scale, mask, fill, bias, softcap)
     return Stages(scores, scaled, masked, _weights(masked, sinks))
 
@@ -139,19 +130,16 @@ def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FI
     return scaled, masked
 
 
-def attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    scale: float | None = None,
-    fill: float = DEFAULT_FILL,
-) -> tuple[torch.Tensor, Stages]:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+              scale: float | None = None, fill: float = DEFAULT_FILL) -> tuple[torch.Tensor, Stages]:  # fmt: skip
     """Scaled dot-product attention that returns the output and every stage.
 
-    q: [..., Tq, d], k: [..., Tk, d], v: [..., Tk, dv] -> output [..., Tq, dv].
-    """
-    scale = default_scale(q.shape[-1]) if scale is None else scale
+    q: [..., Tq, d], k: [..., Tk, d], v: [..., Tk, dv] -> output [..., Tq, dv]."""
+    q, k, v = (checks.array(name, x, range(2, 9)) for name, x in (("q", q), ("k", k), ("v", v)))
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ArgumentError("q", f"q [..., Tq, d], k [..., Tk, d] and v [..., Tk, dv] do not fit: {list(q.shape)}, "
+                                 f"{list(k.shape)}, {list(v.shape)}.")  # fmt: skip
+    scale = default_scale(q.shape[-1]) if scale is None else check_scale(scale)
     scores = q @ k.transpose(-2, -1)  # [..., Tq, Tk]
     stages = stages_from_scores(scores, scale, mask, fill)
     return stages.weights @ v, stages
@@ -205,8 +193,15 @@ def additive_scores(q, k, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor,
 
 
 def causal_mask(n_query: int, n_key: int | None = None, device=None) -> torch.Tensor:
-    """[Tq, Tk] boolean: query i may attend keys 0..i (aligned to the end if Tk > Tq, as with a cache)."""
-    n_key = n_query if n_key is None else n_key
+    """[Tq, Tk] boolean: query i may attend keys 0..i (aligned to the end if Tk > Tq, as with a cache); bounded."""
+    n_query = checks.whole("n_query", n_query, low=0, high=checks.MAX_TOKENS)
+    n_key = n_query if n_key is None else checks.whole("n_key", n_key, low=0, high=checks.MAX_TOKENS)
+    checks.cells("causal_mask", n_query, n_key)
+    return causal_cells(n_query, n_key, device)
+
+
+def causal_cells(n_query: int, n_key: int, device=None) -> torch.Tensor:
+    """causal_mask without its checks, for sizes a forward pass already holds."""
     return torch.ones(n_query, n_key, dtype=torch.bool, device=device).tril(diagonal=n_key - n_query)
 
 
@@ -215,12 +210,15 @@ def valid_length_mask(valid_lens: torch.Tensor, n_query: int, n_key: int) -> tor
 
     Key j is visible to a query when j < valid_len; a [batch, Tq] tensor gives one length per query.
     """
-    valid_lens = torch.as_tensor(valid_lens)
+    valid_lens = checks.lengths("valid_lens", valid_lens)
+    n_query = checks.whole("n_query", n_query, low=0, high=checks.MAX_TOKENS)
+    n_key = checks.whole("n_key", n_key, low=0, high=checks.MAX_TOKENS)
+    checks.cells("valid_length_mask", valid_lens.shape[0], n_query, n_key)
     if valid_lens.dim() == 1:
         valid_lens = valid_lens[:, None].expand(-1, n_query)  # [B, Tq]
     if valid_lens.shape[-1] != n_query:
-        raise AttnvizError(
-            f"valid_lens has {valid_lens.shape[-1]} entries per row, expected {n_query} (one per query)."
+        raise ArgumentError(
+            "valid_lens", f"valid_lens has {valid_lens.shape[-1]} per row, not {n_query} (one per query)."
         )
     keys = torch.arange(n_key, device=valid_lens.device)
     return (keys[None, None, :] < valid_lens[:, :, None])[:, None]  # [B, 1, Tq, Tk]
@@ -230,3 +228,9 @@ def as_bool_mask(mask: torch.Tensor) -> torch.Tensor:
     """Accept boolean masks (True = may attend) and 0/1 masks (0 = blocked)."""
     mask = torch.as_tensor(mask)
     return mask if mask.dtype == torch.bool else mask != 0
+
+
+# The public functions check their call against their signature (unknown keywords, missing arguments) first.
+_PUBLIC = (default_scale, softmax, stages_from_scores, attention, causal_mask, valid_length_mask)
+for _f in _PUBLIC:
+    globals()[_f.__name__] = checks.public(_f, name=f"attnviz.{_f.__name__}")

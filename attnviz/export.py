@@ -23,6 +23,7 @@ from importlib import metadata
 
 import numpy as np
 
+from . import checks
 from .errors import check_index
 from .plots.common import print_ready
 from .trace import AttentionTrace
@@ -125,9 +126,11 @@ def versions() -> dict:
     return out
 
 
+@checks.public(name="attnviz.export.provenance_record")
 def provenance_record(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> dict:
     """Everything needed to reproduce `trace`, JSON-ready: model, revision, attention implementation, dtype,
     device, scale, where it was applied and fill per layer, the options (mask experiments), versions, input text, tokens and ids."""
+    checks.text("text", text, none=True), checks.text("pair", pair, none=True)
     p = trace.provenance
     return {
         "format": NPZ_FORMAT,
@@ -160,6 +163,7 @@ def _jsonable(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+@checks.public(name="attnviz.export.trace_npz")
 def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> bytes:
     """The whole trace as .npz with its provenance record (written by attnviz.trace.save, beside its reader).
 

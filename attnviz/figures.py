@@ -7,6 +7,9 @@ become keyword arguments (layer, head, stage, ...). Each function returns [(titl
 
 from __future__ import annotations
 
+import inspect
+
+from . import checks
 from .analysis import compare as C
 from .analysis import geometry as GE
 from .analysis import heads as H
@@ -241,8 +244,8 @@ def page_figures(trace: AttentionTrace, page: str = "heads", layer: int = 0, hea
     """[(title, figure)] of one dashboard page for `trace`; `options` are the page's own controls."""
     if not isinstance(trace, AttentionTrace):
         raise InputError(f"show needs an AttentionTrace (from attnviz.trace), got {type(trace).__name__}.")
-    if page not in PAGES:
-        raise InputError(f"unknown page {page!r}; choose one of {', '.join(PAGES)}.")
+    draw = PAGES[checks.choice("page", page, tuple(PAGES))]
+    checks.keywords(f"attnviz.show(page={page!r})", options, list(inspect.signature(draw).parameters)[3:])
     layer = check_index("layer", layer, trace.n_layer)
     head = check_index("head", head, trace.n_head)
-    return PAGES[page](trace, layer, head, **options)
+    return draw(trace, layer, head, **options)

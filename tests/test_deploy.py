@@ -6,7 +6,10 @@
   file the app opens (the .dockerignore allow-list);
 - ports, probes, the Service, the Ingress and the cookie secret line up with scripts/serve.sh;
 - requirements.txt alone installs everything the app imports (what a fresh Community Cloud deploy runs);
-- the manifests' memory requests and limits cover the load test in docs/deploy.md.
+- the manifests' memory requests and limits cover the load test in docs/deploy.md;
+- hardening: the image installs only requirements.lock (every distribution pinned and hashed, one index), the
+  manifests name images by digest at the package's version, the Ingress limits each client, and a NetworkPolicy
+  lets only the ingress controller in and nothing out.
 
 The start script itself is run for real in tests/browser/test_share_hosted.py.
 """
@@ -168,9 +171,6 @@ def test_the_dockerfile_runs_the_start_script_as_non_root_with_a_health_check():
     assert names.index("USER") < names.index("CMD")
     assert HEALTH in args["HEALTHCHECK"] and "CMD" in args["HEALTHCHECK"]
     assert re.search(r"ATTNVIZ_HOSTED=1\b", " ".join(a for i, a in instr if i == "ENV")), "hosted mode on"
-    run = " ".join(a for i, a in instr if i == "RUN")
-    assert "pip install --extra-index-url" in run and "-r requirements.txt" in run
-    assert "download.pytorch.org/whl/cpu" in dict(instr)["ARG"], "the default image must get CPU torch"
 
 
 def dockerignore_allows(path: str) -> bool:
@@ -203,7 +203,8 @@ def test_the_image_holds_every_file_the_app_opens_and_nothing_else():
     pages = re.findall(r'st\.Page\("([^"]+)"', (ROOT / "app.py").read_text())
     assert pages, "app.py names its pages with st.Page(...)"
     package = [str(p.relative_to(ROOT)) for p in (ROOT / "attnviz").rglob("*.py")]
-    for path in ["app.py", *pages, *package, ".streamlit/config.toml", "scripts/serve.sh", "requirements.txt"]:
+    for path in ["app.py", *pages, *package, ".streamlit/config.toml", "scripts/serve.sh", "requirements.txt",
+                 "requirements.lock"]:  # fmt: skip
         assert dockerignore_allows(path), f"{path} would be missing from the image"
     for path in ["tests/test_deploy.py", ".venv/bin/python", "bench/load.py", ".streamlit/secrets.toml", ".git/HEAD",
                  "attnviz/__pycache__/ui.cpython-311.pyc", "docs/deploy.md"]:  # fmt: skip
@@ -213,16 +214,36 @@ def test_the_image_holds_every_file_the_app_opens_and_nothing_else():
 # --- a fresh deploy from requirements.txt alone (Streamlit Community Cloud) -------------------------------
 
 
-def imported_modules() -> set[str]:
+#: Imported only inside a function, and only where the extra is there: IPython by the notebook display hook that
+#: IPython itself calls; the rest by the features pyproject's optional extras install (projections, ray, datasets).
+OPTIONAL = {"IPython": None, "umap": "umap-learn", "ray": "ray", "datasets": "datasets"}  # module: its extra's dist
+
+
+def imported_modules(optional: bool = False) -> set[str]:
+    """Top-level modules the app imports; `optional=False` leaves out OPTIONAL's imports made inside a function (an
+    import of one of them at module level still counts: the app would need it to start)."""
     files = [ROOT / "app.py", *ROOT.glob("*pages/*.py"), *(ROOT / "attnviz").rglob("*.py")]
     names = set()
     for f in files:
-        for node in ast.walk(ast.parse(f.read_text())):
+        tree = ast.parse(f.read_text())
+        lazy = {id(n) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for n in ast.walk(fn)}  # fmt: skip
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                names |= {a.name.split(".")[0] for a in node.names}
+                found = {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
+                found = {node.module.split(".")[0]}
+            else:
+                continue
+            names |= found if optional or id(node) not in lazy else found - set(OPTIONAL)
     return {n for n in names if n not in sys.stdlib_module_names and n != "attnviz"}
+
+
+def test_the_optional_imports_are_only_the_extras_pyproject_declares():
+    extras = (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]")[1].split("\n[")[0]
+    for module, dist in OPTIONAL.items():
+        assert dist is None or re.search(rf'"{re.escape(dist)}(\[\w+\])?==', extras), f"{module}: no extra"
+    assert set(OPTIONAL) <= imported_modules(optional=True), "an OPTIONAL module nobody imports: drop it"
 
 
 def installed_closure(requirements: list[Requirement]) -> set[str]:
@@ -368,3 +389,128 @@ def test_the_docs_state_the_cpu_and_memory_the_manifest_requests():
     line = doc.split("<!-- hosted-peak -->")[1].split("(measured")[0]
     peak = max(float(n.replace(",", "")) for n in re.findall(r"([\d,]+) MB", line))
     assert mib(res["limits"]["memory"]) >= 1.25 * peak, f"limit {res['limits']['memory']} vs hosted peak {peak} MB"
+
+
+# --- supply chain: a hashed lock, one index, images by digest ------------------------------------------------
+
+LOCK = ROOT / "requirements.lock"
+DIGEST = re.compile(r"(?P<repo>[^@\s:]+(?::\d+)?/[^@\s:]+):(?P<tag>[\w.-]+)@sha256:[0-9a-f]{64}")
+
+
+def lock_entries(path: Path = LOCK) -> dict[str, tuple[str, list[str]]]:
+    """{name: (version, hashes)} of a hash-checking requirements file (continuation lines joined)."""
+    text = re.sub(r"\\\n\s*", " ", path.read_text())
+    out = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
+        if not line:
+            continue
+        assert not line.startswith("-"), f"no options in the lock (one index, set by the Dockerfile): {line}"
+        spec, *opts = line.split(" --hash=")
+        hashes = [h.strip() for h in opts]
+        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), f"unhashed: {line}"
+        m = re.fullmatch(r"([\w.-]+)==([\w.+!-]+)", spec.strip()) or re.fullmatch(
+            r"([\w.-]+) @ https://\S+/\1-([\w.]+)%2B\w+-\S+\.whl", spec.strip())  # fmt: skip
+        assert m, f"neither name==version nor name @ https://...whl: {spec}"
+        out[m.group(1).lower()] = (m.group(2), hashes)
+    return out
+
+
+def test_the_image_installs_only_the_hashed_lock_from_one_index():
+    instr = dockerfile()
+    run = " ".join(a for i, a in instr if i == "RUN" and "pip install" in a)
+    args = {a.split("=", 1)[0]: a.split("=", 1)[1] for i, a in instr if i == "ARG"}
+    assert args["LOCK"] == LOCK.name and ("COPY", "${LOCK} /tmp/requirements.lock") in instr
+    assert "--require-hashes" in run and "-r /tmp/requirements.lock" in run and "--only-binary=:all:" in run
+    assert run.count("--index-url") == 1 and "--extra-index-url" not in run and "--find-links" not in run
+    assert args["INDEX"] == "https://pypi.org/simple"
+
+
+def test_the_lock_pins_and_hashes_exactly_what_requirements_txt_resolves_to():
+    """Every requirement at its pin, every distribution the venv installed for requirements.txt at the same version,
+    each with its sha256; torch by the CPU wheel's URL (PyPI's torch is the CUDA build)."""
+    entries = lock_entries()
+    lines = [ln.split("#")[0].strip() for ln in (ROOT / "requirements.txt").read_text().splitlines()]
+    reqs = [Requirement(ln) for ln in lines if ln]
+    for r in reqs:
+        assert entries[r.name.lower()][0] == next(iter(r.specifier)).version, r
+    closure = installed_closure(reqs)
+    assert closure <= set(entries), f"installed for requirements.txt but not locked: {sorted(closure - set(entries))}"
+    for name in closure:
+        assert md.version(name).split("+")[0] == entries[name][0], (name, md.version(name), entries[name][0])
+    assert "download.pytorch.org/whl/cpu/torch-" in LOCK.read_text()
+
+
+def test_the_lock_check_refuses_an_unhashed_line(tmp_path):
+    """Proof that the test above can fail."""
+    bad = tmp_path / "bad.lock"
+    bad.write_text("numpy==2.4.6 \\\n    --hash=sha256:" + "0" * 64 + "\nplotly==7.1.0\n")
+    with pytest.raises(AssertionError, match="unhashed: plotly"):
+        lock_entries(bad)
+
+
+def images() -> list[tuple[str, str]]:
+    return [(f, c["image"]) for f, _, c in containers()]
+
+
+def test_manifests_name_images_by_digest_at_the_package_version():
+    version = re.search(r'^__version__ = "(.+)"$', (ROOT / "attnviz" / "__init__.py").read_text(), re.M).group(1)
+    project = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert version == project
+    for file, image in images():
+        m = DIGEST.fullmatch(image)
+        assert m, f"{file}: {image} is not named by digest (repo:tag@sha256:<64 hex>)"
+        assert m.group("tag") == version + ("-gpu" if "gpu" in file else ""), (file, image, version)
+    for bare in ("ghcr.io/example/attnviz:0.2.0", "ghcr.io/example/attnviz@sha256:abc", "attnviz:latest"):
+        assert not DIGEST.fullmatch(bare), bare  # the check refuses a bare tag or a short digest
+
+
+def test_pin_image_writes_the_pushed_digest_and_refuses_another_version(tmp_path):
+    """scripts/pin_image.sh with a stand-in `docker` that reports a registry digest, on a copy of the files it edits."""
+    for rel in ("scripts/pin_image.sh", "attnviz/__init__.py", "deploy/k8s/deployment.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
+    digest = "sha256:" + "ab" * 32
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "docker").write_text(f"#!/bin/sh\necho ghcr.io/me/attnviz@{digest}\n")
+    os.chmod(tmp_path / "bin" / "docker", 0o755)
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    run = lambda *a: subprocess.run(["/bin/sh", str(tmp_path / "scripts/pin_image.sh"), *a], env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert run("ghcr.io/me/attnviz:0.1.0").returncode == 64
+    out = run("ghcr.io/me/attnviz:0.2.0")
+    assert out.returncode == 0, out.stderr
+    (dep,) = [d for d in docs(tmp_path / "deploy/k8s/deployment.yaml") if d["kind"] == "Deployment"]
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == f"ghcr.io/me/attnviz:0.2.0@{digest}"
+
+
+# --- per-client limits at the Ingress, and a NetworkPolicy -------------------------------------------------
+
+
+def test_the_ingress_limits_what_one_client_can_open_and_send():
+    (ing,) = kind("Ingress")
+    a = {k.removeprefix("nginx.ingress.kubernetes.io/"): v for k, v in ing["metadata"]["annotations"].items()}
+    assert 2 <= int(a["limit-connections"]) <= 64, "one client must not hold hundreds of websockets"
+    assert 1 <= int(a["limit-rps"]) <= 100 and 1 <= int(a.get("limit-burst-multiplier", 5)) <= 10
+    upload = re.search(r"^maxUploadSize = (\d+)$", (ROOT / ".streamlit/config.toml").read_text(), re.M).group(1)
+    assert int(upload) <= mib(a["proxy-body-size"].replace("m", "Mi")) <= 8, "body limit: an upload fits, no more"
+    assert int(a["proxy-connect-timeout"]) <= 10
+
+
+def test_a_network_policy_lets_only_the_ingress_controller_in_and_nothing_out():
+    (policy,) = kind("NetworkPolicy")
+    spec = policy["spec"]
+    for file, _, c in containers():
+        labels = kind("Deployment", file)[0]["spec"]["template"]["metadata"]["labels"]
+        assert spec["podSelector"]["matchLabels"].items() <= labels.items(), f"the policy misses the pods of {file}"
+        ports = {p["name"] for p in c["ports"]}
+        assert {p["port"] for rule in spec["ingress"] for p in rule["ports"]} <= ports
+    assert set(spec["policyTypes"]) == {"Ingress", "Egress"} and spec.get("egress", []) == []
+    (rule,) = spec["ingress"]
+    (peer,) = rule["from"]
+    assert set(peer) == {"namespaceSelector", "podSelector"}, "one peer that names both the namespace and the pods"
+    assert "ingress" in json.dumps(peer), peer
+    (env,) = {
+        tuple((e["name"], e.get("value")) for e in c["env"] if e["name"] == "HF_HUB_OFFLINE") for *_, c in containers()
+    }
+    assert env == (("HF_HUB_OFFLINE", "1"),), "no egress is right only while the pods load nothing from the hub"

@@ -32,9 +32,15 @@ def test_expand_kv_returns_the_tensor_itself_when_nothing_is_shared_and_refuses_
         expand_kv(torch.randn(3, 2, 2), 8)
 
 
-@pytest.mark.parametrize(("asked", "want"), [(None, 512), (100, 100), (10_000, 512), (0, 2), (-5, 2), ("64", 64)])
+@pytest.mark.parametrize(("asked", "want"), [(None, 512), (100, 100), (10_000, 512), (1, 2), (2, 2)])
 def test_the_token_limit_stays_within_two_and_the_most(asked, want):
     assert token_limit(512, asked) == want
+
+
+@pytest.mark.parametrize("asked", [0, -5, "64", 2.0, True, 2**40])
+def test_the_token_limit_refuses_a_max_tokens_that_is_no_positive_whole_number_within_the_limit(asked):
+    with pytest.raises(AttnvizError, match="max_tokens"):
+        token_limit(512, asked)
 
 
 def test_an_error_is_shown_by_its_first_line_cut_to_the_limit():

@@ -127,7 +127,7 @@ def test_mismatched_shapes_raise_attnviz_error(kw):
 def test_a_trace_needs_records_or_weights_and_a_known_stage_name():
     with pytest.raises(AttnvizError, match="at least one layer"):
         AttentionTrace(list("ab"))
-    with pytest.raises(AttnvizError, match="choose one of"):
+    with pytest.raises(AttnvizError, match="must be one of"):
         AttentionTrace.from_scores(**_arrays()).stage("probabilities")
     with pytest.raises(attnviz.InputError, match="0..1"):
         AttentionTrace.from_scores(**_arrays()).layer(2)

@@ -76,8 +76,8 @@ ALTERED = {  # name -> (change to a valid file, words the message must hold)
     "bias for a layer it lacks": (_set("bias_7", lambda m: m["scores"][0]), "bias_7 array does not fit"),
     "too few scales": (_record(scale=[0.25]), "one scale for each of its 2 layers"),
     "scales as text": (_record(scale=["0.25", "0.25"]), "one scale for each"),
-    "a NaN scale": (_record(scale=[float("nan"), 0.25]), "The scale must be a finite"),
-    "a scale of 1e30": (_record(scale=[1e30, 0.25]), "The scale must be a finite"),
+    "a NaN scale": (_record(scale=[float("nan"), 0.25]), "scale must be a finite"),
+    "a scale of 1e30": (_record(scale=[1e30, 0.25]), "scale must be a finite"),
     "a NaN fill": (_record(fill=[float("nan"), -1e9]), "one fill"),
     "scores and no mask": (lambda m: m.pop("mask"), "disagree"),
     "weights only, says the record": (_record(**{"weights_only": True}), "disagree"),  # the file format's field

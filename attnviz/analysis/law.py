@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import checks
 from .stats import row_entropy
 
 
@@ -31,13 +32,18 @@ def _softmax_rows(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+@checks.public(name="attnviz.sqrt_d_law")
 def sqrt_d_law(dims=(4, 16, 64, 256, 1024), n_queries: int = 1000, n_keys: int = 64, seed: int = 0) -> list[LawRow]:
     """For each d: draw queries [n_queries, d] and keys [n_keys, d] from N(0, 1), measure both variances and
     how saturated the softmax rows are with and without the 1/sqrt(d) scale.
 
     With n_queries=10000 and d=64 the variances come out near 64 and near 1.
     """
-    rng = np.random.default_rng(seed)
+    dims = checks.sizes("dims", dims)
+    n_queries = checks.whole("n_queries", n_queries, low=1, high=checks.MAX_TOKENS)
+    n_keys = checks.whole("n_keys", n_keys, low=1, high=checks.MAX_TOKENS)
+    checks.cells("sqrt_d_law", n_queries, n_keys + max(dims, default=1), most=2**26)  # float64: 512 MB at most
+    rng = np.random.default_rng(checks.whole("seed", seed, low=0, high=2**62))
     rows = []
     for d in dims:
         q = rng.standard_normal((n_queries, d))

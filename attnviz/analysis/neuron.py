@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .. import checks
 from ..errors import InputError, check_index
 from ..trace import AttentionTrace
 
@@ -57,6 +58,7 @@ class NeuronView:
         return weighted[self.keys], weighted.sum(axis=0)
 
 
+@checks.public(name="attnviz.analysis.neuron.neuron_view")
 def neuron_view(trace: AttentionTrace, layer: int, head: int, query: int, keys=None) -> NeuronView:
     """One query token of one head, from the trace's q and k (a trace that keeps no vectors says why it has no view).
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import checks
 from ..errors import InputError
 from ..trace import AttentionTrace
 
@@ -37,12 +38,16 @@ def residual_matrix(weights: np.ndarray) -> np.ndarray:
 
 def layer_range(trace: AttentionTrace, start: int = 0, end: int | None = None) -> range:
     """The layers start..end (inclusive), checked."""
-    end = trace.n_layer - 1 if end is None else int(end)
-    if not 0 <= int(start) <= end < trace.n_layer:
-        raise InputError(f"choose layers with 0 <= start <= end <= {trace.n_layer - 1}, got {start}..{end}")
-    return range(int(start), end + 1)
+    start = checks.whole("start", start, low=0, high=trace.n_layer - 1)
+    end = trace.n_layer - 1 if end is None else checks.whole("end", end, low=0, high=trace.n_layer - 1)
+    if end < start:
+        raise checks.ArgumentError(
+            "end", f"choose layers with 0 <= start <= end <= {trace.n_layer - 1}, got {start}..{end}"
+        )
+    return range(start, end + 1)
 
 
+@checks.public(name="attnviz.analysis.rollout.rollout")
 def rollout(trace: AttentionTrace, start: int = 0, end: int | None = None) -> np.ndarray:
     """[query, key] attention rollout from layer `start` up to layer `end` (inclusive): A'_end @ ... @ A'_start."""
     out = None
@@ -66,12 +71,14 @@ def flow_graph(mats: list[np.ndarray]):
     return g
 
 
+@checks.public(name="attnviz.analysis.rollout.flow")
 def flow(trace: AttentionTrace, query: int, start: int = 0, end: int | None = None) -> np.ndarray:
     """[key] attention flow from output token `query` (after layer `end`) to every input token (before `start`).
 
     Each input's max-flow value divided by the sum over inputs (their normalisation: the values sum to 1), so
     flow and rollout read on the same scale; raises InputError past MAX_FLOW_TOKENS tokens or without networkx.
     """
+    query, layers = checks.check_index("query", query, trace.n_tokens), layer_range(trace, start, end)
     if trace.n_tokens > MAX_FLOW_TOKENS:
         raise InputError(
             f"attention flow needs one max-flow per token on a graph of layers x tokens² edges: it is computed for "
@@ -81,8 +88,8 @@ def flow(trace: AttentionTrace, query: int, start: int = 0, end: int | None = No
         import networkx as nx
     except ImportError:
         raise InputError("attention flow needs networkx (pip install networkx); rollout does not.") from None
-    mats = [residual_matrix(trace.layer(i).weights) for i in layer_range(trace, start, end)]
+    mats = [residual_matrix(trace.layer(i).weights) for i in layers]
     g = flow_graph(mats)
-    top = (len(mats), int(query))
+    top = (len(mats), query)
     values = np.array([nx.maximum_flow_value(g, top, (0, j)) for j in range(trace.n_tokens)])
     return values / values.sum()  # never 0: the residual half keeps a path from every output to its own input

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .. import checks
 from ..attention import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores, stages_from_scores
 
 __all__ = [
@@ -75,6 +76,8 @@ def spread_by_width(dims=(4, 16, 64, 256, 1024), n: int = 64, seed: int = 0) -> 
     The numbers behind "scale the dot product, not the additive score": dot and general grow like sqrt(d),
     scaled_dot and additive do not.
     """
+    dims, n = checks.sizes("dims", dims, high=4096), checks.whole("n", n, low=1, high=1024)
+    seed = checks.whole("seed", seed, low=0, high=2**62)
     out = {name: [] for name in SCORE_FUNCTIONS}
     for d in dims:
         g = torch.Generator().manual_seed(seed + d)

@@ -13,8 +13,11 @@ taken over all its keys, and rows that may not see the sink (padding, rows the m
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from .. import checks
 from ..errors import InputError, check_index
 from ..trace import AttentionTrace
 
@@ -23,7 +26,12 @@ QUERY_CHUNK = 256  # query rows read at a time for the learned sink: memory grow
 
 def sink_keys(trace: AttentionTrace, keys=(0,)) -> tuple[int, ...]:
     """`keys` checked against the trace's keys, sorted and without repeats (negative counts from the end)."""
-    checked = sorted({check_index("key", k, trace.n_keys) for k in keys})
+    if isinstance(keys, (str, bytes)) or not hasattr(keys, "__iter__"):
+        raise checks.ArgumentTypeError("keys", f"keys must be a list of key positions, not {type(keys).__name__}.")
+    keys = list(itertools.islice(iter(keys), trace.n_keys + 1))
+    if len(keys) > trace.n_keys:
+        raise checks.ArgumentError("keys", f"keys lists more than the {trace.n_keys} keys there are.")
+    checked = sorted({check_index("keys", k, trace.n_keys) for k in keys})
     if not checked:
         raise InputError("Choose at least one key as the sink.")
     return tuple(checked)
@@ -43,6 +51,7 @@ def reading_rows(trace: AttentionTrace, layer: int, keys=(0,)) -> np.ndarray:
     return rows
 
 
+@checks.public(name="attnviz.analysis.sinks.sink_share")
 def sink_share(trace: AttentionTrace, keys=(0,)) -> np.ndarray:
     """float32 [layer, head]: the mean, over the query rows that may see `keys` (padding and masked rows left out),
     of the weight those rows give to `keys` together. NaN for a layer where no row may see them."""

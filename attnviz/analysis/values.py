@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import checks
 from ..errors import InputError
 from ..trace import AttentionTrace
 from ..trace.reads import frozen
@@ -34,6 +35,7 @@ def _norms(trace: AttentionTrace, layer: int, heads, queries, keys) -> torch.Ten
         return weights.mul_(written.to(weights.device)[:, None, :])  # in place: a long text's layer is large
 
 
+@checks.public(name="attnviz.analysis.values.value_norms")
 def value_norms(trace: AttentionTrace, layer: int, heads=None, queries=None, keys=None) -> np.ndarray:
     """float32 [head, query, key]: ||weight[h, i, j] * v[h, j] @ W_O[h]||, the vector head h at query i takes from key
     j, in the residual stream (Kobayashi et al. 2020; the output projection's bias left out, as they do).

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import checks
 from ..errors import InputError
 
 #: Characters tokenized per token of the limit. A text is cut to `limit` x this before the tokenizer sees it, so a
@@ -16,8 +17,9 @@ CHARS_PER_TOKEN = 40
 
 def token_limit(most: int, asked=None) -> int:
     """The most tokens a text is cut to: `asked` (None: `most`) within 2..most (the model's positions, a server's
-    cap). Two tokens at least: a single one attends only to itself."""
-    return most if asked is None else max(2, min(int(asked), most))
+    cap). Two tokens at least: a single one attends only to itself. `asked` is the caller's max_tokens, checked."""
+    asked = checks.whole("max_tokens", asked, low=1, high=checks.MAX_TOKENS, none=True)
+    return most if asked is None else max(2, min(asked, most))
 
 
 @dataclass(frozen=True)
@@ -65,12 +67,12 @@ def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = No
     Typed special tokens ("[SEP]", "<|endoftext|>") are split as text, never read as control tokens.
     `pad_to` appends padding tokens (with an attention_mask of 0) as in a batch.
     """
-    if not isinstance(text, str) or not text.strip():
+    if not checks.text("text", text).strip():
         raise InputError("The text is empty: type a sentence to see its attention.")
     text, notes = cut_text(text, limit)
-    pair = pair if pair is not None and str(pair).strip() else None
+    pair = pair if checks.text("pair", pair, none=True) is not None and pair.strip() else None
     if pair is not None:
-        pair, cut = cut_text(str(pair), limit, "The second sentence")
+        pair, cut = cut_text(pair, limit, "The second sentence")
         notes += cut
     kw = dict(split_special_tokens=True, add_special_tokens=True, verbose=False)
     full = tokenizer(text, pair, **kw)
@@ -85,9 +87,10 @@ def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = No
         raise InputError("The tokenizer produced no tokens for this text.")
     types = list(enc["token_type_ids"]) if "token_type_ids" in enc else None
     n_pad = 0
-    if pad_to is not None and int(pad_to) > len(ids):
-        target = min(int(pad_to), limit)
-        if target < int(pad_to):
+    pad_to = checks.whole("pad_to", pad_to, low=1, high=checks.MAX_TOKENS, none=True)
+    if pad_to is not None and pad_to > len(ids):
+        target = min(pad_to, limit)
+        if target < pad_to:
             notes.append(f"Padding capped at the model's limit of {limit} tokens.")
         n_pad = target - len(ids)
     return _assemble(tokenizer, ids, types, n_pad, n_dropped, notes, (text, pair), token_facts(enc))

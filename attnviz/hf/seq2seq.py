@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import checks
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
 from . import capacity, capture
@@ -22,6 +23,21 @@ from .probe import decoder_start, model_inputs
 from .tracing import experiment
 
 ROLES = ("encoder", "decoder", "cross")
+#: What attnviz.trace takes for an encoder-decoder besides the source text.
+OPTIONS = (
+    "target",
+    "max_tokens",
+    "part",
+    "pad_to",
+    "pair",
+    "values",
+    "causal",
+    "hide",
+    "layers",
+    "scale",
+    "fill",
+    "pad_mask",
+)
 MAX_GENERATED = 48
 
 
@@ -73,6 +89,12 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     attention inside the forward pass, so it reaches that part's later layers and the parts that read its output.
     hide indexes the part's keys (source tokens for encoder and cross, target tokens for the decoder). values: as
     attnviz.hf.tracing.trace_pretrained's, counting the source and target tokens."""
+    checks.keywords("attnviz.trace", options, OPTIONS[6:])
+    values = checks.flag("values", values, none=True)
+    target, part = (
+        checks.text("target", target, none=True),
+        None if part is None else checks.choice("part", part, ROLES),
+    )
     if pad_to or pair:
         raise InputError("Padding and sentence pairs are not available for encoder-decoder models: attnviz feeds them "
                          "one source text (and its target).")  # fmt: skip
@@ -81,7 +103,7 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     inputs = model_inputs(loaded, enc.inputs)
     inputs.pop("token_type_ids", None)
     if target is not None:  # cut before the tokenizer sees it, as encode cuts the source
-        target, cut = cut_text(str(target), limit, "The target")
+        target, cut = cut_text(target, limit, "The target")
         enc.notes.extend(cut)
     ids, *tgt_facts = target_encoding(loaded, inputs, target, limit)
     inputs["decoder_input_ids"] = torch.tensor([ids], device=loaded.device)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import checks
 from ..attention import check_scale
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
@@ -13,6 +14,8 @@ from .encode import Encoded, encode, token_limit
 from .load import LoadedModel
 from .probe import model_inputs
 
+#: What attnviz.trace takes for a pretrained model besides the text (`experiment` checks the last six).
+OPTIONS = ("pair", "pad_to", "max_tokens", "values", "causal", "hide", "layers", "scale", "fill", "pad_mask")
 WEIGHTS_ONLY_NOTE = "{}: only the weights stage is available ({})."
 #: Why a family traced through eager attention gives no other stage (`AttentionTrace.why_not` says it).
 OWN_CODE = "this model family computes attention inside its own code, so only the final weights are available"
@@ -28,19 +31,13 @@ def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), lay
     the number of that part's keys)."""
     if part is not None and part not in loaded.layers_per_role:
         raise InputError(f"{loaded.label} has no {part!r} attention to experiment on.")
-    hide = tuple(sorted({int(i) for i in hide}))
-    bad = [i for i in hide if not 0 <= i < n_tokens]
-    if bad:
-        raise InputError(f"Cannot hide token positions {bad}: the text has {n_tokens} tokens (0..{n_tokens - 1}).")
-    n_layer = loaded.n_layer if n_layer is None else n_layer
-    if layers is not None:
-        layers = tuple(sorted({int(i) for i in layers}))
-        bad = [i for i in layers if not 0 <= i < n_layer]
-        if bad:
-            raise InputError(f"Layers {bad} do not exist: the model has layers 0..{n_layer - 1}.")
+    causal, pad_mask = checks.flag("causal", causal), checks.flag("pad_mask", pad_mask)
     scale = None if scale is None else check_scale(scale)
-    fill = None if fill is None else float(fill)
-    return capture.Experiment(bool(causal), hide, scale, fill, bool(pad_mask), layers, part)
+    fill = checks.number("fill", fill, minus_inf=True, none=True)
+    hide = checks.positions("hide", hide, n_tokens, "token positions")
+    n_layer = loaded.n_layer if n_layer is None else n_layer
+    layers = None if layers is None else checks.positions("layers", layers, n_layer, "layers")
+    return capture.Experiment(causal, hide, scale, fill, pad_mask, layers, part)
 
 
 def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, max_tokens=None, **options):
@@ -50,6 +47,8 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
     leaves them out, None keeps them unless the trace would then hold more than capacity.VALUES_BUDGET); max_tokens
     caps the text.
     """
+    checks.keywords("attnviz.trace", options, OPTIONS[3:])
+    pad_to = checks.whole("pad_to", pad_to, low=1, high=checks.MAX_TOKENS, none=True)
     enc = encode(loaded.tokenizer, text, pair, token_limit(loaded.max_tokens, max_tokens), pad_to)
     return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
 
@@ -60,7 +59,8 @@ def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=
     provenance's options, `generation` (attnviz.trace.generation.Generation) says which tokens the model wrote, `values`
     whether the trace keeps the values (see trace_pretrained)."""
     exp = experiment(loaded, len(enc.tokens), **options)
-    asked = dict(asked, **{k: getattr(exp, k) for k in options}, **({} if values is None else {"values": bool(values)}))
+    values = checks.flag("values", values, none=True)
+    asked = dict(asked, **{k: getattr(exp, k) for k in options}, **({} if values is None else {"values": values}))
     provenance = Provenance(
         model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
         attn_implementation=IMPLEMENTATION[loaded.route], options=tuple(sorted(asked.items())),
@@ -128,8 +128,7 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
     Layer 0's input is the embedding output; for pre-LayerNorm models (GPT-2) it is the normed input,
     i.e. exactly what the attention projections see.
     """
-    if not 0 <= layer < loaded.n_layer:
-        raise InputError(f"Layer {layer} does not exist: the model has layers 0..{loaded.n_layer - 1}.")
+    layer = checks.check_index("layer", layer, loaded.n_layer)
     if not loaded.attention_modules:
         raise InputError(f"{loaded.label} computes attention in its own code; its attention inputs cannot be read.")
     enc = encode(loaded.tokenizer, text, pair, token_limit(loaded.max_tokens, max_tokens))

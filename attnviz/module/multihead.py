@@ -7,11 +7,13 @@ import math
 import torch
 from torch import nn
 
+from .. import checks
 from ..attention import (
     DEFAULT_FILL,
     Stages,
     as_bool_mask,
-    causal_mask,
+    causal_cells,
+    check_scale,
     stages_from_scores,
     valid_length_mask,
     weights_from_scores,
@@ -30,24 +32,22 @@ class MultiHeadAttention(nn.Module):
     score function (SCORE_FUNCTIONS; see `ScoreFunction`), its parameters drawn from `score_seed`.
     """
 
+    @checks.public(name="MultiHeadAttention")
     def __init__(
         self, d_model: int, n_head: int, bias: bool = True, causal: bool = False, score: str = "scaled_dot",
         score_hidden: int | None = None, score_seed: int = 0,
     ):  # fmt: skip
         super().__init__()
-        if n_head <= 0 or d_model <= 0:
-            raise AttnvizError(f"d_model and n_head must be positive, got d_model={d_model}, n_head={n_head}.")
+        d_model = checks.whole("d_model", d_model, low=1, high=checks.MAX_WIDTH)
+        n_head, bias = checks.whole("n_head", n_head, low=1, high=checks.MAX_HEADS), checks.flag("bias", bias)
         if d_model % n_head != 0:
             raise AttnvizError(
                 f"d_model={d_model} is not divisible by n_head={n_head}: every head needs d_model / n_head "
                 f"dimensions. Try n_head in {[h for h in range(1, min(d_model, 64) + 1) if d_model % h == 0]}."
             )
         self.d_model, self.n_head, self.d_head = d_model, n_head, d_model // n_head
-        self.causal = causal  # used when forward(causal=None); a copied decoder layer sets it
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.causal = checks.flag("causal", causal)  # used when forward(causal=None); a copied decoder layer sets it
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
         self.use_score(score, score_hidden, score_seed)
 
     def use_score(self, score: str, hidden: int | None = None, seed: int = 0) -> MultiHeadAttention:
@@ -79,6 +79,24 @@ class MultiHeadAttention(nn.Module):
         vh = self.split_heads(self.w_v(v))  # (B, nh, Tk, hd)
         return qh, kh, vh
 
+    def batched(self, q, k=None, v=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+        """(q, k, v as [B, T, d_model] tensors in the module's dtype, whether q came unbatched); k defaults to q and v
+        to k. Checked: arrays of numbers without NaN, of rank 2 or 3, d_model wide, k and v of one length."""
+        q = checks.array("q", q, (2, 3))
+        k = q if k is None else checks.array("k", k, (2, 3))
+        v = k if v is None else checks.array("v", v, (2, 3))
+        q, k, v = (x.to(self.w_q.weight.dtype) for x in (q, k, v))
+        unbatched = q.dim() == 2
+        if unbatched:
+            q, k, v = q[None], k[None], v[None]
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            if x.dim() != 3 or x.shape[-1] != self.d_model:
+                raise AttnvizError(f"{name} must be [batch, time, {self.d_model}], got {list(x.shape)}.")
+        if k.shape[1] != v.shape[1]:
+            raise AttnvizError(f"k and v must have the same length, got {k.shape[1]} and {v.shape[1]}.")
+        return q, k, v, unbatched
+
+    @checks.public(name="MultiHeadAttention.forward")
     def forward(
         self,
         q: torch.Tensor,
@@ -98,24 +116,17 @@ class MultiHeadAttention(nn.Module):
         valid_lens: [B] or [B, Tq] key lengths (padding). causal: query i sees keys <= i.
         scale: default 1/sqrt(d_head) for the scaled_dot score, 1 for the others. fill: what masked cells become.
         record: (output, the first example's LayerRecord, what this call made the stages from; `recorded_layer`)
-        instead of (output, stages), so a trace of our module is what its forward computed.
-        """
-        k = q if k is None else k
-        v = k if v is None else v
-        unbatched = q.dim() == 2
-        if unbatched:
-            q, k, v = q[None], k[None], v[None]
-        for name, x in (("q", q), ("k", k), ("v", v)):
-            if x.dim() != 3 or x.shape[-1] != self.d_model:
-                raise AttnvizError(f"{name} must be [batch, time, {self.d_model}], got {list(x.shape)}.")
-        if k.shape[1] != v.shape[1]:
-            raise AttnvizError(f"k and v must have the same length, got {k.shape[1]} and {v.shape[1]}.")
+        instead of (output, stages), so a trace of our module is what its forward computed."""
+        q, k, v, unbatched = self.batched(q, k, v)
         n_query, n_key = q.shape[1], k.shape[1]
 
         qh, kh, vh = self.project(q, k, v)
-        causal = self.causal if causal is None else causal
+        causal = self.causal if causal is None else checks.flag("causal", causal)
+        mask = None if mask is None else checks.array("mask", mask, (2, 3, 4), finite=False)
+        valid_lens = None if valid_lens is None else checks.lengths("valid_lens", valid_lens, q.shape[0])
         full_mask = combined_mask(n_query, n_key, mask, valid_lens, causal, device=q.device)
-        scale = self.score_fn.default_scale(self.d_head) if scale is None else scale
+        scale = self.score_fn.default_scale(self.d_head) if scale is None else check_scale(scale)
+        fill = checks.number("fill", fill, minus_inf=True)
         scores = self.score_fn(qh, kh)  # (B, nh, Tq, Tk)
         if record:  # the weights alone, in place on the scores when no gradient needs them
             layer = recorded_layer(self, (qh[0], kh[0], vh[0], scores[0]), full_mask, scale, fill)
@@ -169,10 +180,10 @@ def combined_mask(
         while combined.dim() < 4:
             combined = combined.unsqueeze(0)  # [Tq, Tk] -> [1, 1, Tq, Tk]
     if valid_lens is not None:
-        vl = valid_length_mask(torch.as_tensor(valid_lens, device=device), n_query, n_key)
+        vl = valid_length_mask(torch.as_tensor(valid_lens).to(device), n_query, n_key)
         combined = vl if combined is None else combined & vl
     if causal:
-        cm = causal_mask(n_query, n_key, device=device)[None, None]
+        cm = causal_cells(n_query, n_key, device=device)[None, None]
         combined = cm if combined is None else combined & cm
     return combined
 
@@ -201,7 +212,7 @@ def seeded_module(
     """
     with torch.random.fork_rng(devices=[]):  # nn.Linear's own init draws from the global RNG: undo that
         m = MultiHeadAttention(d_model, n_head, bias=bias, score=score, score_seed=seed)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)  # checked by the module (score_seed)
     bound = 1.0 / math.sqrt(d_model)  # nn.Linear's default range, drawn from our generator
     with torch.no_grad():
         for p in (p for lin in (m.w_q, m.w_k, m.w_v, m.w_o) for p in lin.parameters()):
@@ -211,8 +222,15 @@ def seeded_module(
 
 def seeded_vectors(n: int, d: int, seed: int = 0) -> torch.Tensor:
     """[n, d] standard normal input vectors that depend only on `seed`."""
-    return torch.randn(n, d, generator=torch.Generator().manual_seed(seed))
+    n, d = checks.whole("n", n, low=0, high=checks.MAX_TOKENS), checks.whole("d", d, low=1, high=checks.MAX_WIDTH)
+    checks.cells("seeded_vectors", n, d, most=checks.MAX_CELLS // 4)  # float32: 1 GiB at most
+    return torch.randn(n, d, generator=torch.Generator().manual_seed(checks.whole("seed", seed, low=0, high=2**63 - 1)))
 
 
 def _weights_of(scores, scale: float, mask, fill: float) -> torch.Tensor:
     return stages_from_scores(scores, scale, mask, fill).weights
+
+
+# The public functions check their call against their signature (unknown keywords, missing arguments) first.
+seeded_module = checks.public(seeded_module, name="attnviz.seeded_module")
+seeded_vectors = checks.public(seeded_vectors, name="attnviz.seeded_vectors")

@@ -13,8 +13,9 @@ import math
 import torch
 from torch import nn
 
+from .. import checks
 from ..attention import SCORE_FUNCTIONS, additive_scores, default_scale, dot_scores, general_scores
-from ..errors import InputError
+from ..errors import ArgumentError
 
 
 class ScoreFunction(nn.Module):
@@ -27,10 +28,12 @@ class ScoreFunction(nn.Module):
 
     def __init__(self, kind: str = "scaled_dot", n_head: int = 1, d_head: int = 1, hidden=None, seed: int = 0):
         super().__init__()
-        if kind not in SCORE_FUNCTIONS:
-            raise InputError(f"The score function must be one of {', '.join(SCORE_FUNCTIONS)}; got {kind!r}.")
-        self.kind, self.hidden = kind, int(hidden or d_head)
-        g = torch.Generator().manual_seed(int(seed))
+        if not isinstance(kind, str) or kind not in SCORE_FUNCTIONS:
+            raise ArgumentError("score", f"The score function must be one of {', '.join(SCORE_FUNCTIONS)}; "
+                                                f"got {checks.shown(kind)} (score).")  # fmt: skip
+        hidden = checks.whole("score_hidden", hidden, low=1, high=checks.MAX_WIDTH, none=True)
+        self.kind, self.hidden = kind, hidden or d_head
+        g = torch.Generator().manual_seed(checks.whole("score_seed", seed, low=0, high=2**63 - 1))
         normal = lambda *shape: nn.Parameter(torch.randn(*shape, generator=g) / math.sqrt(shape[-1]))  # noqa: E731
         if kind == "general":
             self.w = normal(n_head, d_head, d_head)

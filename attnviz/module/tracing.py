@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .. import checks
 from ..attention import DEFAULT_FILL, SCORE_FUNCTIONS, check_scale
-from ..errors import InputError
+from ..errors import ArgumentTypeError, InputError, kind_of
 from ..hf import LoadedModel, attention_inputs
 from ..hf.encode import encode, token_limit
 from ..trace import AttentionTrace, Provenance
@@ -46,6 +47,23 @@ class ModuleSource:
     n_keys: int = 6
     valid_keys: int | None = None
     score: str = "scaled_dot"
+
+    def __post_init__(self):
+        """Each field checked as it is given (types and ranges); `build` checks how they combine."""
+        if not isinstance(self.base, LoadedModel):
+            raise ArgumentTypeError(
+                "base", f"base must be a model from attnviz.load_model(), not {kind_of(self.base)}."
+            )
+        checks.whole("d_model", self.d_model, low=1, high=checks.MAX_WIDTH, none=True)
+        checks.whole("n_head", self.n_head, low=1, high=checks.MAX_HEADS, none=True)
+        checks.whole("n_keys", self.n_keys, low=1, high=checks.MAX_TOKENS)
+        checks.whole("valid_keys", self.valid_keys, low=0, high=checks.MAX_TOKENS, none=True)
+        checks.whole("seed", self.seed, low=0, high=2**62)
+        checks.check_index("layer", self.layer, self.base.n_layer)
+        for name in ("bias", "cross"):
+            checks.flag(name, getattr(self, name))
+        for name, options in (("inputs", INPUTS), ("weights", WEIGHTS), ("score", SCORE_FUNCTIONS)):
+            checks.choice(name, getattr(self, name), options)
 
     def resolved(self) -> tuple[int, int]:
         d_model = self.base.d_model if self.d_model is None else int(self.d_model)
@@ -109,6 +127,9 @@ class ModuleSource:
         )
 
 
+ModuleSource.__init__ = checks.public(ModuleSource.__init__, name="ModuleSource")  # unknown fields: our error
+
+
 def module_code() -> str:
     """The source of our attention (stages, split/merge, forward), to read next to what it draws."""
     import inspect
@@ -149,8 +170,8 @@ def input_vectors(src: ModuleSource, text: str, pair=None, max_tokens=None):
 
 def key_vectors(src: ModuleSource, pair, max_tokens) -> tuple[torch.Tensor, list[str]]:
     """Cross-attention's keys and values: the second sentence's vectors, or `n_keys` seeded vectors."""
-    if pair is not None and str(pair).strip():
-        x, tokens, _ = input_vectors(src, str(pair), None, max_tokens)
+    if pair is not None and pair.strip():
+        x, tokens, _ = input_vectors(src, pair, None, max_tokens)
         return x, tokens
     d_model, _ = src.resolved()
     n = max(1, int(src.n_keys))
@@ -160,15 +181,13 @@ def key_vectors(src: ModuleSource, pair, max_tokens) -> tuple[torch.Tensor, list
 def _visible(n_query: int, keys: list[str], hide, valid_keys) -> torch.Tensor:
     """[query, key] bool: keys not hidden and within the valid length."""
     mask = torch.ones(n_query, len(keys), dtype=torch.bool)
-    hide = sorted({int(i) for i in hide})
-    if any(not 0 <= i < len(keys) for i in hide):
-        raise InputError(f"Cannot hide positions outside 0..{len(keys) - 1}.")
-    mask[:, hide] = False
+    mask[:, list(checks.positions("hide", hide, len(keys), "token positions"))] = False
     if valid_keys is not None:
         mask[:, max(0, int(valid_keys)) :] = False
     return mask
 
 
+@checks.public(name="attnviz.trace")
 def trace_module(
     src: ModuleSource,
     text: str,
@@ -181,6 +200,9 @@ def trace_module(
     max_tokens: int | None = None,
 ) -> AttentionTrace:
     """Run our module over the sentence's vectors (self-attention, or cross-attention with `src.cross`)."""
+    checks.text("text", text)
+    causal, pair = checks.flag("causal", causal, none=True), checks.text("pair", pair, none=True)
+    fill = checks.number("fill", fill, minus_inf=True, none=True)
     module = src.build()
     x, tokens, notes = input_vectors(src, text, None if src.cross else pair, max_tokens)
     kv, key_tokens = key_vectors(src, pair, max_tokens) if src.cross else (x, tokens)
@@ -190,7 +212,7 @@ def trace_module(
     with torch.inference_mode():  # the layer as the module's own forward computed it
         _, record = module(x, kv, kv, mask=mask, causal=causal, scale=scale, fill=fill, record=True)
     causal_used = module.causal if causal is None else causal
-    hidden = tuple(sorted({int(i) for i in hide}))
+    hidden = checks.positions("hide", hide, len(key_tokens), "token positions")
     options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hidden, scale=scale, fill=fill).items()))
     provenance = Provenance(model=src.describe(), kind="module", options=options)
     return AttentionTrace(tokens, (record,), key_tokens=key_tokens, d_head=module.d_head,

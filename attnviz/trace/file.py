@@ -27,8 +27,9 @@ from typing import get_args
 import numpy as np
 import torch
 
+from .. import checks
 from ..attention import check_scale
-from ..errors import InputError
+from ..errors import ArgumentTypeError, InputError
 from .layers import ScaleOn
 from .record import AttentionTrace, LayerRecord, Provenance, Values
 
@@ -312,8 +313,13 @@ def open_npz(
     return trace, rec
 
 
+@checks.public(name="attnviz.export.load_npz")
 def load_npz(data: bytes, max_tokens: int | None = None, max_bytes: int = LOAD_BYTES) -> AttentionTrace:
     """The trace saved by `trace_npz` (see `open_npz`)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ArgumentTypeError("data", f"data must be the file's bytes, not {type(data).__name__}.")
+    checks.whole("max_tokens", max_tokens, low=1, high=checks.MAX_TOKENS, none=True)
+    checks.whole("max_bytes", max_bytes, low=1)
     return open_npz(data, max_tokens, max_bytes)[0]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import checks
 from ..errors import InputError
 
 NO_ATTENTIONS = (
@@ -24,6 +25,7 @@ NO_ATTENTIONS = (
 def weights_array(attentions, item: int = 0) -> np.ndarray:
     """[layer, head, query, key] float32 weights of batch item `item`, from one [batch, head, query, key]
     (or [head, query, key]) tensor per layer."""
+    item = checks.whole("item", item, low=0, high=2**31)
     layers = [_one_layer(a, i, item) for i, a in enumerate(_layers(attentions))]
     shapes = {a.shape for a in layers}
     if len(shapes) > 1:
@@ -61,7 +63,9 @@ def _one_layer(a, layer: int, item: int) -> np.ndarray:
     try:
         t = a if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a, dtype=np.float32))
     except (TypeError, ValueError) as e:
-        raise InputError(f"layer {layer}'s attention is not an array of numbers ({type(a).__name__}: {e}).") from None
+        raise InputError(
+            f"attentions: layer {layer}'s attention is not an array of numbers ({type(a).__name__}: {e})."
+        ) from None
     if t.device.type == "meta":
         raise InputError(f"layer {layer}'s attention is on the meta device, which holds shapes but no values.")
     if t.dim() == 4:

@@ -10,6 +10,7 @@ answers into read-only numpy arrays, so no caller ever asks which kind it holds.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, get_args
@@ -17,7 +18,9 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
+from .. import checks
 from ..attention import (
+    DEFAULT_FILL,
     Stage,
     Stages,
     check_scale,
@@ -26,7 +29,7 @@ from ..attention import (
     stages_from_scores,
     weights_from_scores,
 )
-from ..errors import AttnvizError
+from ..errors import ArgumentError, AttnvizError
 from . import row_norms
 from .mask import StructuredMask, as_structured
 from .row_norms import RowNorms
@@ -334,24 +337,40 @@ def weights_alone(layer: LayerRecord | GivenWeights, heads=None, queries=ALL, ke
 def records_from_scores(scores, scale, mask=None, fill=None, bias=None) -> tuple[LayerRecord, ...]:
     """Recorded layers from stage arrays: scores [layer, head, query, key], scale one number or [layer], mask
     [layer, query, key] (True = may attend; None: all), fill one number or [layer], bias [layer, head, query, key]."""
-    scores = torch.as_tensor(np.asarray(scores, np.float32))
+    scores = checks.array("scores", scores, (4,)).to(torch.float32)
+    if 0 in scores.shape:
+        raise ArgumentError(
+            "scores", f"scores needs a layer, a head, a query and a key at least; got {tuple(scores.shape)}."
+        )
     n_layer = scores.shape[0]
-    per = lambda v: np.broadcast_to(np.asarray(v, np.float64).reshape(-1), (n_layer,))  # noqa: E731
     masks = torch.ones(n_layer, *scores.shape[2:], dtype=torch.bool) if mask is None else mask
-    masks = torch.as_tensor(np.asarray(masks, bool))
-    biases = [None] * n_layer if bias is None else [torch.as_tensor(np.asarray(b)) for b in bias]
+    masks = checks.array("mask", masks, (3,), finite=False) != 0
+    biases = [None] * n_layer if bias is None else checks.array("bias", bias, (4,)).to(torch.float32)
+    for name, given in (("mask", masks), ("bias", biases)):
+        if len(given) != n_layer:
+            raise ArgumentError(name, f"{name} has {len(given)} layers; scores has {n_layer}.")
     why = "it was made from stage arrays, which hold no value vectors"
     return tuple(
-        LayerRecord(None, None, check_scale(s), m, float(f), b, x, no_values=why)
-        for x, s, m, f, b in zip(scores.clone(), per(scale), masks, per(fill), biases)
-    )
+        LayerRecord(None, None, check_scale(s), m, checks.number("fill", f, minus_inf=True), b, x, no_values=why)
+        for x, s, m, f, b in zip(scores.clone(), _per_layer("scale", scale, n_layer), masks,
+                                 _per_layer("fill", DEFAULT_FILL if fill is None else fill, n_layer), biases)
+    )  # fmt: skip
+
+
+def _per_layer(name: str, value, n_layer: int) -> list[float]:
+    """One number, or one per layer."""
+    if isinstance(value, numbers.Number):
+        return [checks.number(name, value, minus_inf=name == "fill")] * n_layer
+    a = checks.array(name, value, (0, 1), finite=False).double().reshape(-1)
+    if len(a) not in (1, n_layer):
+        raise ArgumentError(name, f"{name} must be one number or one per layer ({n_layer}); got {len(a)}.")
+    return a.expand(n_layer).tolist()
 
 
 def given_layers(weights, why: str) -> tuple[GivenWeights, ...]:
     """Layers of given weights [layer, head, query, key]; `why` says why there are no other stages."""
-    w = np.array(weights, dtype=np.float32)  # a copy: nobody else holds a reference that could change it
-    if w.ndim != 4:
-        raise AttnvizError(f"weights need 4 axes [layer, head, query, key], got shape {w.shape}")
+    w = checks.array("weights", weights, (4,)).detach().to("cpu", torch.float32).numpy().copy()  # nobody else holds it
+    checks.text("why", why)
     return tuple(GivenWeights(torch.from_numpy(a.copy()), why) for a in w)
 
 

@@ -6,34 +6,50 @@ record itself stays a short list of fields and one-line answers.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import torch
 
+from .. import checks
 from ..attention import Stages
-from ..errors import InputError, check_index
+from ..errors import ArgumentError, InputError, check_index
 
 
-def head_index(heads, n_head: int) -> torch.Tensor:
+def head_index(heads, n_head: int, name: str = "heads", single: bool = False) -> torch.Tensor:
     """Heads as a LongTensor: None = every head, an int = that one (its axis kept), or a sequence of heads."""
-    if heads is None:
+    if heads is None and not single:
         return torch.arange(n_head)
-    picked = [heads] if isinstance(heads, (int, np.integer)) else list(heads)
+    if single or isinstance(heads, (str, bytes)) or not hasattr(heads, "__iter__") or getattr(heads, "ndim", 1) == 0:
+        return torch.tensor([check_index(name, heads, n_head)], dtype=torch.long)
+    picked = list(itertools.islice(iter(heads), n_head + 1))  # range(10**7) is never read whole
+    if len(picked) > n_head:
+        raise ArgumentError(name, f"{name} lists more than the {n_head} heads there are.")
     if not picked:
         raise InputError("Choose at least one head.")
-    return torch.tensor([check_index("head", h, n_head) for h in picked], dtype=torch.long)
+    return torch.tensor([check_index(name, h, n_head) for h in picked], dtype=torch.long)
 
 
 def span(name: str, window, n: int) -> slice:
     """A (start, stop) window of `name` (queries or keys) as a slice, cut to the n positions there are (as slicing
     does); None = all n. An InputError when nothing is left of it."""
+    window = checks.window(name, window, n)
     if window is None:
         return slice(None)
-    if isinstance(window, slice):
-        window = (window.start or 0, n if window.stop is None else window.stop)
-    start, stop = max(0, int(window[0])), min(n, int(window[1]))
+    start, stop = max(0, window[0]), min(n, window[1])
     if start >= stop:
         raise InputError(f"The {name} window {window[0]}..{window[1]} holds none of the {n} positions.")
     return slice(None) if (start, stop) == (0, n) else slice(start, stop)
+
+
+def what_if(mask, fill, shape: tuple[int, int]):
+    """(mask, fill) of a what-if read: a [query, key] mask of `shape` as bool (None: the layer's own), a fill that is a
+    number or -inf (None: the layer's own)."""
+    if mask is not None:
+        mask = checks.array("mask", mask, (2,), finite=False) != 0
+        if tuple(mask.shape) != shape:
+            raise ArgumentError("mask", f"mask must be [query, key] = {shape}, not {tuple(mask.shape)}.")
+    return mask, checks.number("fill", fill, minus_inf=True, none=True)
 
 
 def frozen(t: torch.Tensor | None) -> np.ndarray | None:

@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .. import checks
 from ..attention import DEFAULT_FILL, Stage, Stages, check_scale
 from ..errors import AttnvizError, InputError, check_index
 from .generation import Generation
@@ -35,7 +36,7 @@ from .layers import (
     kv_groups,
     records_from_scores,
 )
-from .reads import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids
+from .reads import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids, what_if
 from .values import ValueReads
 
 __all__ = ["STAGES", "AttentionTrace", "GivenWeights", "LayerFacts", "LayerRecord", "Provenance", "Values"]
@@ -67,6 +68,9 @@ class Provenance:
     options: tuple = ()  # the experiment, as sorted (name, value) pairs
     input_ids: tuple[int, ...] = ()
     n_dropped: int = 0  # tokens cut off because the text was longer than the limit
+
+    def __post_init__(self):
+        checks.text("model", self.model)
 
     @property
     def single_layer(self) -> bool:
@@ -105,8 +109,8 @@ class AttentionTrace(ValueReads):
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (frozen dataclass)
         self_attention = self.key_tokens is None
-        set_("tokens", tuple(str(t) for t in self.tokens))
-        set_("key_tokens", self.tokens if self_attention else tuple(str(t) for t in self.key_tokens))
+        set_("tokens", checks.tokens("tokens", self.tokens))
+        set_("key_tokens", self.tokens if self_attention else checks.tokens("key_tokens", self.key_tokens))
         set_("notes", tuple(self.notes))
         set_("layers", tuple(self.layers))
         for name in ("word_ids", "sequence_ids"):  # the key side is the query side, unless keys are other tokens
@@ -149,8 +153,7 @@ class AttentionTrace(ValueReads):
 
     def why_not(self, stage: Capability) -> str | None:
         """Why this trace cannot give `stage` (a stage name or "vectors"), as a sentence; None when it can."""
-        if stage not in CAPABILITIES:
-            raise AttnvizError(f"unknown stage {stage!r}; choose one of {', '.join(CAPABILITIES)}")
+        checks.choice("stage", stage, CAPABILITIES)
         reason = next((r for r in (layer.missing(stage) for layer in self.layers) if r), None)
         what = _WHAT.get(stage, f"the {stage} stage")
         return None if reason is None else f"This trace gives no {what}: {reason}."
@@ -161,12 +164,12 @@ class AttentionTrace(ValueReads):
     # --- the read path ---
     def stages(self, layer: int, heads=None, queries=None, keys=None, *, device: bool = False) -> Stages:
         """One layer's stages [head, query, key] as read-only float32 numpy (None for a stage it cannot give).
-
         heads: None (all), one head (its axis kept) or a sequence; queries / keys: (start, stop) windows chosen
         separately, None for all; every key stays in the softmax (a key window's weights come from each row's
         log-sum-exp). device=True: float32 torch tensors on the trace's device (to reduce there, move the result)."""
         record = self.layers[check_index("layer", layer, self.n_layer)]
         rows, cols = span("queries", queries, self.n_tokens), span("keys", keys, self.n_keys)
+        device = checks.flag("device", device)
         with torch.inference_mode():
             out = record.stages(head_index(heads, self.n_head), rows, cols)
         return out if device else frozen_stages(out)
@@ -186,7 +189,7 @@ class AttentionTrace(ValueReads):
 
     def stage(self, name: Stage, layer: int | None = None) -> np.ndarray:
         """One stage by name: [head, query, key] of one layer, or [layer, head, query, key] when layer is None."""
-        if not self.has(name) or name not in STAGES:
+        if not self.has(checks.choice("name", name, CAPABILITIES)) or name not in STAGES:
             raise AttnvizError(self.why_not(name) or f"{name!r} is not a stage; choose one of {', '.join(STAGES)}")
         if layer is not None:
             return getattr(self.stages(layer), name)
@@ -210,16 +213,17 @@ class AttentionTrace(ValueReads):
         if not self.has("vectors"):
             raise InputError(self.why_not("vectors"))
         with torch.inference_mode():
+            head = check_index("head", head, self.n_head)
             q, k = self.layers[check_index("layer", layer, self.n_layer)].vectors(head_index(head, self.n_head))
         return frozen(q[0]), frozen(k[0])
 
     def recompute(self, layer: int, scale: float | None = None, mask=None, fill: float | None = None) -> Stages:
-        """What-if without a new forward pass: one layer's stages (numpy [head, query, key]) with another scale, mask or
-        fill. Only this layer changes: later layers still saw the original weights."""
+        """One layer's stages (numpy [head, query, key]) with another scale, mask or fill, without a forward pass."""
         if not self.has("scores"):
             raise AttnvizError(f"{self.why_not('scores')} There are no scores to recompute from.")
         record = self.layers[check_index("layer", layer, self.n_layer)]
         scale = None if scale is None else check_scale(scale)
+        mask, fill = what_if(mask, fill, (self.n_tokens, self.n_keys))
         with torch.inference_mode():
             return frozen_stages(record.stages(head_index(None, self.n_head), scale=scale, mask=mask, fill=fill))
 
@@ -233,6 +237,20 @@ class AttentionTrace(ValueReads):
     fill = property(lambda self: _per_layer(self, "fill"))
     scale_on = property(lambda self: None if not self.has("scores") else tuple(f.scale_on for f in _facts(self)))
     has_bias = property(lambda self: any(f.bias is not None for f in _facts(self)))
+
+
+#: What from_scores and from_weights pass on to the trace besides its tokens and layers.
+_FIELDS = ("key_tokens", "d_head", "provenance", "notes", "word_ids", "sequence_ids", "key_word_ids",
+           "key_sequence_ids", "generation")  # fmt: skip
+
+# Every public read checks its call against its signature first (attnviz.checks.public); the constructors from
+# arrays take the trace's own fields as keywords and nothing else.
+_READS = ("why_not", "stages", "column", "stage", "facts", "layer_mask", "lse", "vectors", "recompute")  # fmt: skip
+for _name in _READS:
+    setattr(AttentionTrace, _name, checks.public(getattr(AttentionTrace, _name), name=f"AttentionTrace.{_name}"))
+for _name, _extra in (("from_scores", _FIELDS), ("from_weights", _FIELDS), ("from_attentions", ())):
+    _func = getattr(AttentionTrace, _name).__func__
+    setattr(AttentionTrace, _name, classmethod(checks.public(_func, name=f"AttentionTrace.{_name}", extra=_extra)))
 
 
 def _facts(trace: AttentionTrace) -> list[LayerFacts]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .. import checks
 from ..errors import InputError, check_index
 from .layers import weights_alone
 from .reads import frozen, head_index, span
@@ -23,6 +24,7 @@ class ValueReads:
             raise InputError(self.why_not("values"))
         return self.layers[check_index("layer", layer, self.n_layer)].values
 
+    @checks.public(name="AttentionTrace.output_norms")
     def output_norms(self, layer: int, heads=None, keys=None, *, device: bool = False) -> np.ndarray:
         """[head, key] float32: ||v[h, j] @ W_O[h]||, the size of what head h writes into the residual stream from key j
         per unit of weight (kept while tracing; attnviz.analysis.values turns it into value norms). keys: (start, stop).
@@ -39,11 +41,12 @@ class ValueReads:
         with torch.inference_mode():
             return weights_alone(record, head_index(heads, self.n_head), rows, cols)
 
+    @checks.public(name="AttentionTrace.values")
     def values(self, layer: int, head: int) -> np.ndarray:
         """v [key, d_value] of one head as the model used it (value heads shared out as the model shares them)."""
         values = self._values_of(layer)
         with torch.inference_mode():
-            return frozen(values.of_heads(head_index(head, self.n_head))[0])
+            return frozen(values.of_heads(head_index(check_index("head", head, self.n_head), self.n_head))[0])
 
     def value_heads(self, layer: int) -> np.ndarray:
         """v [kv_head, key, d_value] float32 of every key/value head as kept (heads that share one not expanded; see

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from .. import settings
+from .. import checks, settings
 from ..analysis.masks import COMMON_FILLS
 from ..hf import LoadedModel
 from ..hf.encode import token_limit
@@ -112,7 +112,7 @@ def max_tokens() -> int:
 
 def token_limits(model_tokens: int, device_tokens: int | None = None) -> dict[int, str]:
     """The Token limit's choices: powers of two from 32, and the largest the model, the server and the device allow."""
-    top = token_limit(model_tokens, min(server_max_tokens(), device_tokens or model_tokens))
+    top = token_limit(model_tokens, min(server_max_tokens(), device_tokens or model_tokens, checks.MAX_TOKENS))
     stops = [n for n in (2**i for i in range(5, 20)) if n < top] + [top]
     return {n: f"{n:,}" for n in stops}
 

@@ -92,14 +92,14 @@ def test_the_decoder_hides_target_positions_and_checks_them_against_the_target(l
     tr, _ = traced(loaded, part="decoder", hide=(1,))
     assert (tr.decoder.weights[..., 1] == 0).all()
     n_tgt = tr.decoder.n_tokens
-    with pytest.raises(attnviz.InputError, match="hide token positions"):
+    with pytest.raises(attnviz.InputError, match="hide names token positions"):
         attnviz.trace(loaded, SOURCE, target=TARGET, part="decoder", hide=(n_tgt,))
 
 
 def test_an_experiment_without_a_part_or_with_an_unknown_one_is_refused(loaded):
     with pytest.raises(attnviz.InputError, match="part="):
         attnviz.trace(loaded, SOURCE, target=TARGET, hide=(1,))
-    with pytest.raises(attnviz.InputError, match="Choose one of"):
+    with pytest.raises(attnviz.InputError, match="part must be one of"):
         attnviz.trace(loaded, SOURCE, target=TARGET, part="middle", causal=True)
     with pytest.raises(attnviz.InputError, match="do not exist"):
         attnviz.trace(loaded, SOURCE, target=TARGET, part="cross", layers=(5,), causal=True)

@@ -119,7 +119,7 @@ def test_has_and_why_not_for_every_kind_of_trace(bundled, tiny_xlnet_dir, tiny_t
                         tr.stage(stage)
         assert tr.available_stages == tuple(s for s in attnviz.STAGES if s not in missing)
     assert "own code" in kinds["own code (XLNet)"][0].why_not("scores")
-    with pytest.raises(AttnvizError, match="choose one of"):
+    with pytest.raises(AttnvizError, match="must be one of"):
         kinds["pretrained"][0].has("probabilities")
 
 
