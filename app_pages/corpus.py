@@ -115,13 +115,15 @@ def _open_on_heads(text: str) -> None:
     ui.open_head(src, layer, head)
 
 
-st.caption("The rows the profile kept: the strongest keys of one query (positions in the text's tokens; the query's "
-           f"own position in red). Opening one loads its text into the sidebar with {ui.literal(src.model.label)}.")  # fmt: skip
+st.caption("The rows the profile kept, its strongest and some drawn from weaker ones: the strongest keys of one query "
+           "(positions in the text's tokens, named when the sidebar's model is the profile's; the query's own position "
+           f"in red). Opening one loads its text into the sidebar with {ui.literal(src.model.label)}.")  # fmt: skip
 grid = st.columns(2)
 for i, ex in enumerate(examples):
     with grid[i % 2].container(border=True):
         title = f"text {ex['text_id']}, query {ex['query']}: top weight {ex['max_weight']:.2f} ({ex['kind']})"
-        ui.chart(cp.example_bars(ex, title), "corpus", f"layer{layer}", f"head{head}", f"example{i}")
+        tokens = maps.example_tokens(src.model, prof, ex["text"])
+        ui.chart(cp.example_bars(ex, title, tokens), "corpus", f"layer{layer}", f"head{head}", f"example{i}")
         st.caption(ui.literal(ex["text"][:200] + ("…" if len(ex["text"]) > 200 else "")))
         if st.button("Open on Heads", key=f"cp_open_{i}", icon=":material/open_in_new:", on_click=_open_on_heads,
                      args=(ex["text"],)):  # fmt: skip

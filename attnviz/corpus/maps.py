@@ -45,8 +45,23 @@ def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
 
 
 def head_examples(prof: HeadProfile, layer: int, head: int, most: int = MAX_EXAMPLES) -> list[dict]:
-    """One head's stored examples, strongest first (the profile's order: the strongest rows, then the draws from each
-    interval of the top weight), at most `most`; each with its text."""
+    """One head's stored examples, at most `most`, each with its text: its strongest rows, then the rows drawn from
+    each interval of the top weight (at least half the room when there are that many), each part by weight."""
     rows = [e for e in prof.examples if e["layer"] == layer and e["head"] == head]
-    rows.sort(key=lambda e: (e["kind"] != "strongest", -e["max_weight"], e["order"]))
-    return [{**e, "text": prof.texts.get(e["text_id"], "")} for e in rows[:most]]
+    by_weight = lambda e: (-e["max_weight"], e["order"])  # noqa: E731
+    strongest = sorted((e for e in rows if e["kind"] == "strongest"), key=by_weight)
+    drawn = sorted((e for e in rows if e["kind"] != "strongest"), key=by_weight)
+    kept = strongest[: max(most - len(drawn), most // 2)]  # the draws from weaker rows get at least half the room
+    kept += drawn[: most - len(kept)]
+    return [{**e, "text": prof.texts.get(e["text_id"], "")} for e in kept]
+
+
+def example_tokens(loaded, prof: HeadProfile, text: str) -> list[str] | None:
+    """The tokens an example's positions index, from the loaded model's tokenizer, cut as the profile cut its texts;
+    None when `loaded` is not the model the profile was made with (its positions would name other tokens)."""
+    if loaded is None or loaded.label != prof.provenance.get("model"):
+        return None
+    from ..hf.encode import encode, token_limit
+
+    most = int(prof.provenance.get("settings", {}).get("max_tokens", 128))
+    return encode(loaded.tokenizer, text, None, token_limit(loaded.max_tokens, most)).tokens

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import escape, finish
+from .common import escape, finish, readable_tokens
 
 SCALE = "Viridis"
 SELECTED = dict(size=18, color="rgba(0,0,0,0)", line=dict(width=3, color="#d62728"))
@@ -74,15 +74,17 @@ def head_map(coords: np.ndarray, prof, colour: str, selected=None) -> go.Figure:
     return finish(fig, "corpus_head_map", 460, top=40, showlegend=False)
 
 
-def example_bars(example: dict, title: str) -> go.Figure:
-    """One stored row: its strongest keys (positions in the text's tokens) and their weights, the query's own
-    position drawn in red."""
+def example_bars(example: dict, title: str, tokens=None) -> go.Figure:
+    """One stored row: its strongest keys (positions in the text's tokens, with the token where `tokens` names it)
+    and their weights, the query's own position drawn in red."""
     keys, weights = list(example["keys"]), list(example["key_weights"])
-    labels = [f"{k} (query)" if k == example["query"] else str(k) for k in keys]
+    shown = readable_tokens(tokens) if tokens else []
+    word = lambda k: f" {escape(shown[k])}" if 0 <= k < len(shown) else ""  # noqa: E731
+    labels = [f"{k}{word(k)}" + (" (query)" if k == example["query"] else "") for k in keys]
     colours = ["#d62728" if k == example["query"] else "#1f77b4" for k in keys]
     fig = go.Figure(go.Bar(x=labels, y=weights, marker_color=colours, name="weight",
                            hovertemplate="key %{x}: %{y:.3f}<extra></extra>"))  # fmt: skip
-    fig.update_xaxes(title_text="key position", type="category")
+    fig.update_xaxes(title_text="key", type="category", tickangle=-30 if shown else 0)
     fig.update_yaxes(title_text="weight", range=[0, 1])
     fig.update_layout(title=dict(text=escape(title), font=dict(size=13)))
     return finish(fig, "corpus_example", 220, top=40, showlegend=False,

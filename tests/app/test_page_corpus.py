@@ -31,7 +31,7 @@ def _points(fig: dict, name: str = "heads"):
     return array(trace["x"]), array(trace["y"]), np.array(trace["customdata"])
 
 
-def test_the_page_shows_the_profiles_heads_map_and_examples(monkeypatch, profiles_root):
+def test_the_page_shows_the_profiles_heads_map_and_examples(monkeypatch, profiles_root, bundled):
     monkeypatch.setenv("ATTNVIZ_PROFILES_DIR", str(profiles_root))
     at = run_page(PAGE, cp_x="entropy", cp_y="previous", cp_head="2-5")
     assert not at.exception, [e.value for e in at.exception]
@@ -57,8 +57,13 @@ def test_the_page_shows_the_profiles_heads_map_and_examples(monkeypatch, profile
     shown_rows = {
         (f["layout"]["meta"]["text_id"], f["layout"]["meta"]["query"]): array(f["data"][0]["y"]) for f in bars
     }
+    labels = {(f["layout"]["meta"]["text_id"], f["layout"]["meta"]["query"]): f["data"][0]["x"] for f in bars}
     for e in stored:
         np.testing.assert_allclose(shown_rows[e["text_id"], e["query"]], e["key_weights"], rtol=1e-6)
+        # the keys are named by the tokenizer's own tokens of the text (the sidebar's model is the profile's)
+        tokens = bundled.tokenizer.convert_ids_to_tokens(bundled.tokenizer(TEXTS[e["text_id"]])["input_ids"])
+        want = [f"{k} {tokens[k]}" + (" (query)" if k == e["query"] else "") for k in e["keys"]]
+        assert labels[e["text_id"], e["query"]] == want
     assert len([b for b in at.button if str(b.label) == "Open on Heads"]) == len(stored)
     assert any(str(e.label).startswith("Provenance") for e in at.expander)
 
