@@ -9,8 +9,6 @@ from attnviz.corpus import maps, open_profile, profile
 from attnviz.errors import AttnvizError
 from attnviz.plots import corpus as cp
 
-HOW_TO = "python -m attnviz profile --model bundled --out profiles/bundled"
-
 src = ui.current()
 st.title("Corpus")
 st.markdown(
@@ -48,7 +46,8 @@ def _build() -> None:
 folders = maps.profile_folders(root)
 if not folders:
     st.info(f"No head profile in the profiles folder ({ui.literal(str(root))}, set by ATTNVIZ_PROFILES_DIR). Make one "
-            f"with `{HOW_TO}` (the corpus that ships with attnviz, 325 texts), then reload this page.")  # fmt: skip
+            "of the corpus that ships with attnviz (325 texts) with this command, then reload this page:")  # fmt: skip
+    st.code(f"python -m attnviz profile --model bundled --out {root / 'bundled'}", language="bash")
     if not conf.hosted and st.button(f"Profile the bundled corpus with {ui.literal(src.model.label)}",
                                      icon=":material/play_arrow:"):  # fmt: skip
         root.mkdir(parents=True, exist_ok=True)

@@ -83,7 +83,9 @@ def test_no_profile_says_how_to_make_one(monkeypatch, tmp_path):
     monkeypatch.setenv("ATTNVIZ_PROFILES_DIR", str(tmp_path / "none"))
     at = run_page(PAGE)
     assert not at.exception
-    assert any("python -m attnviz profile --model bundled" in str(i.value) for i in at.info)
+    assert any("No head profile" in str(i.value) for i in at.info)
+    command = f"python -m attnviz profile --model bundled --out {tmp_path / 'none' / 'bundled'}"
+    assert command in [c.value for c in at.code]
     assert any(str(b.label).startswith("Profile the bundled corpus") for b in at.button)
 
 
