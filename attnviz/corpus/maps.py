@@ -46,11 +46,12 @@ def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
 
 def head_examples(prof: HeadProfile, layer: int, head: int, most: int = MAX_EXAMPLES) -> list[dict]:
     """One head's stored examples, at most `most`, each with its text: its strongest rows, then the rows drawn from
-    each interval of the top weight (at least half the room when there are that many), each part by weight."""
+    each interval of the top weight (at least half the room when there are that many, one of each interval first)."""
     rows = [e for e in prof.examples if e["layer"] == layer and e["head"] == head]
     by_weight = lambda e: (-e["max_weight"], e["order"])  # noqa: E731
     strongest = sorted((e for e in rows if e["kind"] == "strongest"), key=by_weight)
-    drawn = sorted((e for e in rows if e["kind"] != "strongest"), key=by_weight)
+    # one row of each interval first (the weakest rows too), then a second of each, ...
+    drawn = sorted((e for e in rows if e["kind"] != "strongest"), key=lambda e: (e["order"], -e["max_weight"]))
     kept = strongest[: max(most - len(drawn), most // 2)]  # the draws from weaker rows get at least half the room
     kept += drawn[: most - len(kept)]
     return [{**e, "text": prof.texts.get(e["text_id"], "")} for e in kept]
