@@ -49,6 +49,7 @@ PAGES = {
         st.Page("app_pages/compare.py", title="Compare", icon=":material/difference:"),
         st.Page("app_pages/ablation.py", title="Ablation", icon=":material/content_cut:"),
     ],
+    "Corpus": [st.Page("app_pages/corpus.py", title="Corpus", icon=":material/library_books:")],
     "Data": [st.Page("app_pages/export.py", title="Export", icon=":material/download:")],
 }
 # ?embed=true (Streamlit's own switch; read with st.context): a page in an iframe of a course page or a blog shows

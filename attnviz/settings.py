@@ -11,6 +11,7 @@
 | ATTNVIZ_MAX_LAYERS       | 128               | most layers a trace may have (a model, an uploaded file)       |
 | ATTNVIZ_MAX_HEADS        | 128               | most heads per layer a trace may have                          |
 | ATTNVIZ_HEAVY_RUNS       | 2                 | sessions computing a trace or a Masks experiment at once       |
+| ATTNVIZ_PROFILES_DIR     | profiles          | the folder whose head profiles the Corpus page lists           |
 
 Hosted mode is on wherever strangers can reach the dashboard, unless ATTNVIZ_HOSTED=0 opts out: on Streamlit
 Community Cloud (its containers check the repository out under /mount/src and set HOSTNAME=streamlit) and when
@@ -53,6 +54,7 @@ class Settings:
     max_layers: int = 128
     max_heads: int = 128
     heavy_runs: int = 2
+    profiles_dir: str = "profiles"
 
 
 def _number(name: str, default: float) -> float:
@@ -79,6 +81,7 @@ def current() -> Settings:
         max_layers=max(1, int(_number("ATTNVIZ_MAX_LAYERS", 128))),
         max_heads=max(1, int(_number("ATTNVIZ_MAX_HEADS", 128))),
         heavy_runs=max(1, int(_number("ATTNVIZ_HEAVY_RUNS", 2))),
+        profiles_dir=os.environ.get("ATTNVIZ_PROFILES_DIR", "").strip() or "profiles",
     )
 
 

@@ -56,6 +56,8 @@ def _problems(at) -> list[str]:
     if not drawn and not said:
         out.append("neither a chart nor a sentence saying why not")
     panel = any(str(e.label).startswith("Provenance") for e in at.expander)
+    if not panel and any(str(i.value).startswith("No head profile") for i in at.info):
+        return out  # the Corpus page reads a saved profile, not a trace: with none it says how to make one
     if not panel and not any(str(h.value).startswith("Provenance") for h in at.subheader):  # Export: on the page
         out.append("no provenance panel")
     return out

@@ -110,6 +110,18 @@ def drawn(bundled, tiny_gpt2, monkeypatch_module):
     plots.ablation.head_picker(2, 4, [(0, 1), (1, 3)])
     before = np.linspace(-20, 20, 9)
     plots.softcap.softcap_curve(Softcap(before, 5 * np.tanh(before / 5), 5.0, n_cells=9), head=1)
+    rng = np.random.default_rng(0)
+    points = rng.random((6, 2))
+    prof = attnviz.HeadProfile(
+        {"entropy": rng.random((2, 3)), "sink": rng.random((2, 3))}, np.zeros((2, 3, 20), int), None, [], {},
+        {"kv_groups": 3},
+    )  # fmt: skip
+    for colour in ("layer", "kv_group", "sink"):
+        plots.corpus.head_finder(prof, "entropy", "sink", colour, selected=(1, 2))
+    plots.corpus.head_map(points, prof, "layer", selected=(0, 1))
+    example = {"query": 2, "text_id": 0, "keys": [2, 0, 1], "key_weights": [0.6, 0.3, 0.1]}
+    plots.corpus.example_bars(example, "text 0, query 2")
+    plots.corpus.example_bars(example, "text 0, query 2", ["[CLS]", "the", "cat", "[SEP]"])
     return seen
 
 

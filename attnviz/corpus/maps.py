@@ -1,0 +1,68 @@
+"""What the Corpus page shows of a HeadProfile: the profile folders under one root, every head as a row of its
+statistics, a 2-D map of the heads' Jensen-Shannon distances (classical MDS), one head's stored examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .store import PROVENANCE, HeadProfile
+
+MAX_FOLDERS = 200  # profile folders listed under one root (a select box, not a file browser)
+MAX_EXAMPLES = 12  # examples of one head drawn at once
+
+
+def profile_folders(root) -> list[Path]:
+    """The folders directly under `root` that hold a profile's provenance record, sorted by name (at most
+    MAX_FOLDERS); [] when `root` is not a folder. Nothing below the first level is read."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = sorted(p for p in root.iterdir() if p.is_dir() and (p / PROVENANCE).is_file())
+    return found[:MAX_FOLDERS]
+
+
+def statistic_names(prof: HeadProfile) -> list[str]:
+    """The profile's statistics that some head defines (a statistic NaN everywhere is left out), sorted."""
+    return [k for k in sorted(prof.stats) if np.isfinite(prof.stats[k]).any()]
+
+
+def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
+    """[n, dims] coordinates whose Euclidean distances best match `distance` [n, n] (Torgerson's classical MDS):
+    double-centre the squared distances, B = -J D² J / 2, and scale the top `dims` eigenvectors of B by the square
+    roots of their eigenvalues (negative ones, from distances no plane holds exactly, count as 0). Each axis's sign
+    is fixed so that its largest coordinate is positive, so the same distances give the same picture."""
+    d = np.asarray(distance, np.float64)
+    n = d.shape[0]
+    j = np.eye(n) - 1.0 / n
+    b = -0.5 * j @ (d**2) @ j
+    values, vectors = np.linalg.eigh((b + b.T) / 2)
+    top = np.argsort(values)[::-1][:dims]
+    coords = vectors[:, top] * np.sqrt(np.clip(values[top], 0.0, None))
+    flip = np.sign(coords[np.abs(coords).argmax(axis=0), range(coords.shape[1])])
+    return coords * np.where(flip == 0, 1.0, flip)
+
+
+def head_examples(prof: HeadProfile, layer: int, head: int, most: int = MAX_EXAMPLES) -> list[dict]:
+    """One head's stored examples, at most `most`, each with its text: its strongest rows, then the rows drawn from
+    each interval of the top weight (at least half the room when there are that many, one of each interval first)."""
+    rows = [e for e in prof.examples if e["layer"] == layer and e["head"] == head]
+    by_weight = lambda e: (-e["max_weight"], e["order"])  # noqa: E731
+    strongest = sorted((e for e in rows if e["kind"] == "strongest"), key=by_weight)
+    # one row of each interval first (the weakest rows too), then a second of each, ...
+    drawn = sorted((e for e in rows if e["kind"] != "strongest"), key=lambda e: (e["order"], -e["max_weight"]))
+    kept = strongest[: max(most - len(drawn), most // 2)]  # the draws from weaker rows get at least half the room
+    kept += drawn[: most - len(kept)]
+    return [{**e, "text": prof.texts.get(e["text_id"], "")} for e in kept]
+
+
+def example_tokens(loaded, prof: HeadProfile, text: str) -> list[str] | None:
+    """The tokens an example's positions index, from the loaded model's tokenizer, cut as the profile cut its texts;
+    None when `loaded` is not the model the profile was made with (its positions would name other tokens)."""
+    if loaded is None or loaded.label != prof.provenance.get("model"):
+        return None
+    from ..hf.encode import encode, token_limit
+
+    most = int(prof.provenance.get("settings", {}).get("max_tokens", 128))
+    return encode(loaded.tokenizer, text, None, token_limit(loaded.max_tokens, most)).tokens

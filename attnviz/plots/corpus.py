@@ -1,0 +1,91 @@
+"""Figures of the Corpus page: every head of a profile as a point (on two statistics, or on the map of their
+distances), and one stored example of a head as bars over its strongest keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .common import escape, finish, readable_tokens
+
+SCALE = "Viridis"
+SELECTED = dict(size=18, color="rgba(0,0,0,0)", line=dict(width=3, color="#d62728"))
+
+
+def head_colours(prof, colour: str) -> tuple[np.ndarray, str]:
+    """The value each head is coloured by, flattened in (layer, head) order, and its label: "layer", "kv_group" (the
+    key/value head it shares) or a statistic's name."""
+    n_layer, n_head = prof.n_layer, prof.n_head
+    if colour == "layer":
+        return np.repeat(np.arange(n_layer), n_head).astype(np.float64), "layer"
+    if colour == "kv_group":
+        groups = int(prof.provenance.get("kv_groups", 1)) or 1
+        return np.tile(np.arange(n_head) // groups, n_layer).astype(np.float64), "key/value head"
+    return np.asarray(prof.stats[colour], np.float64).ravel(), colour
+
+
+def _heads_scatter(x, y, prof, colour: str, hover_extra: list[str]) -> go.Scatter:
+    c, label = head_colours(prof, colour)
+    layers = np.repeat(np.arange(prof.n_layer), prof.n_head)
+    heads = np.tile(np.arange(prof.n_head), prof.n_layer)
+    text = [f"layer {y_}, head {h}<br>{escape(label)} = {v:.4g}<br>{extra}" for y_, h, v, extra
+            in zip(layers, heads, c, hover_extra)]  # fmt: skip
+    return go.Scatter(
+        x=np.asarray(x, np.float64),
+        y=np.asarray(y, np.float64),
+        mode="markers",
+        name="heads",
+        marker=dict(size=9, color=c, colorscale=SCALE, showscale=True, colorbar=dict(title=dict(text=escape(label)))),
+        customdata=np.stack([layers, heads], axis=1).tolist(),
+        hovertext=text,
+        hovertemplate="%{hovertext}<extra></extra>",
+    )
+
+
+def _mark(fig: go.Figure, x, y, prof, selected) -> None:
+    if selected is None:
+        return
+    i = selected[0] * prof.n_head + selected[1]
+    fig.add_trace(go.Scatter(x=[float(np.ravel(x)[i])], y=[float(np.ravel(y)[i])], mode="markers", marker=SELECTED,
+                             name=f"layer {selected[0]}, head {selected[1]}", hoverinfo="skip"))  # fmt: skip
+
+
+def head_finder(prof, x: str, y: str, colour: str, selected=None) -> go.Figure:
+    """Every head at (its statistic `x`, its statistic `y`), coloured by `colour` (see head_colours); `selected`
+    (layer, head) is ringed. customdata [layer, head] lets a click pick a head."""
+    xs, ys = prof.stats[x].ravel(), prof.stats[y].ravel()
+    hover = [f"{escape(x)} = {a:.4g}<br>{escape(y)} = {b:.4g}" for a, b in zip(xs, ys)]
+    fig = go.Figure(_heads_scatter(xs, ys, prof, colour, hover))
+    _mark(fig, xs, ys, prof, selected)
+    fig.update_xaxes(title_text=escape(x))
+    fig.update_yaxes(title_text=escape(y))
+    return finish(fig, "corpus_head_finder", 460, top=40, showlegend=False,
+                  meta={"x": x, "y": y, "colour": colour})  # fmt: skip
+
+
+def head_map(coords: np.ndarray, prof, colour: str, selected=None) -> go.Figure:
+    """Every head at its classical-MDS coordinates [layer x head, 2] of the Jensen-Shannon distances: heads that
+    attend alike lie close together."""
+    hover = [f"map ({a:.3f}, {b:.3f})" for a, b in coords]
+    fig = go.Figure(_heads_scatter(coords[:, 0], coords[:, 1], prof, colour, hover))
+    _mark(fig, coords[:, 0], coords[:, 1], prof, selected)
+    fig.update_xaxes(title_text="map axis 1")
+    fig.update_yaxes(title_text="map axis 2", scaleanchor="x", scaleratio=1)
+    return finish(fig, "corpus_head_map", 460, top=40, showlegend=False)
+
+
+def example_bars(example: dict, title: str, tokens=None) -> go.Figure:
+    """One stored row: its strongest keys (positions in the text's tokens, with the token where `tokens` names it)
+    and their weights, the query's own position drawn in red."""
+    keys, weights = list(example["keys"]), list(example["key_weights"])
+    shown = readable_tokens(tokens) if tokens else []
+    word = lambda k: f" {escape(shown[k])}" if 0 <= k < len(shown) else ""  # noqa: E731
+    labels = [f"{k}{word(k)}" + (" (query)" if k == example["query"] else "") for k in keys]
+    colours = ["#d62728" if k == example["query"] else "#1f77b4" for k in keys]
+    fig = go.Figure(go.Bar(x=labels, y=weights, marker_color=colours, name="weight",
+                           hovertemplate="key %{x}: %{y:.3f}<extra></extra>"))  # fmt: skip
+    fig.update_xaxes(title_text="key", type="category", tickangle=-30 if shown else 0)
+    fig.update_yaxes(title_text="weight", range=[0, 1])
+    fig.update_layout(title=dict(text=escape(title), font=dict(size=13)))
+    return finish(fig, "corpus_example", 220, top=40, showlegend=False,
+                  meta={"query": int(example["query"]), "text_id": int(example["text_id"])})  # fmt: skip

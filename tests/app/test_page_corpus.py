@@ -1,0 +1,102 @@
+"""The Corpus page over a tiny profile of the bundled model (6 texts, made once): the head finder's points are the
+profile's heads table, the map's points are the MDS of its stored distances, a head's examples are its stored rows;
+with no profile it says how to make one; an edited profile is refused in words."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from helpers import array, figures, run_page
+
+from attnviz.corpus import profile
+from attnviz.corpus.maps import classical_mds
+
+PAGE = "app_pages/corpus.py"
+TEXTS = ["the cat sat on the mat .", "a dog ran away , the dog was tired .", "hello world", "it was the cat .",
+         "the mat the mat the mat", "because it was tired the cat ran away ."]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def profiles_root(bundled, tmp_path_factory):
+    root = tmp_path_factory.mktemp("profiles")
+    profile(bundled, TEXTS, out=root / "tiny", top=3, per_interval=1)
+    return root
+
+
+def _points(fig: dict, name: str = "heads"):
+    (trace,) = [t for t in fig["data"] if t.get("name") == name]
+    return array(trace["x"]), array(trace["y"]), np.array(trace["customdata"])
+
+
+def test_the_page_shows_the_profiles_heads_map_and_examples(monkeypatch, profiles_root, bundled):
+    monkeypatch.setenv("ATTNVIZ_PROFILES_DIR", str(profiles_root))
+    at = run_page(PAGE, cp_x="entropy", cp_y="previous", cp_head="2-5")
+    assert not at.exception, [e.value for e in at.exception]
+    figs = figures(at)
+    heads = pq.read_table(profiles_root / "tiny" / "heads.parquet").to_pylist()  # the stored table, read apart
+    x, y, where = _points(figs["corpus_head_finder"])
+    np.testing.assert_allclose(x, [r["entropy"] for r in heads], rtol=1e-6)
+    np.testing.assert_allclose(y, [r["previous"] for r in heads], rtol=1e-6)
+    assert where.tolist() == [[r["layer"], r["head"]] for r in heads] and len(heads) == 6 * 12
+    # the map: its points' distances are those of the MDS of the stored Jensen-Shannon distances
+    dist = pq.read_table(profiles_root / "tiny" / "distances.parquet").column("js_distance").to_numpy()
+    mx, my, _ = _points(figs["corpus_head_map"])
+    coords = classical_mds(dist.reshape(72, 72))
+    shown = np.stack([mx, my], 1)
+    pair = lambda p: np.sqrt(((p[:, None] - p[None]) ** 2).sum(-1))  # noqa: E731
+    np.testing.assert_allclose(pair(shown), pair(coords), atol=1e-5)
+    # the examples: every stored row of layer 2, head 5, one bar chart each, with its keys and weights
+    stored = [e for e in pq.read_table(profiles_root / "tiny" / "examples.parquet").to_pylist()
+              if (e["layer"], e["head"]) == (2, 5)]  # fmt: skip
+    bars = [f for f in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
+            if f["layout"]["meta"]["figure"] == "corpus_example"]  # fmt: skip
+    assert len(bars) == len(stored) > 0
+    shown_rows = {
+        (f["layout"]["meta"]["text_id"], f["layout"]["meta"]["query"]): array(f["data"][0]["y"]) for f in bars
+    }
+    labels = {(f["layout"]["meta"]["text_id"], f["layout"]["meta"]["query"]): f["data"][0]["x"] for f in bars}
+    for e in stored:
+        np.testing.assert_allclose(shown_rows[e["text_id"], e["query"]], e["key_weights"], rtol=1e-6)
+        # the keys are named by the tokenizer's own tokens of the text (the sidebar's model is the profile's)
+        tokens = bundled.tokenizer.convert_ids_to_tokens(bundled.tokenizer(TEXTS[e["text_id"]])["input_ids"])
+        want = [f"{k} {tokens[k]}" + (" (query)" if k == e["query"] else "") for k in e["keys"]]
+        assert labels[e["text_id"], e["query"]] == want
+    assert len([b for b in at.button if str(b.label) == "Open on Heads"]) == len(stored)
+    assert any(str(e.label).startswith("Provenance") for e in at.expander)
+
+
+def test_open_on_heads_puts_the_text_and_head_into_the_sidebar(monkeypatch, profiles_root):
+    monkeypatch.setenv("ATTNVIZ_PROFILES_DIR", str(profiles_root))
+    at = run_page(PAGE, cp_head="1-4")
+    ex = [e for e in pq.read_table(profiles_root / "tiny" / "examples.parquet").to_pylist()
+          if (e["layer"], e["head"]) == (1, 4)]  # fmt: skip
+    at.button(key="cp_open_0").click().run()
+    assert not at.exception
+    assert at.session_state["text"] in TEXTS and at.session_state["layer"] == 1 and at.session_state["head"] == 4
+    assert TEXTS.index(at.session_state["text"]) in {e["text_id"] for e in ex}
+
+
+def test_no_profile_says_how_to_make_one(monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTNVIZ_PROFILES_DIR", str(tmp_path / "none"))
+    at = run_page(PAGE)
+    assert not at.exception
+    assert any("No head profile" in str(i.value) for i in at.info)
+    command = f"python -m attnviz profile --model bundled --out {tmp_path / 'none' / 'bundled'}"
+    assert command in [c.value for c in at.code]
+    assert any(str(b.label).startswith("Profile the bundled corpus") for b in at.button)
+
+
+def test_an_edited_profile_is_refused_in_words(monkeypatch, profiles_root, tmp_path):
+    import shutil
+
+    shutil.copytree(profiles_root / "tiny", tmp_path / "edited")
+    record = json.loads((tmp_path / "edited" / "provenance.json").read_text())
+    record["model"] = "something else"
+    (tmp_path / "edited" / "provenance.json").write_text(json.dumps(record))
+    monkeypatch.setenv("ATTNVIZ_PROFILES_DIR", str(tmp_path))
+    at = run_page(PAGE)
+    assert not at.exception
+    assert any("edited by hand" in str(w.value) for w in at.warning)
