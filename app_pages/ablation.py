@@ -34,9 +34,14 @@ c1, c2 = st.columns(2)
 with c1:
     mode = ui.url_choice(st.segmented_control, "Remove them by", ua.MODE_LABELS, key="abl_mode", required=True)
 with c2:
-    target = st.text_input("Target token (empty: the most likely one before)", key="abl_target", bind=ui.URL,
-                           max_chars=ua.TARGET_CHARS, help="A token of the model's vocabulary whose logit change is "
-                           "reported, as listed below (·cat is ' cat'), or a token id.")  # fmt: skip
+    target = st.text_input(
+        "Target token (empty: the most likely one before)",
+        key="abl_target",
+        bind=ui.URL,
+        max_chars=ua.TARGET_CHARS,
+        help="A token of the model's vocabulary whose logit change is "
+        "reported, as listed below (·cat is ' cat'), or a token id.",
+    )
 if not heads:
     st.info("Choose at least one head to remove.")
     ui.stop(tr)
@@ -58,8 +63,10 @@ m1, m2, m3 = st.columns(3)
 m1.metric(f"Target {ui.literal(readable_tokens([result.target_token])[0])}: probability before", f"{before:.4f}")
 m2.metric("after", f"{after:.4f}", delta=C.short_number(after - before))
 m3.metric("logit change (after − before)", C.short_number(result.target_logit_change))
-st.caption("The most likely next tokens with the heads (before) and without them (after); a token that only one "
-           "side ranks high is listed too.")  # fmt: skip
+st.caption(
+    "The most likely next tokens with the heads (before) and without them (after); a token that only one "
+    "side ranks high is listed too."
+)
 ui.chart(ap.prediction_bars(result), "ablation", "prediction", mode)
 st.subheader("Which later heads changed", divider="gray")
 st.caption(

@@ -34,10 +34,16 @@ try:
     if mode == "sentences":
         tok = src.model.tokenizer
         swap = C.minimal_pair(text, lambda t: len(tok(t, split_special_tokens=True)["input_ids"]))
-        typed = st.text_input("Sentence b", value="", key="cmp_text", max_chars=ui.TEXT_LIMITS["cmp_text"], bind=ui.URL,
-                              placeholder=swap[0] if swap else "Type a sentence with as many tokens as yours",
-                              help="Left empty: your sentence with one word swapped, checked with this model's "
-                              "tokenizer so that both have the same number of tokens.").strip()  # fmt: skip
+        typed = st.text_input(
+            "Sentence b",
+            value="",
+            key="cmp_text",
+            max_chars=ui.TEXT_LIMITS["cmp_text"],
+            bind=ui.URL,
+            placeholder=swap[0] if swap else "Type a sentence with as many tokens as yours",
+            help="Left empty: your sentence with one word swapped, checked with this model's "
+            "tokenizer so that both have the same number of tokens.",
+        ).strip()
         if not typed and swap is None:
             st.info("No one-word swap keeps your sentence's token count with this tokenizer: type sentence b.")
             st.stop()
@@ -59,8 +65,13 @@ try:
                 )
             )
     elif mode == "models":
-        name = st.text_input("Model b (hub id or local folder)", value="", key="cmp_model", bind=ui.URL,
-                             max_chars=ui.TEXT_LIMITS["cmp_model"]).strip()  # fmt: skip
+        name = st.text_input(
+            "Model b (hub id or local folder)",
+            value="",
+            key="cmp_model",
+            bind=ui.URL,
+            max_chars=ui.TEXT_LIMITS["cmp_model"],
+        ).strip()
         if not name:
             st.info(
                 "Name a second model with the same tokenizer (e.g. a fine-tuned copy, or a smaller or larger "
@@ -80,10 +91,20 @@ try:
         layer_b = st.slider("Layer b", 0, tr.n_layer - 1, min(layer + 1, tr.n_layer - 1), key="cmp_layer", bind=ui.URL)
         b, what, label_a, label_b = tr, "two layers", f"layer {layer}", f"layer {layer_b}"
     pairs = C.heads_pair(tr, b)  # models of different head counts or widths: each layer's heads averaged
-    pooled = st.toggle("Average the heads", not pairs, key="cmp_pool", bind=ui.URL, disabled=not pairs,
-                       help="Compare each layer's heads averaged (rows still sum to 1) instead of head by head."
-                       if pairs else f"a has {tr.n_head} heads and b has {b.n_head}: heads cannot be paired, so each "
-                       "side's heads are averaged.") or not pairs  # fmt: skip
+    pooled = (
+        st.toggle(
+            "Average the heads",
+            not pairs,
+            key="cmp_pool",
+            bind=ui.URL,
+            disabled=not pairs,
+            help="Compare each layer's heads averaged (rows still sum to 1) instead of head by head."
+            if pairs
+            else f"a has {tr.n_head} heads and b has {b.n_head}: heads cannot be paired, so each "
+            "side's heads are averaged.",
+        )
+        or not pairs
+    )
     result = C.compare_traces(tr, b, layer, layer_b, what, view, pooled=pooled)
 except AttnvizError as e:
     ui.show_error(e)
@@ -102,21 +123,28 @@ drawn_view = "weights" if view == "weights" else "value-weighted attention"
 title = f"b − a of the {drawn_view}, heads from most to least changed ({C.MEASURES[measure]})"
 if pooled:
     if not pairs:
-        st.caption(f"a has {tr.n_head} heads and b has {b.n_head}: heads cannot be paired, so each side's "
-                   f"{'layer' if mode != 'layers' else 'heads'} is compared with its heads averaged.")  # fmt: skip
+        st.caption(
+            f"a has {tr.n_head} heads and b has {b.n_head}: heads cannot be paired, so each side's "
+            f"{'layer' if mode != 'layers' else 'heads'} is compared with its heads averaged."
+        )
     titles = [f"heads averaged ({C.short_number(result.change[measure][0])})"]
     title = f"b − a of the {drawn_view}, each side's heads averaged ({C.MEASURES[measure]})"
 title += hm.range_note(tr.n_tokens, tr.n_keys, *drawn)
 diff = result.diff[:, start:stop, kstart:kstop]
 boundary = ui.pair_boundary(src, tr)
-grid = cp.diff_grid(diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn,
-                   key_tokens=tr.key_tokens, view=view)  # fmt: skip
+grid = cp.diff_grid(
+    diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn, key_tokens=tr.key_tokens, view=view
+)
 ui.chart(grid, "compare", mode, f"layer{layer}", f"layer{layer_b}", view)
 st.caption(
     f"One colour range for every panel, centred at 0 (white = no change); the {drawn_view} lie in 0..1, so |b − a| ≤ 1."
 )
 ui.boundary_caption(boundary)
 st.subheader("Heads averaged" if pooled else "Heads ranked", divider="gray")
-st.dataframe(result.rows(measure), hide_index=True, key="cmp_table",
-             column_config={k: st.column_config.NumberColumn(C.MEASURES[k], format="%.4f") for k in C.MEASURES})  # fmt: skip
+st.dataframe(
+    result.rows(measure),
+    hide_index=True,
+    key="cmp_table",
+    column_config={k: st.column_config.NumberColumn(C.MEASURES[k], format="%.4f") for k in C.MEASURES},
+)
 ui.provenance(tr)

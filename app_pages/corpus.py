@@ -5,9 +5,10 @@ from pathlib import Path
 import streamlit as st
 
 from attnviz import settings, ui
-from attnviz.corpus import maps, open_profile, profile
+from attnviz.corpus import maps
 from attnviz.errors import AttnvizError
 from attnviz.plots import corpus as cp
+from attnviz.ui import corpus as corpus_ui
 
 src = ui.current()
 st.title("Corpus")
@@ -20,38 +21,19 @@ conf = settings.current()
 root = Path(conf.profiles_dir)
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
-def _open(folder: str, stamp: float):
-    """open_profile, kept while the folder's record is unchanged (`stamp`: its modification time)."""
-    return open_profile(folder)
-
-
-def _build() -> None:
-    bar = st.progress(0.0, text="Profiling the corpus that ships with attnviz…")
-
-    def step(done, total, tokens, seconds):
-        bar.progress(
-            min(done / max(total, 1), 1.0), text=f"{done:,} of {total:,} texts, {tokens:,} tokens, {seconds:.0f} s"
-        )
-
-    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in src.model.label)[:60].strip("-.") or "model"
-    try:
-        profile(src.model, None, out=root / name, progress=step)
-    except AttnvizError as e:
-        ui.show_error(e)
-        return
-    st.session_state["cp_profile"] = name
-
-
 folders = maps.profile_folders(root)
 if not folders:
-    st.info(f"No head profile in the profiles folder ({ui.literal(str(root))}, set by ATTNVIZ_PROFILES_DIR). Make one "
-            "of the corpus that ships with attnviz (325 texts) with this command, then reload this page:")  # fmt: skip
+    st.info(
+        f"No head profile in the profiles folder ({ui.literal(str(root))}, set by ATTNVIZ_PROFILES_DIR). Make one "
+        "of the corpus that ships with attnviz (325 texts) with this command, then reload this page:"
+    )
     st.code(f"python -m attnviz profile --model bundled --out {root / 'bundled'}", language="bash")
-    if not conf.hosted and st.button(f"Profile the bundled corpus with {ui.literal(src.model.label)}",
-                                     icon=":material/play_arrow:"):  # fmt: skip
+    if not conf.hosted and st.button(
+        f"Profile the bundled corpus with {ui.literal(src.model.label)}", icon=":material/play_arrow:"
+    ):
         root.mkdir(parents=True, exist_ok=True)
-        _build()
+        if built := corpus_ui.build_profile(src.model, root):
+            st.session_state["cp_profile"] = built
         folders = maps.profile_folders(root)
     if not folders:
         st.stop()
@@ -60,14 +42,16 @@ names = [p.name for p in folders]
 chosen = ui.url_choice(st.selectbox, "Profile", names, key="cp_profile")
 folder = root / chosen
 try:
-    prof = _open(str(folder), (folder / "provenance.json").stat().st_mtime)
+    prof = corpus_ui.opened_profile(str(folder), (folder / "provenance.json").stat().st_mtime)
 except (AttnvizError, OSError) as e:
     ui.show_error(e if isinstance(e, AttnvizError) else f"Could not read {chosen!r}: {e.strerror or e}.")
     st.stop()
 stats = maps.statistic_names(prof)
 counts = prof.provenance.get("counts", {})
-st.caption(f"{ui.literal(prof.provenance.get('model', '?'))}: {prof.n_layer} layers x {prof.n_head} heads, "
-           f"{counts.get('texts', 0):,} texts, {counts.get('tokens', 0):,} tokens.")  # fmt: skip
+st.caption(
+    f"{ui.literal(prof.provenance.get('model', '?'))}: {prof.n_layer} layers x {prof.n_head} heads, "
+    f"{counts.get('texts', 0):,} texts, {counts.get('tokens', 0):,} tokens."
+)
 heads = {f"{y}-{h}": f"layer {y}, head {h}" for y in range(prof.n_layer) for h in range(prof.n_head)}
 
 
@@ -88,17 +72,33 @@ choice = st.session_state.get("cp_head", st.query_params.get("cp_head"))  # the 
 choice = choice if choice in heads else None
 picked = tuple(int(v) for v in choice.split("-")) if choice else None
 st.caption("Every head is a point; hover for its numbers, **click one** to pick it.")
-ui.chart(cp.head_finder(prof, x, y, colour, picked), "corpus", "heads", x, y, key=ui.chart_key("cp-finder"),
-         on_select=lambda: _pick("cp-finder"), selection_mode="points")  # fmt: skip
+ui.chart(
+    cp.head_finder(prof, x, y, colour, picked),
+    "corpus",
+    "heads",
+    x,
+    y,
+    key=ui.chart_key("cp-finder"),
+    on_select=lambda: _pick("cp-finder"),
+    selection_mode="points",
+)
 
 st.subheader("Heads that attend alike", divider="gray")
 if prof.distance is None:
     st.info("This profile has no head distances (it was made with distances off), so there is no map of them.")
 else:
-    st.caption("Classical multidimensional scaling of the Jensen-Shannon distances between every two heads' "
-               "attention rows, averaged over the corpus: heads close together attend alike.")  # fmt: skip
-    ui.chart(cp.head_map(maps.classical_mds(prof.distance), prof, colour, picked), "corpus", "map",
-             key=ui.chart_key("cp-map"), on_select=lambda: _pick("cp-map"), selection_mode="points")  # fmt: skip
+    st.caption(
+        "Classical multidimensional scaling of the Jensen-Shannon distances between every two heads' "
+        "attention rows, averaged over the corpus: heads close together attend alike."
+    )
+    ui.chart(
+        cp.head_map(maps.classical_mds(prof.distance), prof, colour, picked),
+        "corpus",
+        "map",
+        key=ui.chart_key("cp-map"),
+        on_select=lambda: _pick("cp-map"),
+        selection_mode="points",
+    )
 
 st.subheader("One head's examples", divider="gray")
 choice = ui.url_choice(st.selectbox, "Head", heads, key="cp_head")
@@ -114,9 +114,11 @@ def _open_on_heads(text: str) -> None:
     ui.open_head(src, layer, head)
 
 
-st.caption("The rows the profile kept, its strongest and some drawn from weaker ones: the strongest keys of one query "
-           "(positions in the text's tokens, named when the sidebar's model is the profile's; the query's own position "
-           f"in red). Opening one loads its text into the sidebar with {ui.literal(src.model.label)}.")  # fmt: skip
+st.caption(
+    "The rows the profile kept, its strongest and some drawn from weaker ones: the strongest keys of one query "
+    "(positions in the text's tokens, named when the sidebar's model is the profile's; the query's own position "
+    f"in red). Opening one loads its text into the sidebar with {ui.literal(src.model.label)}."
+)
 grid = st.columns(2)
 for i, ex in enumerate(examples):
     with grid[i % 2].container(border=True):
@@ -124,8 +126,13 @@ for i, ex in enumerate(examples):
         tokens = maps.example_tokens(src.model, prof, ex["text"])
         ui.chart(cp.example_bars(ex, title, tokens), "corpus", f"layer{layer}", f"head{head}", f"example{i}")
         st.caption(ui.literal(ex["text"][:200] + ("…" if len(ex["text"]) > 200 else "")))
-        if st.button("Open on Heads", key=f"cp_open_{i}", icon=":material/open_in_new:", on_click=_open_on_heads,
-                     args=(ex["text"],)):  # fmt: skip
+        if st.button(
+            "Open on Heads",
+            key=f"cp_open_{i}",
+            icon=":material/open_in_new:",
+            on_click=_open_on_heads,
+            args=(ex["text"],),
+        ):
             st.switch_page("app_pages/heads.py", query_params={})
 
 with st.expander("Provenance: what produced this profile", icon=":material/info:"):

@@ -29,12 +29,19 @@ left, mid, right = ui.columns("qk-controls", [1, 1, 1], vertical_alignment="bott
 with left:
     head = ui.head_picker(src)
 with mid:
-    method = ui.url_choice(st.segmented_control, "Projection", GE.METHODS, key="qk_method", default="pca",
-                           help="PCA is exact and deterministic; UMAP and t-SNE keep neighbours, not distances.")  # fmt: skip
+    method = ui.url_choice(
+        st.segmented_control,
+        "Projection",
+        GE.METHODS,
+        key="qk_method",
+        default="pca",
+        help="PCA is exact and deterministic; UMAP and t-SNE keep neighbours, not distances.",
+    )
 with right:
     colour = ui.url_choice(st.selectbox, "Colour by", GE.COLOURS, key="qk_colour", default="position")
-normalised = st.toggle("Normalised (translate and rescale the keys; no weight changes)", value=True, key="qk_norm",
-                       bind=ui.URL)  # fmt: skip
+normalised = st.toggle(
+    "Normalised (translate and rescale the keys; no weight changes)", value=True, key="qk_norm", bind=ui.URL
+)
 method = method or "pca"  # a segmented control can be emptied by clicking its choice again
 
 try:
@@ -78,8 +85,12 @@ if picked is not None:
     side = tr.key_tokens if is_key else tr.tokens
     st.markdown(f"Picked the **{'key' if is_key else 'query'}** {position}: {ui.literal(side[position])}")
     if is_key or tr.n_keys == tr.n_tokens:  # a query's token is a key too in self-attention
-        if st.button("Open on Heads (who reads this token)", icon=":material/open_in_new:", on_click=ui.open_key,
-                     args=(src, layer, head, position)):  # fmt: skip
+        if st.button(
+            "Open on Heads (who reads this token)",
+            icon=":material/open_in_new:",
+            on_click=ui.open_key,
+            args=(src, layer, head, position),
+        ):
             st.switch_page("app_pages/heads.py", query_params={})  # {}: URL-bound widgets rewrite it there
 
 st.subheader(f"Every head of {src.where}", divider="gray")

@@ -78,21 +78,31 @@ ui.chart(hp.stat_grid(stats[name], label, value_range, selected=pick), "headstat
 
 st.subheader("Every head, sortable", divider="gray")
 st.caption("Click a column header to sort. Shares and scores lie between 0 and 1; entropy is in nats.")
-st.dataframe(stats.rows(), hide_index=True, key="hs_table",
-             column_config={k: st.column_config.NumberColumn(info[k][0], format="%.3f") for k in info})  # fmt: skip
+st.dataframe(
+    stats.rows(),
+    hide_index=True,
+    key="hs_table",
+    column_config={k: st.column_config.NumberColumn(info[k][0], format="%.3f") for k in info},
+)
 
 st.subheader("Open one head", divider="gray")
 heads = [(layer, head) for layer in range(tr.n_layer) for head in range(tr.n_head)]
 order = sorted(heads, key=lambda lh: -stats[name][lh])
 left, right = ui.columns("hs-open", [3, 2], vertical_alignment="bottom")
-choice = _head(ui.url_choice(left.selectbox, f"Head (sorted by {label}, highest first)",
-                             {f"{y}-{h}": f"layer {y}, head {h}: {stats[name][y, h]:.3f}" for y, h in order},
-                             key="hs_pick"))  # fmt: skip
+choice = _head(
+    ui.url_choice(
+        left.selectbox,
+        f"Head (sorted by {label}, highest first)",
+        {f"{y}-{h}": f"layer {y}, head {h}: {stats[name][y, h]:.3f}" for y, h in order},
+        key="hs_pick",
+    )
+)
 view = ui.attention_view(tr, right)  # weights or value-weighted (weights x ||v W_O||), rows of 1 either way
 
 
-if st.button("Open it on the Heads page", icon=":material/open_in_new:", on_click=ui.open_head,
-             args=(src, *choice, view)):  # fmt: skip
+if st.button(
+    "Open it on the Heads page", icon=":material/open_in_new:", on_click=ui.open_head, args=(src, *choice, view)
+):
     # query_params={}: without it switch_page clears the URL and fails on URL-bound widgets (they rewrite it)
     st.switch_page("app_pages/heads.py", query_params={})
 w = V.attention_view(tr, choice[0], view, heads=choice[1])[0]  # this head only

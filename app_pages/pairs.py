@@ -61,7 +61,8 @@ st.dataframe(
 
 st.subheader("One head with the boundary", divider="gray")
 head = ui.head_picker(src)
-fig = hp.weights_matrix(w[head], tr.tokens, f"{where}, head {head}: {view}", "pair_head", tr.key_tokens, boundary,
-                        view=view)  # fmt: skip
+fig = hp.weights_matrix(
+    w[head], tr.tokens, f"{where}, head {head}: {view}", "pair_head", tr.key_tokens, boundary, view=view
+)
 ui.chart(fig, "pairs", f"layer{layer}", f"head{head}", view)
 ui.provenance(tr)

@@ -38,8 +38,10 @@ ui.chart(
     "module",
     f"head{head}",
 )
-st.caption("What each score function hands the softmax: its scores times the scale it applies (1/√d_head only "
-           f"for scaled dot; d_head = {d_head} here).")  # fmt: skip
+st.caption(
+    "What each score function hands the softmax: its scores times the scale it applies (1/√d_head only "
+    f"for scaled dot; d_head = {d_head} here)."
+)
 span = ui.token_window(one, hm.MAX_SHOWN)
 ui.chart(
     sp.weights_side_by_side(results, one.tokens, one.key_tokens, figure="module_score_weights", token_range=span),
@@ -48,8 +50,12 @@ ui.chart(
     f"head{head}",
 )
 rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in S.sharpness(results)]
-st.dataframe(rows, hide_index=True, key="sc_sharpness",
-             column_config={k: st.column_config.NumberColumn(k, format="%.3f") for k in rows[0] if k != "score function"})  # fmt: skip
+st.dataframe(
+    rows,
+    hide_index=True,
+    key="sc_sharpness",
+    column_config={k: st.column_config.NumberColumn(k, format="%.3f") for k in rows[0] if k != "score function"},
+)
 by = {r["score function"]: r for r in S.sharpness(results)}
 st.markdown(
     f"**Why scaling matters here.** dot and scaled dot compute the same q·k; scaled dot multiplies it by "

@@ -23,8 +23,12 @@ tok = src.model.tokenizer
 special = H.special_keys(tr, tok.all_special_ids, tok.all_special_tokens)
 detected = W.detect_scheme(tr.key_tokens)
 auto = "the tokenizer's own words" if tr.key_word_ids is not None else f"detected: {W.SCHEMES[detected]}"
-scheme = ui.url_choice(st.selectbox, "Sub-word convention",
-                      {s: auto if s == "auto" else W.SCHEMES[s] for s in ["auto", *W.SCHEMES]}, key="w_scheme")  # fmt: skip
+scheme = ui.url_choice(
+    st.selectbox,
+    "Sub-word convention",
+    {s: auto if s == "auto" else W.SCHEMES[s] for s in ["auto", *W.SCHEMES]},
+    key="w_scheme",
+)
 scheme = None if scheme == "auto" else scheme
 groups, key_groups = W.trace_groups(tr, scheme, special)  # cross-attention: target words over source words
 labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.key_tokens, key_groups, scheme)
@@ -50,16 +54,31 @@ word_boundary = W.word_position(groups, boundary)
 # one above the other at full width: side by side (half width) each labelled only every other word, and the long
 # merged words this page exists to show were the ones left without a label
 ui.chart(
-    hp.weights_matrix(merged, labels, f"{where}, head {head}: {view}, words", "words_head", key_labels, word_boundary,
-                      max_ticks=WORD_TICKS, view=view),
-    "words", f"layer{layer}", f"head{head}", view,
-)  # fmt: skip
+    hp.weights_matrix(
+        merged,
+        labels,
+        f"{where}, head {head}: {view}, words",
+        "words_head",
+        key_labels,
+        word_boundary,
+        max_ticks=WORD_TICKS,
+        view=view,
+    ),
+    "words",
+    f"layer{layer}",
+    f"head{head}",
+    view,
+)
 st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
 ui.chart(
-    hp.weights_matrix(w, tr.tokens, f"{where}, head {head}: {view}, tokens", "tokens_head", tr.key_tokens, boundary,
-                      view=view),
-    "tokens", f"layer{layer}", f"head{head}", view,
-)  # fmt: skip
+    hp.weights_matrix(
+        w, tr.tokens, f"{where}, head {head}: {view}, tokens", "tokens_head", tr.key_tokens, boundary, view=view
+    ),
+    "tokens",
+    f"layer{layer}",
+    f"head{head}",
+    view,
+)
 st.caption("The same head between the tokens the model really saw.")
 if word_boundary is not None:
     st.caption(f"Dashed red lines: where sentence A ends (after word {word_boundary - 1}, token {boundary - 1}).")

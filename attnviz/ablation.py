@@ -99,5 +99,7 @@ def top_changes(logits_before, logits_after, k: int, token_of) -> tuple[TokenCha
     p, q = softmax(logits_before), softmax(logits_after)
     ids = list(dict.fromkeys([*np.argsort(-p, kind="stable")[:k], *np.argsort(-q, kind="stable")[:k]]))
     ids.sort(key=lambda i: (-p[i], -q[i]))
-    return tuple(TokenChange(int(i), token_of(int(i)), float(p[i]), float(q[i]), float(logits_before[i]),
-                             float(logits_after[i])) for i in ids)  # fmt: skip
+    return tuple(
+        TokenChange(int(i), token_of(int(i)), float(p[i]), float(q[i]), float(logits_before[i]), float(logits_after[i]))
+        for i in ids
+    )

@@ -74,8 +74,15 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return weights.masked_fill(dead, 0.0)
 
 
-def stages_from_scores(scores: torch.Tensor, scale: float, mask: torch.Tensor | None = None, fill: float = DEFAULT_FILL,
-                       bias=None, softcap: float | None = None, sinks: torch.Tensor | None = None) -> Stages:  # fmt: skip
+def stages_from_scores(
+    scores: torch.Tensor,
+    scale: float,
+    mask: torch.Tensor | None = None,
+    fill: float = DEFAULT_FILL,
+    bias=None,
+    softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
+) -> Stages:
     """scores -> scaled -> masked -> weights. The one place where the stages are defined.
 
     `mask` is boolean (True = may attend) and broadcasts against `scores`. Three things some models add, each
@@ -103,8 +110,9 @@ def _weights(masked: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
     return softmax(torch.cat([masked, sink], dim=-1))[..., :-1]
 
 
-def weights_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None,
-                        sinks=None) -> torch.Tensor:  # fmt: skip
+def weights_from_scores(
+    scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None, sinks=None
+) -> torch.Tensor:
     """The weights of `stages_from_scores` alone, equal to its weights bit for bit: the same operations, done in place
     on `scores`, which the caller gives up (a tensor nobody else holds; no autograd). For reads that need only the
     weights (value norms): one [..., query, key] tensor is allocated besides the scores instead of three."""
@@ -130,15 +138,24 @@ def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FI
     return scaled, masked
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
-              scale: float | None = None, fill: float = DEFAULT_FILL) -> tuple[torch.Tensor, Stages]:  # fmt: skip
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    scale: float | None = None,
+    fill: float = DEFAULT_FILL,
+) -> tuple[torch.Tensor, Stages]:
     """Scaled dot-product attention that returns the output and every stage.
 
     q: [..., Tq, d], k: [..., Tk, d], v: [..., Tk, dv] -> output [..., Tq, dv]."""
     q, k, v = (checks.array(name, x, range(2, 9)) for name, x in (("q", q), ("k", k), ("v", v)))
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ArgumentError("q", f"q [..., Tq, d], k [..., Tk, d] and v [..., Tk, dv] do not fit: {list(q.shape)}, "
-                                 f"{list(k.shape)}, {list(v.shape)}.")  # fmt: skip
+        raise ArgumentError(
+            "q",
+            f"q [..., Tq, d], k [..., Tk, d] and v [..., Tk, dv] do not fit: {list(q.shape)}, "
+            f"{list(k.shape)}, {list(v.shape)}.",
+        )
     scale = default_scale(q.shape[-1]) if scale is None else check_scale(scale)
     scores = q @ k.transpose(-2, -1)  # [..., Tq, Tk]
     stages = stages_from_scores(scores, scale, mask, fill)

@@ -89,8 +89,12 @@ def masks(trace: AttentionTrace, layer: int = 0, head: int = 0, unmasked: Attent
     fills = M.fill_demo(trace.stages(layer, heads=head, queries=(q, q + 1)).scaled[0, 0], visible)
     cut = (slice(a, b), slice(a, b) if trace.n_keys == trace.n_tokens else slice(None))
     stages = trace.stages(layer, heads=head).scaled[0][cut]
-    out = [("1 · The stages before and after the mask",
-            mp.stage_pair(stages, trace.layer_mask(layer)[cut], trace.tokens, who, start=a))]  # fmt: skip
+    out = [
+        (
+            "1 · The stages before and after the mask",
+            mp.stage_pair(stages, trace.layer_mask(layer)[cut], trace.tokens, who, start=a),
+        )
+    ]
     if unmasked is not None:
         C.check_comparable(trace, unmasked, "a trace and its unmasked twin")
         own = M.own_causal(unmasked, layer)  # the model's own mask, not the experiment's
@@ -101,16 +105,26 @@ def masks(trace: AttentionTrace, layer: int = 0, head: int = 0, unmasked: Attent
             unmasked.stages(layer, heads=head).weights[0][cut],
             trace.stages(layer, heads=head).weights[0][cut],
         )
-        out.append(("2 · Where the weight went",
-                    mp.weights_comparison(without, with_mask, trace.tokens, who, own_causal=own, start=a)))  # fmt: skip
+        out.append(
+            (
+                "2 · Where the weight went",
+                mp.weights_comparison(without, with_mask, trace.tokens, who, own_causal=own, start=a),
+            )
+        )
         applied = opts.get("layers")
         out.append(("3 · Leaks, layer by layer", mp.leak_bars(rep, None if applied is None else tuple(applied), own)))
     out.append(("4 · A row with every key masked", mp.fill_demo_figure(fills, trace.key_tokens)))
     return out
 
 
-def headstats(trace: AttentionTrace, layer: int = 0, head: int = 0, statistic: str = "entropy", special=None,
-              view: str = "weights"):  # fmt: skip
+def headstats(
+    trace: AttentionTrace,
+    layer: int = 0,
+    head: int = 0,
+    statistic: str = "entropy",
+    special=None,
+    view: str = "weights",
+):
     """One statistic per layer x head (Clark et al. 2019) and one head's weights (`view`: "weights" or
     "value-weighted", as on every page). `special`: the tokenizer's special tokens (default: [CLS], <s>, ...)."""
     if statistic not in H.STATISTICS:
@@ -138,12 +152,17 @@ def rollout(trace: AttentionTrace, layer: int = 0, head: int = 0, start: int = 0
     span = hm.window(trace.n_tokens)
     roll, raw = R.rollout(trace, start, end), trace.layer(end).weights.mean(axis=0)
     return [
-        (f"Rollout, layers {start}–{end}",
-         hp.weights_matrix(roll, trace.tokens, f"rollout, layers {start}–{end}", "rollout", token_range=span)),
-        (f"Raw weights of layer {end}, heads averaged",
-         hp.weights_matrix(raw, trace.tokens, f"raw weights of layer {end}, heads averaged", "raw_last",
-                           token_range=span)),
-    ]  # fmt: skip
+        (
+            f"Rollout, layers {start}–{end}",
+            hp.weights_matrix(roll, trace.tokens, f"rollout, layers {start}–{end}", "rollout", token_range=span),
+        ),
+        (
+            f"Raw weights of layer {end}, heads averaged",
+            hp.weights_matrix(
+                raw, trace.tokens, f"raw weights of layer {end}, heads averaged", "raw_last", token_range=span
+            ),
+        ),
+    ]
 
 
 def neuron(trace: AttentionTrace, layer: int = 0, head: int = 0, query: int = 0):
@@ -167,11 +186,12 @@ def words(trace: AttentionTrace, layer: int = 0, head: int = 0, scheme: str | No
     merged = W.merge_words(w, groups, key_groups)
     where = f"layer {layer}, head {head}: {view}"
     return [
-        (f"{where}, words",
-         hp.weights_matrix(merged, labels, f"{where}, words", "words_head", key_labels, view=view)),
-        (f"{where}, tokens",
-         hp.weights_matrix(w, trace.tokens, f"{where}, tokens", "tokens_head", trace.key_tokens, view=view)),
-    ]  # fmt: skip
+        (f"{where}, words", hp.weights_matrix(merged, labels, f"{where}, words", "words_head", key_labels, view=view)),
+        (
+            f"{where}, tokens",
+            hp.weights_matrix(w, trace.tokens, f"{where}, tokens", "tokens_head", trace.key_tokens, view=view),
+        ),
+    ]
 
 
 def pairs(trace: AttentionTrace, layer: int = 0, head: int = 0, view: str = "weights"):
@@ -187,13 +207,22 @@ def pairs(trace: AttentionTrace, layer: int = 0, head: int = 0, view: str = "wei
     return [
         (f"The four blocks, every head of layer {layer}", pp.block_bars(shares, view=view)),
         ("Attention crossing between the sentences", pp.crossing_bars(shares["crossing"], view=view)),
-        ("One head with the boundary",
-         hp.weights_matrix(w[head], trace.tokens, title, "pair_head", trace.key_tokens, boundary, view=view)),
-    ]  # fmt: skip
+        (
+            "One head with the boundary",
+            hp.weights_matrix(w[head], trace.tokens, title, "pair_head", trace.key_tokens, boundary, view=view),
+        ),
+    ]
 
 
-def compare(trace: AttentionTrace, layer: int = 0, head: int = 0, other: AttentionTrace | None = None,
-            other_layer: int | None = None, measure: str = "mean_abs", view: str = "weights"):  # fmt: skip
+def compare(
+    trace: AttentionTrace,
+    layer: int = 0,
+    head: int = 0,
+    other: AttentionTrace | None = None,
+    other_layer: int | None = None,
+    measure: str = "mean_abs",
+    view: str = "weights",
+):
     """b − a per head (b: `other`, a minimal pair or a second model, or `other_layer` of this trace), most
     changed head first; of `view` ("weights", or "value-weighted" when both traces keep values)."""
     b = trace if other is None else other
@@ -205,12 +234,24 @@ def compare(trace: AttentionTrace, layer: int = 0, head: int = 0, other: Attenti
     titles = [f"#{r + 1}: head {h} ({result.change[measure][h]:.3f})" for r, h in enumerate(order)]
     title = f"b − a of the {view}, heads from most to least changed ({C.MEASURES[measure]})"
     diff = result.diff[:, start:stop, kstart:kstop]
-    return [(title, cp.diff_grid(diff, trace.tokens, title, order, labels=titles, window=drawn,
-                                 key_tokens=trace.key_tokens, view=view))]  # fmt: skip
+    return [
+        (
+            title,
+            cp.diff_grid(
+                diff, trace.tokens, title, order, labels=titles, window=drawn, key_tokens=trace.key_tokens, view=view
+            ),
+        )
+    ]
 
 
-def geometry(trace: AttentionTrace, layer: int = 0, head: int = 0, method: str = "pca", colour: str = "position",
-             normalised: bool = True):  # fmt: skip
+def geometry(
+    trace: AttentionTrace,
+    layer: int = 0,
+    head: int = 0,
+    method: str = "pca",
+    colour: str = "position",
+    normalised: bool = True,
+):
     """One head's queries and keys in one space (AttentionViz), then every head of the layer as small multiples (PCA).
     method: pca, umap or tsne; colour: position, token, sentence or role; normalised=False shows the raw vectors."""
     if colour not in GE.COLOURS:
@@ -235,9 +276,17 @@ def geometry_title(geo, layer: int, head: int, normalised: bool) -> str:
 
 
 PAGES = {
-    "heads": heads, "scaling": scaling, "masks": masks, "headstats": headstats, "rollout": rollout,
-    "neuron": neuron, "words": words, "pairs": pairs, "compare": compare, "geometry": geometry,
-}  # fmt: skip
+    "heads": heads,
+    "scaling": scaling,
+    "masks": masks,
+    "headstats": headstats,
+    "rollout": rollout,
+    "neuron": neuron,
+    "words": words,
+    "pairs": pairs,
+    "compare": compare,
+    "geometry": geometry,
+}
 
 
 def page_figures(trace: AttentionTrace, page: str = "heads", layer: int = 0, head: int = 0, **options) -> list:

@@ -78,8 +78,11 @@ def plotlyjs_gzip_base64() -> str:
 
 def _figure_json(fig: go.Figure, name: str) -> dict:
     out = json.loads(pio.to_json(fig, validate=False))  # numpy arrays as compact typed arrays (bdata)
-    return {"data": out.get("data", []), "layout": out.get("layout", {}),
-            "config": chart_config(name) | {"responsive": True}}  # fmt: skip
+    return {
+        "data": out.get("data", []),
+        "layout": out.get("layout", {}),
+        "config": chart_config(name) | {"responsive": True},
+    }
 
 
 def _script_json(value) -> str:

@@ -42,8 +42,10 @@ class Comparison:
 
     def rows(self, measure: str = "mean_abs") -> list[dict]:
         """One dict per head in ranked order: the page's table."""
-        return [{"rank": r + 1, "head": h, **{k: float(v[h]) for k, v in self.change.items()}}
-                for r, h in enumerate(self.ranked(measure))]  # fmt: skip
+        return [
+            {"rank": r + 1, "head": h, **{k: float(v[h]) for k, v in self.change.items()}}
+            for r, h in enumerate(self.ranked(measure))
+        ]
 
 
 def js_divergence(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -81,8 +83,10 @@ def check_comparable(a: AttentionTrace, b: AttentionTrace, what: str = "two sent
             "positions. Use a minimal pair (swap one word for another that is also a single token)."
         )
     if a.n_head != b.n_head and not pooled:
-        raise InputError(f"The {what} have {a.n_head} and {b.n_head} heads: heads cannot be paired; compare each "
-                         "layer's heads averaged instead.")  # fmt: skip
+        raise InputError(
+            f"The {what} have {a.n_head} and {b.n_head} heads: heads cannot be paired; compare each "
+            "layer's heads averaged instead."
+        )
 
 
 def heads_pair(a: AttentionTrace, b: AttentionTrace) -> bool:
@@ -90,8 +94,15 @@ def heads_pair(a: AttentionTrace, b: AttentionTrace) -> bool:
     return a.n_head == b.n_head
 
 
-def compare_traces(a: AttentionTrace, b: AttentionTrace, layer_a: int, layer_b: int | None = None,
-                   what: str = "two sentences", view: str = "weights", pooled: bool = False) -> Comparison:  # fmt: skip
+def compare_traces(
+    a: AttentionTrace,
+    b: AttentionTrace,
+    layer_a: int,
+    layer_b: int | None = None,
+    what: str = "two sentences",
+    view: str = "weights",
+    pooled: bool = False,
+) -> Comparison:
     """Compare layer_a of trace a with layer_b (default the same) of trace b, after `check_comparable`.
 
     view: one of values.VIEWS; value-weighted attention needs both traces to keep values (an InputError names the
@@ -101,8 +112,10 @@ def compare_traces(a: AttentionTrace, b: AttentionTrace, layer_a: int, layer_b: 
     if view == VALUE_WEIGHTED:
         for side, trace in (("a", a), ("b", b)):
             if not trace.has("values"):
-                raise InputError(f"Value-weighted attention needs the values of both sides; {side} ({what}) has "
-                                 f"none. {trace.why_not('values')} Compare the weights instead.")  # fmt: skip
+                raise InputError(
+                    f"Value-weighted attention needs the values of both sides; {side} ({what}) has "
+                    f"none. {trace.why_not('values')} Compare the weights instead."
+                )
     layer_b = layer_a if layer_b is None else layer_b
     wa, wb = attention_view(a, layer_a, view), attention_view(b, layer_b, view)
     if pooled:
@@ -112,8 +125,17 @@ def compare_traces(a: AttentionTrace, b: AttentionTrace, layer_a: int, layer_b: 
 
 #: Swaps for a minimal pair (either way round): common words, one token each in the usual vocabularies; the
 #: tokenizer still has the last word (`minimal_pair` keeps a swap only if the token count stays the same).
-SWAP_PAIRS = (("cat", "dog"), ("he", "she"), ("his", "her"), ("man", "woman"), ("boy", "girl"), ("big", "small"),
-              ("good", "bad"), ("is", "was"), ("this", "that"))  # fmt: skip
+SWAP_PAIRS = (
+    ("cat", "dog"),
+    ("he", "she"),
+    ("his", "her"),
+    ("man", "woman"),
+    ("boy", "girl"),
+    ("big", "small"),
+    ("good", "bad"),
+    ("is", "was"),
+    ("this", "that"),
+)
 FALLBACK_WORDS = ("dog", "cat", "man", "it")  # tried in place of each word when no swap above applies
 MAX_TRIES = 32  # tokenizer calls at most: a long sentence is not searched word by word forever
 

@@ -188,8 +188,16 @@ def sample(n: int, most: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, most, replace=False))
 
 
-def points_geometry(q, k, mask=None, scale: float = 1.0, method: str = "pca", normalised: bool = True,
-                    most: int | None = None, seed: int = 0) -> Geometry:  # fmt: skip
+def points_geometry(
+    q,
+    k,
+    mask=None,
+    scale: float = 1.0,
+    method: str = "pca",
+    normalised: bool = True,
+    most: int | None = None,
+    seed: int = 0,
+) -> Geometry:
     """Queries [n_q, d] and keys [n_k, d] of one head (one text, or a sample of many) projected together.
 
     `mask` [n_q, n_k] (True = may attend) picks the pairs the correlations are computed over; `normalised` projects
@@ -209,16 +217,27 @@ def points_geometry(q, k, mask=None, scale: float = 1.0, method: str = "pca", no
     pq, pk = (norm.q, norm.k) if normalised else (q, k)
     xy, explained = project(np.concatenate([pq[qi], pk[ki]]), method, seed)
     shown = len(qi) + len(ki)
-    note = "" if shown == n_q + n_k else (
-        f"{n_q + n_k:,} points ({n_q:,} queries, {n_k:,} keys) are more than {METHODS[method]} draws here "
-        f"({most:,}): a seeded sample of {len(qi):,} queries and {len(ki):,} keys is shown."
-    )  # fmt: skip
+    note = (
+        ""
+        if shown == n_q + n_k
+        else (
+            f"{n_q + n_k:,} points ({n_q:,} queries, {n_k:,} keys) are more than {METHODS[method]} draws here "
+            f"({most:,}): a seeded sample of {len(qi):,} queries and {len(ki):,} keys is shown."
+        )
+    )
     is_key = np.r_[np.zeros(len(qi), bool), np.ones(len(ki), bool)]
     return Geometry(xy, is_key, np.r_[qi, ki], n_q, n_k, before, after, norm.a, method, explained, note)
 
 
-def head_geometry(trace: AttentionTrace, layer: int, head: int, method: str = "pca", normalised: bool = True,
-                  most: int | None = None, seed: int = 0) -> Geometry:  # fmt: skip
+def head_geometry(
+    trace: AttentionTrace,
+    layer: int,
+    head: int,
+    method: str = "pca",
+    normalised: bool = True,
+    most: int | None = None,
+    seed: int = 0,
+) -> Geometry:
     """One head of a trace: its q and k as the model used them (after rotary embeddings; a grouped-query head with
     its group's shared keys), the layer's mask and scale."""
     layer = check_index("layer", layer, trace.n_layer)

@@ -238,9 +238,16 @@ def dead_rows(weights: np.ndarray, mask: np.ndarray, n_real: int, future: np.nda
 
 
 def mask_report(
-    with_mask: AttentionTrace, without: AttentionTrace, own: AttentionTrace, layer: int, head: int, n_real: int,
-    causal: bool, hide, n_real_keys: int | None = None,
-) -> MaskReport:  # fmt: skip
+    with_mask: AttentionTrace,
+    without: AttentionTrace,
+    own: AttentionTrace,
+    layer: int,
+    head: int,
+    n_real: int,
+    causal: bool,
+    hide,
+    n_real_keys: int | None = None,
+) -> MaskReport:
     """Compare the experiment's trace with the same tokens traced with no mask under study (`without`, for the
     leaks) and with the model as it is (`own`, for the change), one layer at a time.
 
@@ -251,8 +258,10 @@ def mask_report(
     leak_with, leak_without, change = [], [], []
     for i in range(with_mask.n_layer):  # one head at a time: a long text holds one [query, key] map, not a layer
         forbidden = with_own_mask(base, own.layer_mask(i))
-        heads = [(with_mask.stages(i, heads=h).weights, without.stages(i, heads=h).weights, own.stages(i, heads=h).weights)
-                 for h in range(with_mask.n_head)]  # fmt: skip
+        heads = [
+            (with_mask.stages(i, heads=h).weights, without.stages(i, heads=h).weights, own.stages(i, heads=h).weights)
+            for h in range(with_mask.n_head)
+        ]
         leak_with.append(float(np.mean([leaked(w, forbidden, n_real) for w, _, _ in heads])))
         leak_without.append(float(np.mean([leaked(wo, forbidden, n_real) for _, wo, _ in heads])))
         change.append(max(layer_change(w, m) for w, _, m in heads))

@@ -84,10 +84,22 @@ def neuron_view(trace: AttentionTrace, layer: int, head: int, query: int, keys=N
     facts = trace.facts(layer)
     written = trace.output_norms(layer, heads=head)[0][shown] if trace.has("values") else None
     return NeuronView(
-        layer, head, query, shown, q, k, q[None, :] * k, row(stages.scores)[shown], float(facts.scale),
-        row(stages.scaled)[shown], facts.mask[query][shown], row(stages.masked)[shown], row(stages.weights)[shown],
-        row(stages.weights), written,
-    )  # fmt: skip
+        layer,
+        head,
+        query,
+        shown,
+        q,
+        k,
+        q[None, :] * k,
+        row(stages.scores)[shown],
+        float(facts.scale),
+        row(stages.scaled)[shown],
+        facts.mask[query][shown],
+        row(stages.masked)[shown],
+        row(stages.weights)[shown],
+        row(stages.weights),
+        written,
+    )
 
 
 def module_values(module: torch.nn.Module, x: torch.Tensor) -> np.ndarray:

@@ -23,9 +23,17 @@ from .. import checks
 from ..attention import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores, stages_from_scores
 
 __all__ = [
-    "SCORE_FUNCTIONS", "ScoreModule", "additive_scores", "dot_scores", "general_scores", "scaled_dot_scores",
-    "seeded_queries_keys", "sharpness", "softmax_inputs", "spread_by_width",
-]  # fmt: skip
+    "SCORE_FUNCTIONS",
+    "ScoreModule",
+    "additive_scores",
+    "dot_scores",
+    "general_scores",
+    "scaled_dot_scores",
+    "seeded_queries_keys",
+    "sharpness",
+    "softmax_inputs",
+    "spread_by_width",
+]
 
 
 def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -108,6 +116,12 @@ def sharpness(results: dict) -> list[dict]:
     for name, (scaled, weights) in results.items():
         scaled, w = np.asarray(scaled, np.float64), np.asarray(weights, np.float64)
         entropy = -(np.where(w > 0, w * np.log(np.where(w > 0, w, 1.0)), 0.0)).sum(-1)
-        rows.append({"score function": name, "std of softmax input": float(np.std(scaled)),
-                     "mean largest weight": float(w.max(-1).mean()), "mean entropy": float(entropy.mean())})  # fmt: skip
+        rows.append(
+            {
+                "score function": name,
+                "std of softmax input": float(np.std(scaled)),
+                "mean largest weight": float(w.max(-1).mean()),
+                "mean entropy": float(entropy.mean()),
+            }
+        )
     return rows

@@ -33,8 +33,30 @@ MAX_WIDTH = 8_192
 MAX_HEADS = 1_024
 MAX_CELLS = 2**30
 
-__all__ = ["ArgumentError", "ArgumentTypeError", "MAX_CELLS", "MAX_HEADS", "MAX_TOKENS", "MAX_WIDTH", "array", "cells", "check_index", "choice", "fits", "flag",
-           "keywords", "lengths", "number", "positions", "public", "sizes", "text", "tokens", "whole", "window"]  # fmt: skip
+__all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
+    "MAX_CELLS",
+    "MAX_HEADS",
+    "MAX_TOKENS",
+    "MAX_WIDTH",
+    "array",
+    "cells",
+    "check_index",
+    "choice",
+    "fits",
+    "flag",
+    "keywords",
+    "lengths",
+    "number",
+    "positions",
+    "public",
+    "sizes",
+    "text",
+    "tokens",
+    "whole",
+    "window",
+]
 
 
 def shown(value) -> str:
@@ -58,8 +80,9 @@ def whole(name: str, value, *, low: int | None = None, high: int | None = None, 
     return v
 
 
-def number(name: str, value, *, none: bool = False, low=None, high=None, nonzero: bool = False,
-           minus_inf: bool = False) -> float | None:  # fmt: skip
+def number(
+    name: str, value, *, none: bool = False, low=None, high=None, nonzero: bool = False, minus_inf: bool = False
+) -> float | None:
     """A real number (int, float, numpy, one-element tensor; not a bool), never NaN, finite unless `minus_inf`
     allows -inf, with |value| <= `high` when given and value >= `low` when given."""
     if value is None and none:
@@ -74,8 +97,12 @@ def number(name: str, value, *, none: bool = False, low=None, high=None, nonzero
         v = math.inf if value > 0 else -math.inf
     wanted = f"{name} must be a finite{' non-zero' if nonzero else ''} number" + (" or -inf" if minus_inf else "")
     wanted += f" of magnitude at most {high:g}" if high is not None else ""
-    if math.isnan(v) or (math.isinf(v) and not (minus_inf and v < 0)) or (nonzero and v == 0) or (
-            high is not None and math.isfinite(v) and abs(v) > high):  # fmt: skip
+    if (
+        math.isnan(v)
+        or (math.isinf(v) and not (minus_inf and v < 0))
+        or (nonzero and v == 0)
+        or (high is not None and math.isfinite(v) and abs(v) > high)
+    ):
         raise ArgumentError(name, f"{wanted}; got {v:g}.")
     if low is not None and v < low:
         raise ArgumentError(name, f"{name} must be at least {low:g}, got {v:g}.")
@@ -101,16 +128,20 @@ def text(name: str, value, *, none: bool = False) -> str | None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise ArgumentError(name, f"{name} holds a lone surrogate (U+{ord(value[e.start]):04X}) at character "
-                                      f"{e.start:,}: half of a UTF-16 pair, not a character.") from None  # fmt: skip
+            raise ArgumentError(
+                name,
+                f"{name} holds a lone surrogate (U+{ord(value[e.start]):04X}) at character "
+                f"{e.start:,}: half of a UTF-16 pair, not a character.",
+            ) from None
     return value
 
 
 def choice(name: str, value, options) -> str:
     """One of a closed vocabulary of strings."""
     if not isinstance(value, str):
-        raise ArgumentTypeError(name, f"{name} must be a str, one of {', '.join(map(repr, options))}; "
-                                      f"not {kind_of(value)}.")  # fmt: skip
+        raise ArgumentTypeError(
+            name, f"{name} must be a str, one of {', '.join(map(repr, options))}; not {kind_of(value)}."
+        )
     if value not in options:
         raise ArgumentError(name, f"{name} must be one of {', '.join(map(repr, options))}; got {shown(value)}.")
     return value
@@ -121,8 +152,11 @@ def positions(name: str, values, size: int, what: str = "positions") -> tuple[in
     than `size` are refused without reading them all, so range(10**7) costs nothing."""
     if values is None:
         return ()
-    if isinstance(values, (str, bytes)) or not isinstance(values, (numbers.Integral, torch.Tensor, np.ndarray)) and \
-            not hasattr(values, "__iter__"):  # fmt: skip
+    if (
+        isinstance(values, (str, bytes))
+        or not isinstance(values, (numbers.Integral, torch.Tensor, np.ndarray))
+        and not hasattr(values, "__iter__")
+    ):
         raise ArgumentTypeError(name, f"{name} must be a list of whole numbers, not {kind_of(values)}.")
     if isinstance(values, (torch.Tensor, np.ndarray)) and values.ndim > 1:
         raise ArgumentError(name, f"{name} must be a flat list of {what}, got {values.ndim} axes.")
@@ -203,16 +237,19 @@ def lengths(name: str, value, batch: int | None = None) -> torch.Tensor:
 def cells(name: str, *sizes: int, most: int = MAX_CELLS) -> None:
     """Refuse an array of `sizes` with more than `most` elements before anything is allocated."""
     if math.prod(sizes) > most:
-        raise ArgumentError(name, f"{name} would hold {math.prod(sizes):,} elements ({' x '.join(map(str, sizes))}); "
-                                  f"the limit is {most:,}.")  # fmt: skip
+        raise ArgumentError(
+            name,
+            f"{name} would hold {math.prod(sizes):,} elements ({' x '.join(map(str, sizes))}); the limit is {most:,}.",
+        )
 
 
 def array(name: str, value, ranks: tuple[int, ...], *, finite: bool = True, dtype=None) -> torch.Tensor:
     """An array (numpy, torch or nested lists) as a tensor, with one of `ranks` axes, at most MAX_CELLS elements and,
     when `finite`, no NaN or infinity (bool arrays are always accepted as they are)."""
     if isinstance(value, (str, bytes, numbers.Number)) or value is None:
-        raise ArgumentTypeError(name, f"{name} must be an array ({' or '.join(f'{r} axes' for r in ranks)}), "
-                                      f"not {kind_of(value)}.")  # fmt: skip
+        raise ArgumentTypeError(
+            name, f"{name} must be an array ({' or '.join(f'{r} axes' for r in ranks)}), not {kind_of(value)}."
+        )
     try:
         t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
     except (TypeError, ValueError, RuntimeError) as e:
@@ -220,8 +257,9 @@ def array(name: str, value, ranks: tuple[int, ...], *, finite: bool = True, dtyp
     if t.dtype.is_complex:
         raise ArgumentTypeError(name, f"{name} must hold real numbers, not {t.dtype}.")
     if t.dim() not in ranks:
-        raise ArgumentError(name, f"{name} must have {' or '.join(map(str, ranks))} axes, got {t.dim()} "
-                                  f"(shape {tuple(t.shape)}).")  # fmt: skip
+        raise ArgumentError(
+            name, f"{name} must have {' or '.join(map(str, ranks))} axes, got {t.dim()} (shape {tuple(t.shape)})."
+        )
     cells(name, t.numel())
     if finite and t.is_floating_point() and t.device.type != "meta" and not bool(torch.isfinite(t).all()):
         raise ArgumentError(name, f"{name} holds NaN or infinite values.")

@@ -15,8 +15,12 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     prof = sub.add_parser("profile", help="every head of a model across a corpus, saved as Parquet + JSON")
     prof.add_argument("--model", default="bundled", help="hub id, local folder, or 'bundled' (offline; default)")
-    prof.add_argument("--corpus", default=None, help="text file (a text per line), folder of .txt, .jsonl, .parquet, "
-                      "a saved `datasets` folder; default: the corpus that ships with attnviz")  # fmt: skip
+    prof.add_argument(
+        "--corpus",
+        default=None,
+        help="text file (a text per line), folder of .txt, .jsonl, .parquet, "
+        "a saved `datasets` folder; default: the corpus that ships with attnviz",
+    )
     prof.add_argument("--column", default="text", help="the text column of JSONL, Parquet or a dataset")
     prof.add_argument("--out", required=True, help="the profile's folder (a stopped run resumes from it)")
     prof.add_argument("--max-tokens", type=int, default=Settings.max_tokens, help="texts longer are cut and counted")
@@ -44,14 +48,25 @@ def main(argv=None) -> int:
 
     try:
         model = load_model(args.model, device=args.device)
-        result = profile(model, args.corpus, out=args.out, column=args.column, engine="ray" if args.ray else "local",
-                         progress=progress, workers=args.workers, max_tokens=args.max_tokens,
-                         shard_size=args.shard_size, distances=not args.no_distances)  # fmt: skip
+        result = profile(
+            model,
+            args.corpus,
+            out=args.out,
+            column=args.column,
+            engine="ray" if args.ray else "local",
+            progress=progress,
+            workers=args.workers,
+            max_tokens=args.max_tokens,
+            shard_size=args.shard_size,
+            distances=not args.no_distances,
+        )
     except AttnvizError as e:
         print(f"attnviz: {e}", file=sys.stderr)
         return 2
     counts = result.provenance["counts"]
-    print(f"{result.n_layer} layers x {result.n_head} heads over {counts['texts']:,} texts ({counts['tokens']:,} "
-          f"tokens; {counts['cut']:,} cut, {counts['empty']:,} empty, {counts['undecodable']:,} undecodable "
-          f"skipped) -> {args.out}")  # fmt: skip
+    print(
+        f"{result.n_layer} layers x {result.n_head} heads over {counts['texts']:,} texts ({counts['tokens']:,} "
+        f"tokens; {counts['cut']:,} cut, {counts['empty']:,} empty, {counts['undecodable']:,} undecodable "
+        f"skipped) -> {args.out}"
+    )
     return 0

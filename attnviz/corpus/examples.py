@@ -32,9 +32,14 @@ class Kept:
 
     @classmethod
     def empty(cls, shape: tuple, n_keys: int) -> Kept:
-        return cls(np.full(shape, np.inf), np.full(shape, EMPTY_TEXT, np.int64), np.zeros(shape, np.int64),
-                   np.zeros(shape, np.float32), np.full((*shape, n_keys), -1, np.int32),
-                   np.zeros((*shape, n_keys), np.float32))  # fmt: skip
+        return cls(
+            np.full(shape, np.inf),
+            np.full(shape, EMPTY_TEXT, np.int64),
+            np.zeros(shape, np.int64),
+            np.zeros(shape, np.float32),
+            np.full((*shape, n_keys), -1, np.int32),
+            np.zeros((*shape, n_keys), np.float32),
+        )
 
     def merge(self, *others: Kept) -> Kept:
         """The `cap` best of this selection and others (of any cap, the same leading shape)."""
@@ -58,8 +63,14 @@ def candidates(rank: np.ndarray, text: int, start: int, maxw, top_keys, top_weig
     shape = (*rank.shape, top_keys.shape[-1])
     take_k = lambda a: np.take_along_axis(np.broadcast_to(a, shape), order[..., None], -2)  # noqa: E731
     chosen = take(rank)
-    found = Kept(chosen, np.where(np.isfinite(chosen), text, EMPTY_TEXT), take(query), take(maxw).astype(np.float32),
-                 take_k(top_keys).astype(np.int32), take_k(top_weights).astype(np.float32))  # fmt: skip
+    found = Kept(
+        chosen,
+        np.where(np.isfinite(chosen), text, EMPTY_TEXT),
+        take(query),
+        take(maxw).astype(np.float32),
+        take_k(top_keys).astype(np.int32),
+        take_k(top_weights).astype(np.float32),
+    )
     if found.rank.shape[-1] < cap:  # a short text: fill with empty slots
         found = found.merge(Kept.empty((*rank.shape[:-1], cap - found.rank.shape[-1]), shape[-1]))
     return found
@@ -72,10 +83,14 @@ def chosen(rank: np.ndarray, text: int, start: int, maxw, top_keys, top_weights,
         return candidates(rank, text, start, maxw, top_keys, top_weights, cap)
     shape = (*rank.shape, top_keys.shape[-1])
     query = np.broadcast_to(np.arange(start, start + rank.shape[-1]), rank.shape)
-    return Kept(rank, np.where(np.isfinite(rank), text, EMPTY_TEXT), query,
-                np.broadcast_to(np.asarray(maxw, np.float32), rank.shape),
-                np.broadcast_to(np.asarray(top_keys, np.int32), shape),
-                np.broadcast_to(np.asarray(top_weights, np.float32), shape))  # fmt: skip
+    return Kept(
+        rank,
+        np.where(np.isfinite(rank), text, EMPTY_TEXT),
+        query,
+        np.broadcast_to(np.asarray(maxw, np.float32), rank.shape),
+        np.broadcast_to(np.asarray(top_keys, np.int32), shape),
+        np.broadcast_to(np.asarray(top_weights, np.float32), shape),
+    )
 
 
 class Examples:
@@ -105,8 +120,11 @@ class Examples:
 
     @classmethod
     def empty(cls, n_layer, n_head, top=10, intervals=5, per_interval=3, n_keys=8, seed=0) -> Examples:
-        return cls(Kept.empty((n_layer, n_head, top), n_keys), Kept.empty((n_layer, n_head, intervals, per_interval),
-                                                                          n_keys), seed)  # fmt: skip
+        return cls(
+            Kept.empty((n_layer, n_head, top), n_keys),
+            Kept.empty((n_layer, n_head, intervals, per_interval), n_keys),
+            seed,
+        )
 
     def update(self, weights: torch.Tensor, rows: torch.Tensor, text: int, start: int) -> None:
         """weights [layer, head, w, key] of one window of text `text`; rows [layer, w] bool."""
@@ -133,8 +151,11 @@ class Examples:
         return Examples(self.strongest.merge(other.strongest), self.drawn.merge(other.drawn), self.seed)
 
     def arrays(self) -> dict:
-        return {**{f"top.{k}": v for k, v in self.strongest.arrays().items()},
-                **{f"drawn.{k}": v for k, v in self.drawn.arrays().items()}, "seed": np.asarray(self.seed)}  # fmt: skip
+        return {
+            **{f"top.{k}": v for k, v in self.strongest.arrays().items()},
+            **{f"drawn.{k}": v for k, v in self.drawn.arrays().items()},
+            "seed": np.asarray(self.seed),
+        }
 
     @classmethod
     def from_arrays(cls, a: dict) -> Examples:
@@ -149,9 +170,17 @@ class Examples:
             for idx in zip(*np.nonzero(kept.text != EMPTY_TEXT)):
                 layer, head = int(idx[0]), int(idx[1])
                 label = kind if kind == "strongest" else f"interval {int(idx[2])}"
-                out.append({"layer": layer, "head": head, "kind": label, "order": int(idx[-1]),
-                            "text_id": int(kept.text[idx]), "query": int(kept.query[idx]),
-                            "max_weight": float(kept.maxw[idx]),
-                            "keys": [int(x) for x in kept.keys[idx] if x >= 0],
-                            "key_weights": [float(w) for x, w in zip(kept.keys[idx], kept.kw[idx]) if x >= 0]})  # fmt: skip
+                out.append(
+                    {
+                        "layer": layer,
+                        "head": head,
+                        "kind": label,
+                        "order": int(idx[-1]),
+                        "text_id": int(kept.text[idx]),
+                        "query": int(kept.query[idx]),
+                        "max_weight": float(kept.maxw[idx]),
+                        "keys": [int(x) for x in kept.keys[idx] if x >= 0],
+                        "key_weights": [float(w) for x, w in zip(kept.keys[idx], kept.kw[idx]) if x >= 0],
+                    }
+                )
         return out

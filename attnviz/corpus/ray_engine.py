@@ -51,10 +51,13 @@ def run_on_ray(loaded, corpus: Corpus, settings: Settings, todo: list[int], work
     try:
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
         out = ray.data.from_items([{"shard": k} for k in todo]).map_batches(
-            ShardWorker, fn_constructor_kwargs=dict(model=loaded.name, dtype=loaded.dtype, corpus=corpus,
-                                                    settings=settings),
-            batch_size=1, concurrency=max(1, min(workers, len(todo))), num_cpus=1, num_gpus=gpus,
-        )  # fmt: skip
+            ShardWorker,
+            fn_constructor_kwargs=dict(model=loaded.name, dtype=loaded.dtype, corpus=corpus, settings=settings),
+            batch_size=1,
+            concurrency=max(1, min(workers, len(todo))),
+            num_cpus=1,
+            num_gpus=gpus,
+        )
         rows = out.take_all()
     finally:
         if started:

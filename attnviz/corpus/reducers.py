@@ -31,21 +31,29 @@ class Means:
 
     def merge(self, other: Means) -> Means:
         names = sorted(set(self.sums) | set(other.sums))
-        return Means({n: self.sums.get(n, 0.0) + other.sums.get(n, 0.0) for n in names},
-                     {n: self.counts.get(n, 0) + other.counts.get(n, 0) for n in names})  # fmt: skip
+        return Means(
+            {n: self.sums.get(n, 0.0) + other.sums.get(n, 0.0) for n in names},
+            {n: self.counts.get(n, 0) + other.counts.get(n, 0) for n in names},
+        )
 
     def result(self) -> dict:
-        return {n: np.divide(s, self.counts[n], out=np.full(np.shape(s), np.nan), where=self.counts[n] > 0)
-                for n, s in self.sums.items()}  # fmt: skip
+        return {
+            n: np.divide(s, self.counts[n], out=np.full(np.shape(s), np.nan), where=self.counts[n] > 0)
+            for n, s in self.sums.items()
+        }
 
     def arrays(self) -> dict:
-        return {**{f"sum.{n}": np.asarray(v) for n, v in self.sums.items()},
-                **{f"count.{n}": np.asarray(v) for n, v in self.counts.items()}}  # fmt: skip
+        return {
+            **{f"sum.{n}": np.asarray(v) for n, v in self.sums.items()},
+            **{f"count.{n}": np.asarray(v) for n, v in self.counts.items()},
+        }
 
     @classmethod
     def from_arrays(cls, a: dict) -> Means:
-        return cls({k[4:]: v for k, v in a.items() if k.startswith("sum.")},
-                   {k[6:]: v for k, v in a.items() if k.startswith("count.")})  # fmt: skip
+        return cls(
+            {k[4:]: v for k, v in a.items() if k.startswith("sum.")},
+            {k[6:]: v for k, v in a.items() if k.startswith("count.")},
+        )
 
 
 class Histogram:
@@ -115,8 +123,11 @@ class Divergence:
 def priorities(seed: int, text: int, shape: tuple, start: int) -> np.ndarray:
     """A uniform number in [0, 1) for each (layer, head, query) of a text, fixed by the seed alone (splitmix64), so a
     reservoir keeps the same rows whatever the order, the shards or the workers that read them."""
-    layer, head, query = np.meshgrid(*(np.arange(n, dtype=np.uint64) for n in shape[:2]),
-                                     np.arange(start, start + shape[2], dtype=np.uint64), indexing="ij")  # fmt: skip
+    layer, head, query = np.meshgrid(
+        *(np.arange(n, dtype=np.uint64) for n in shape[:2]),
+        np.arange(start, start + shape[2], dtype=np.uint64),
+        indexing="ij",
+    )
     base = ((int(seed) * 0x9E3779B97F4A7C15) ^ (int(text) * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF
     x = (
         np.uint64(base)

@@ -27,8 +27,19 @@ DEFAULT_LIMITS = Limits()
 PACKAGE_VERSION = "0.2.0"  # attnviz's, as pyproject.toml has it (tests/corpus checks they agree)
 
 
-def profile(model, corpus=None, *, out=None, column: str = "text", engine: str = "local", progress=None,
-            max_shards: int | None = None, limits: Limits = DEFAULT_LIMITS, workers: int = 2, **settings):  # fmt: skip
+def profile(
+    model,
+    corpus=None,
+    *,
+    out=None,
+    column: str = "text",
+    engine: str = "local",
+    progress=None,
+    max_shards: int | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    workers: int = 2,
+    **settings,
+):
     """A HeadProfile of `model` (a LoadedModel, a hub id or folder, or "bundled") over `corpus` (None: the corpus that
     ships with attnviz; a path; a list of texts; see attnviz.corpus.texts).
 
@@ -67,8 +78,13 @@ def profile(model, corpus=None, *, out=None, column: str = "text", engine: str =
 
 
 def run_key(loaded, corpus: Corpus, s: Settings) -> dict:
-    return {"model": loaded.label, "revision": loaded.revision, "dtype": loaded.dtype,
-            "corpus": corpus.describe(), "settings": asdict(s)}  # fmt: skip
+    return {
+        "model": loaded.label,
+        "revision": loaded.revision,
+        "dtype": loaded.dtype,
+        "corpus": corpus.describe(),
+        "settings": asdict(s),
+    }
 
 
 def _claim(out: Path, key: dict) -> None:
@@ -77,8 +93,10 @@ def _claim(out: Path, key: dict) -> None:
     path = out / RUN
     if path.exists():
         if json.loads(path.read_text()) != json.loads(json.dumps(key)):
-            raise InputError(f"{str(out)!r} holds a profile of another model, corpus or settings: choose another "
-                             "folder (nothing was changed).")  # fmt: skip
+            raise InputError(
+                f"{str(out)!r} holds a profile of another model, corpus or settings: choose another "
+                "folder (nothing was changed)."
+            )
     elif any(out.iterdir()):
         raise InputError(f"{str(out)!r} is not empty and holds no profile run: choose an empty or new folder.")
     else:
@@ -125,10 +143,19 @@ def finish(total: ProfileState, loaded, corpus: Corpus, s: Settings) -> HeadProf
     examples = total.examples.rows()
     wanted = {e["text_id"] for e in examples}
     texts = {i: t for i, t in _texts_of(corpus, wanted)}
-    provenance = {"model": loaded.label, "revision": loaded.revision, "dtype": loaded.dtype, "device": loaded.device,
-                  "n_layer": loaded.n_layer, "n_head": loaded.n_head, "kv_groups": _kv_groups(loaded),
-                  "corpus": corpus.describe(), "counts": total.counts, "settings": asdict(s),
-                  "versions": _versions()}  # fmt: skip
+    provenance = {
+        "model": loaded.label,
+        "revision": loaded.revision,
+        "dtype": loaded.dtype,
+        "device": loaded.device,
+        "n_layer": loaded.n_layer,
+        "n_head": loaded.n_head,
+        "kv_groups": _kv_groups(loaded),
+        "corpus": corpus.describe(),
+        "counts": total.counts,
+        "settings": asdict(s),
+        "versions": _versions(),
+    }
     divergence = total.divergence.result() if s.distances else None
     return HeadProfile(total.means.result(), total.histogram.counts, divergence, examples, texts, provenance)
 
@@ -150,8 +177,13 @@ def _versions() -> dict:
     import pyarrow
     import torch
 
-    return {"attnviz": PACKAGE_VERSION, "profile_layout": VERSION, "torch": torch.__version__, "numpy": np.__version__,
-            "pyarrow": pyarrow.__version__}  # fmt: skip
+    return {
+        "attnviz": PACKAGE_VERSION,
+        "profile_layout": VERSION,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "pyarrow": pyarrow.__version__,
+    }
 
 
 __all__ = ["PROVENANCE", "profile", "run_shard"]

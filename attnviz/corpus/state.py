@@ -57,8 +57,15 @@ class ProfileState:
 
     def observe(self, trace: AttentionTrace, text_id: int, special, cells: int = CELLS) -> None:
         """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""
-        sums = TextSums(self.n_layer, self.n_head, special, punctuation_keys(trace), trace.provenance.input_ids,
-                        _device(trace), trace.has("values"))  # fmt: skip
+        sums = TextSums(
+            self.n_layer,
+            self.n_head,
+            special,
+            punctuation_keys(trace),
+            trace.provenance.input_ids,
+            _device(trace),
+            trace.has("values"),
+        )
         for win in windows(trace, cells):
             sums.add(win)
             rows = win.rows.cpu().numpy()
@@ -79,13 +86,24 @@ class ProfileState:
 
     def merge(self, other: ProfileState) -> ProfileState:
         counts = {k: self.counts[k] + other.counts[k] for k in COUNTS}
-        return ProfileState(self.n_layer, self.n_head, self.settings, self.means.merge(other.means),
-                            self.histogram.merge(other.histogram), self.divergence.merge(other.divergence),
-                            self.examples.merge(other.examples), counts)  # fmt: skip
+        return ProfileState(
+            self.n_layer,
+            self.n_head,
+            self.settings,
+            self.means.merge(other.means),
+            self.histogram.merge(other.histogram),
+            self.divergence.merge(other.divergence),
+            self.examples.merge(other.examples),
+            counts,
+        )
 
     def arrays(self) -> dict:
-        parts = {"means": self.means.arrays(), "histogram": self.histogram.arrays(),
-                 "divergence": self.divergence.arrays(), "examples": self.examples.arrays()}  # fmt: skip
+        parts = {
+            "means": self.means.arrays(),
+            "histogram": self.histogram.arrays(),
+            "divergence": self.divergence.arrays(),
+            "examples": self.examples.arrays(),
+        }
         return {f"{p}/{k}": np.asarray(v) for p, a in parts.items() for k, v in a.items()}
 
     def save(self, path: Path, meta: dict) -> None:
@@ -110,9 +128,16 @@ class ProfileState:
         meta = json.loads(str(a.pop("__meta__")))
         part = lambda p: {k.split("/", 1)[1]: v for k, v in a.items() if k.startswith(p + "/")}  # noqa: E731
         hist, div = part("histogram"), part("divergence")
-        state = cls(n_layer, n_head, settings, Means.from_arrays(part("means")), Histogram(hist["counts"]),
-                    Divergence(div["sums"], div["rows"]), Examples.from_arrays(part("examples")),
-                    {k: int(meta["counts"][k]) for k in COUNTS})  # fmt: skip
+        state = cls(
+            n_layer,
+            n_head,
+            settings,
+            Means.from_arrays(part("means")),
+            Histogram(hist["counts"]),
+            Divergence(div["sums"], div["rows"]),
+            Examples.from_arrays(part("examples")),
+            {k: int(meta["counts"][k]) for k in COUNTS},
+        )
         return state, meta
 
 

@@ -48,10 +48,17 @@ class HeadProfile:
 
     def head_rows(self) -> list[dict]:
         groups = int(self.provenance.get("kv_groups", 1)) or 1
-        return [{"layer": layer, "head": head, "kv_head": head // groups,
-                 **{k: float(v[layer, head]) for k, v in sorted(self.stats.items())},
-                 "max_weight_histogram": [int(c) for c in self.histogram[layer, head]]}
-                for layer in range(self.n_layer) for head in range(self.n_head)]  # fmt: skip
+        return [
+            {
+                "layer": layer,
+                "head": head,
+                "kv_head": head // groups,
+                **{k: float(v[layer, head]) for k, v in sorted(self.stats.items())},
+                "max_weight_histogram": [int(c) for c in self.histogram[layer, head]],
+            }
+            for layer in range(self.n_layer)
+            for head in range(self.n_head)
+        ]
 
     def save(self, folder) -> Path:
         import pyarrow as pa
@@ -59,11 +66,15 @@ class HeadProfile:
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        tables = {"heads": pa.Table.from_pylist(self.head_rows()),
-                  "examples": pa.Table.from_pylist(self.examples, schema=_example_schema()),
-                  "texts": pa.Table.from_pylist([{"text_id": i, "text": t} for i, t in sorted(self.texts.items())],
-                                                schema=pa.schema([("text_id", pa.int64()), ("text", pa.string())])),
-                  "distances": pa.Table.from_pylist(self._distance_rows(), schema=_distance_schema())}  # fmt: skip
+        tables = {
+            "heads": pa.Table.from_pylist(self.head_rows()),
+            "examples": pa.Table.from_pylist(self.examples, schema=_example_schema()),
+            "texts": pa.Table.from_pylist(
+                [{"text_id": i, "text": t} for i, t in sorted(self.texts.items())],
+                schema=pa.schema([("text_id", pa.int64()), ("text", pa.string())]),
+            ),
+            "distances": pa.Table.from_pylist(self._distance_rows(), schema=_distance_schema()),
+        }
         digests = {}
         for name, table in tables.items():
             pq.write_table(table, folder / f"{name}.parquet")
@@ -77,24 +88,45 @@ class HeadProfile:
         if self.divergence is None:
             return []
         n_head, d = self.n_head, self.divergence
-        return [{"layer_a": a // n_head, "head_a": a % n_head, "layer_b": b // n_head, "head_b": b % n_head,
-                 "js_divergence": float(d[a, b]), "js_distance": float(np.sqrt(max(d[a, b], 0.0)))}
-                for a in range(d.shape[0]) for b in range(d.shape[1])]  # fmt: skip
+        return [
+            {
+                "layer_a": a // n_head,
+                "head_a": a % n_head,
+                "layer_b": b // n_head,
+                "head_b": b % n_head,
+                "js_divergence": float(d[a, b]),
+                "js_distance": float(np.sqrt(max(d[a, b], 0.0))),
+            }
+            for a in range(d.shape[0])
+            for b in range(d.shape[1])
+        ]
 
 
 def _example_schema():
     import pyarrow as pa
 
-    return pa.schema([("layer", pa.int64()), ("head", pa.int64()), ("kind", pa.string()), ("order", pa.int64()),
-                      ("text_id", pa.int64()), ("query", pa.int64()), ("max_weight", pa.float64()),
-                      ("keys", pa.list_(pa.int64())), ("key_weights", pa.list_(pa.float64()))])  # fmt: skip
+    return pa.schema(
+        [
+            ("layer", pa.int64()),
+            ("head", pa.int64()),
+            ("kind", pa.string()),
+            ("order", pa.int64()),
+            ("text_id", pa.int64()),
+            ("query", pa.int64()),
+            ("max_weight", pa.float64()),
+            ("keys", pa.list_(pa.int64())),
+            ("key_weights", pa.list_(pa.float64())),
+        ]
+    )
 
 
 def _distance_schema():
     import pyarrow as pa
 
-    return pa.schema([(n, pa.int64()) for n in ("layer_a", "head_a", "layer_b", "head_b")]
-                     + [("js_divergence", pa.float64()), ("js_distance", pa.float64())])  # fmt: skip
+    return pa.schema(
+        [(n, pa.int64()) for n in ("layer_a", "head_a", "layer_b", "head_b")]
+        + [("js_divergence", pa.float64()), ("js_distance", pa.float64())]
+    )
 
 
 def _sha256(path: Path) -> str:
@@ -125,8 +157,10 @@ def check_folder(folder) -> dict:
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise InputError(f"{str(folder)!r} is not an attnviz head profile.")
     if record.get("version") != VERSION:
-        raise InputError(f"{str(folder)!r} was written by another version of attnviz (profile layout "
-                         f"{record.get('version')!r}; this attnviz reads {VERSION}): build the profile again.")  # fmt: skip
+        raise InputError(
+            f"{str(folder)!r} was written by another version of attnviz (profile layout "
+            f"{record.get('version')!r}; this attnviz reads {VERSION}): build the profile again."
+        )
     if record.get("checksum") != _record_checksum(record):
         raise InputError(f"{str(path)!r} was edited by hand (its checksum does not match): build the profile again.")
     for name in TABLES:

@@ -56,8 +56,13 @@ class Corpus:
             yield (i, *_decoded(raw))
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "where": self.where, "texts": self.n_texts, "fingerprint": self.fingerprint,
-                "column": self.column}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "where": self.where,
+            "texts": self.n_texts,
+            "fingerprint": self.fingerprint,
+            "column": self.column,
+        }
 
 
 def _decoded(raw) -> tuple[str | None, str | None]:

@@ -30,8 +30,16 @@ OUTPUT_NAMES = ("o_proj", "c_proj", "out_proj", "o", "dense", "wo", "out")
 _ACTIVE: contextvars.ContextVar[object | None] = contextvars.ContextVar("attnviz_ablation", default=None)
 
 
-def ablate(loaded: LoadedModel, text: str, heads, mode: str = "zero", target=None, *, top_k: int = 10,
-           max_tokens: int | None = None) -> Ablation:  # fmt: skip
+def ablate(
+    loaded: LoadedModel,
+    text: str,
+    heads,
+    mode: str = "zero",
+    target=None,
+    *,
+    top_k: int = 10,
+    max_tokens: int | None = None,
+) -> Ablation:
     """Run `text` through `loaded` with `heads` ([(layer, head), ...]) removed and compare with the plain forward.
 
     mode: "zero" or "mean" (see the module); target: a token (string, one token of the vocabulary) or a token id
@@ -50,8 +58,18 @@ def ablate(loaded: LoadedModel, text: str, heads, mode: str = "zero", target=Non
     k = max(1, min(int(top_k), TOP_K))
     token_of = lambda i: str(loaded.tokenizer.convert_ids_to_tokens(i))  # noqa: E731
     top = top_changes(logits_before.numpy(), logits_after.numpy(), k, token_of)
-    return Ablation(heads, mode, before.n_tokens - 1, logits_before.numpy(), logits_after.numpy(), target,
-                    token_of(target), top, before, after)  # fmt: skip
+    return Ablation(
+        heads,
+        mode,
+        before.n_tokens - 1,
+        logits_before.numpy(),
+        logits_after.numpy(),
+        target,
+        token_of(target),
+        top,
+        before,
+        after,
+    )
 
 
 def check_model(loaded) -> None:
@@ -65,8 +83,10 @@ def check_model(loaded) -> None:
             "from one text, and an encoder-decoder predicts from a source and a target. Use a decoder such as 'gpt2'."
         )
     if not loaded.attention_modules:
-        raise InputError(f"{name} computes attention inside its own code and gives only its weights, so attnviz "
-                         "cannot find and remove a head's output in it.")  # fmt: skip
+        raise InputError(
+            f"{name} computes attention inside its own code and gives only its weights, so attnviz "
+            "cannot find and remove a head's output in it."
+        )
     if not loaded.has_lm_head:
         raise InputError(f"{name} has no prediction that removing a head could change: {loaded.lm_note}")
     if loaded.lm_head != "causal":
@@ -175,6 +195,8 @@ def target_id(loaded: LoadedModel, target, logits: torch.Tensor) -> int:
             text = target.replace("·", " ").replace("↵", "\n")  # the pages' readable labels: · a space, ↵ a newline
             ids = list(tok(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
     if len(ids) != 1 or ids[0] is None or not 0 <= int(ids[0]) < n:
-        raise InputError(f"The target {target!r} is not one token of {loaded.label}'s vocabulary: choose one of the "
-                         "tokens listed, or a token id.")  # fmt: skip
+        raise InputError(
+            f"The target {target!r} is not one token of {loaded.label}'s vocabulary: choose one of the "
+            "tokens listed, or a token id."
+        )
     return int(ids[0])

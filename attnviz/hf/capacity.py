@@ -61,5 +61,7 @@ def values_left_out(loaded: LoadedModel, n_tokens: int, values: bool | None = No
     with_values = trace_bytes_per_token(loaded) * n_tokens
     if not loaded.outputs or with_values <= VALUES_BUDGET:
         return None
-    return (f"values are left out of a trace that would hold more than {VALUES_BUDGET / 2**30:.0f} GiB with them "
-            f"(this one {with_values / 2**30:.1f} GiB; trace with values=True to keep them)")  # fmt: skip
+    return (
+        f"values are left out of a trace that would hold more than {VALUES_BUDGET / 2**30:.0f} GiB with them "
+        f"(this one {with_values / 2**30:.1f} GiB; trace with values=True to keep them)"
+    )

@@ -80,8 +80,10 @@ def encode(tokenizer, text, pair=None, limit: int = 512, pad_to: int | None = No
     if len(full["input_ids"]) > limit:
         enc = tokenizer(text, pair, truncation=True, max_length=limit, **kw)
         n_dropped = len(full["input_ids"]) - len(enc["input_ids"])
-        notes.append(f"The text was {len(full['input_ids'])} tokens; kept the first {len(enc['input_ids'])} "
-                     f"(the limit is {limit}).")  # fmt: skip
+        notes.append(
+            f"The text was {len(full['input_ids'])} tokens; kept the first {len(enc['input_ids'])} "
+            f"(the limit is {limit})."
+        )
     ids = list(enc["input_ids"])
     if not ids:
         raise InputError("The tokenizer produced no tokens for this text.")

@@ -28,12 +28,16 @@ def can_generate(loaded: LoadedModel) -> str | None:
     """Why `loaded` cannot write a continuation to trace, as a sentence; None when it can."""
     model = loaded.model
     if loaded.is_seq2seq:
-        return (f"{loaded.label} is an encoder-decoder model: attnviz.trace(model, source) with no target already "
-                "generates its target greedily and traces the encoder, decoder and cross attention. generate() is for "
-                "decoder-only models.")  # fmt: skip
+        return (
+            f"{loaded.label} is an encoder-decoder model: attnviz.trace(model, source) with no target already "
+            "generates its target greedily and traces the encoder, decoder and cross attention. generate() is for "
+            "decoder-only models."
+        )
     if loaded.route == "weights":
-        return (f"{loaded.label} gives its final weights only ({loaded.note or 'its own attention code'}): attnviz "
-                "cannot check that its attention is causal, which a generation timeline relies on.")  # fmt: skip
+        return (
+            f"{loaded.label} gives its final weights only ({loaded.note or 'its own attention code'}): attnviz "
+            "cannot check that its attention is causal, which a generation timeline relies on."
+        )
     if loaded.lm_head != "causal" or not callable(getattr(model, "generate", None)):
         what = (
             "predicts the token at a mask, not the next one"
@@ -44,8 +48,16 @@ def can_generate(loaded: LoadedModel) -> str | None:
     return None
 
 
-def generate(loaded, prompt: str, max_new_tokens: int = 16, *, sample: bool = False, seed: int | None = None,
-             chat: bool = False, max_tokens: int | None = None) -> AttentionTrace:  # fmt: skip
+def generate(
+    loaded,
+    prompt: str,
+    max_new_tokens: int = 16,
+    *,
+    sample: bool = False,
+    seed: int | None = None,
+    chat: bool = False,
+    max_tokens: int | None = None,
+) -> AttentionTrace:
     """The trace of `prompt` and up to `max_new_tokens` (1..256) tokens the model writes after it.
 
     Greedy by default (as model.generate(do_sample=False)); sample=True draws each token from the model's
@@ -55,14 +67,19 @@ def generate(loaded, prompt: str, max_new_tokens: int = 16, *, sample: bool = Fa
     the prompt, which the model wrote, and the chat template's spans.
     """
     if not isinstance(loaded, LoadedModel):
-        raise InputError(f"attnviz.generate needs a model from attnviz.load_model() or attnviz.from_model(), not "
-                         f"{type(loaded).__name__}: our own module has no language-model head.")  # fmt: skip
+        raise InputError(
+            f"attnviz.generate needs a model from attnviz.load_model() or attnviz.from_model(), not "
+            f"{type(loaded).__name__}: our own module has no language-model head."
+        )
     if (why := can_generate(loaded)) is not None:
         raise InputError(why)
     limit = token_limit(loaded.max_tokens, max_tokens)
     n_new = _checked_new_tokens(max_new_tokens, limit)
-    prompt_enc, segments = _chat_prompt(loaded, prompt, limit - n_new) if chat else (
-        encode(loaded.tokenizer, prompt, None, limit - n_new), ())  # fmt: skip
+    prompt_enc, segments = (
+        _chat_prompt(loaded, prompt, limit - n_new)
+        if chat
+        else (encode(loaded.tokenizer, prompt, None, limit - n_new), ())
+    )
     seed = None if not sample else int(seed or 0)
     new_ids, stopped = _generate_ids(loaded, prompt_enc, n_new, seed)
     tok = loaded.tokenizer
@@ -82,8 +99,10 @@ def _checked_new_tokens(max_new_tokens, limit: int) -> int:
         raise InputError(f"max_new_tokens must be a whole number, got {max_new_tokens!r}.") from None
     most = min(MAX_NEW_TOKENS, limit - 1)
     if not 1 <= n <= most:
-        raise InputError(f"max_new_tokens must be 1..{most} (at most {MAX_NEW_TOKENS}, and the prompt needs one of the "
-                         f"{limit} tokens the trace may hold), got {n}.")  # fmt: skip
+        raise InputError(
+            f"max_new_tokens must be 1..{most} (at most {MAX_NEW_TOKENS}, and the prompt needs one of the "
+            f"{limit} tokens the trace may hold), got {n}."
+        )
     return n
 
 
@@ -107,8 +126,14 @@ def _generate_ids(loaded: LoadedModel, enc: Encoded, n_new: int, seed: int | Non
     inputs = model_inputs(loaded, enc.inputs)
     eos = model.generation_config.eos_token_id
     eos = tok.eos_token_id if eos is None else eos
-    options = dict(max_new_tokens=n_new, min_new_tokens=0, do_sample=False, num_beams=1, eos_token_id=eos,
-                   pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else eos)  # fmt: skip
+    options = dict(
+        max_new_tokens=n_new,
+        min_new_tokens=0,
+        do_sample=False,
+        num_beams=1,
+        eos_token_id=eos,
+        pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else eos,
+    )
     if seed is not None:
         options["logits_processor"] = LogitsProcessorList([_Sampler(seed, inputs["input_ids"].device)])
     try:
@@ -140,13 +165,17 @@ def _chat_prompt(loaded: LoadedModel, prompt: str, limit: int) -> tuple[Encoded,
     prompt, notes = cut_text(prompt, limit)
     found = [s for s in tok.all_special_tokens if s and s in prompt]
     if found:  # the template's text is tokenized with its special tokens live: typed ones would act as control tokens
-        raise InputError(f"The message contains the special token {found[0]!r}, which the chat template would read as "
-                         "a control token: remove it, or generate with chat=False.")  # fmt: skip
+        raise InputError(
+            f"The message contains the special token {found[0]!r}, which the chat template would read as "
+            "a control token: remove it, or generate with chat=False."
+        )
     user = [{"role": "user", "content": prompt}]
     ids_user, ids = (_template_ids(tok, user, opened) for opened in (False, True))
     if len(ids) > limit:
-        raise InputError(f"The message is {len(ids)} tokens in the chat template; at most {limit} leave room for the "
-                         "new tokens: shorten it or ask for fewer new tokens.")  # fmt: skip
+        raise InputError(
+            f"The message is {len(ids)} tokens in the chat template; at most {limit} leave room for the "
+            "new tokens: shorten it or ask for fewer new tokens."
+        )
     cut = len(ids_user) if ids[: len(ids_user)] == ids_user else 0
     segments = tuple(s for s in (Segment("user", 0, cut), Segment("assistant", cut, len(ids))) if s.stop > s.start)
     if cut == 0:  # the template renders the message differently once the assistant's turn opens: no spans to draw
@@ -170,5 +199,7 @@ def _check_causal(loaded: LoadedModel, trace: AttentionTrace) -> None:
     for layer in range(trace.n_layer):
         mask = trace.layer_mask(layer)
         if mask is None or np.triu(mask, 1).any():
-            raise InputError(f"{loaded.label}'s attention in layer {layer} is not causal (a token sees later tokens), "
-                             "so its rows change as it writes: attnviz traces generations of causal decoders only.")  # fmt: skip
+            raise InputError(
+                f"{loaded.label}'s attention in layer {layer} is not causal (a token sees later tokens), "
+                "so its rows change as it writes: attnviz traces generations of causal decoders only."
+            )

@@ -30,8 +30,14 @@ def fusable(structure: StructuredMask, query, value, module, dropout: float) -> 
     other fill): a batch of one on the CPU, no dropout, one head size for q, k and v (the kernel's own condition), a
     mask that is causal or hides nothing."""
     training = getattr(module, "training", False) and dropout > 0
-    return (not training and query.device.type == "cpu" and query.shape[0] == 1 and value.shape[-1] == query.shape[-1]
-            and structure.kind in ("all", "causal") and _cpu_kernel() is not None)  # fmt: skip
+    return (
+        not training
+        and query.device.type == "cpu"
+        and query.shape[0] == 1
+        and value.shape[-1] == query.shape[-1]
+        and structure.kind in ("all", "causal")
+        and _cpu_kernel() is not None
+    )
 
 
 def fused(query, key, value, scaling, causal: bool) -> tuple[torch.Tensor, RowNorms]:
@@ -61,8 +67,15 @@ def chunked(query, key, value, scale: float, allowed, fill: float, extra: dict, 
     for a in range(0, n_query, step):
         rows = slice(a, a + step)
         sinks = extra["sinks"] if extra["sinks"] is None or extra["sinks"].dim() == 1 else extra["sinks"][..., rows]
-        stages = stages_from_scores(query[..., rows, :] @ key.transpose(-2, -1), scale, _rows(allowed, rows, -2),
-                                    fill, _rows(extra["bias"], rows, -2), extra["softcap"], sinks)  # fmt: skip
+        stages = stages_from_scores(
+            query[..., rows, :] @ key.transpose(-2, -1),
+            scale,
+            _rows(allowed, rows, -2),
+            fill,
+            _rows(extra["bias"], rows, -2),
+            extra["softcap"],
+            sinks,
+        )
         weights = torch.nn.functional.dropout(stages.weights.to(value.dtype), p=dropout, training=training)
         outs.append(weights @ value)
         norms.append(norms_of(stages.masked[0].float(), _sink_rows(sinks, stages.masked.shape[-2])))

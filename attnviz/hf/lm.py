@@ -16,8 +16,11 @@ from .capture import call_kwargs
 
 #: Class name endings of language-model heads, and what each predicts.
 HEAD_SUFFIXES = {"ForCausalLM": "causal", "LMHeadModel": "causal", "ForMaskedLM": "masked"}
-KINDS = {"causal": "predicts the next token", "masked": "predicts the token at a mask",
-         "seq2seq": "predicts the decoder's next token"}  # fmt: skip
+KINDS = {
+    "causal": "predicts the next token",
+    "masked": "predicts the token at a mask",
+    "seq2seq": "predicts the decoder's next token",
+}
 NO_HEAD = (
     "it was saved without a language-model head (its checkpoint names {arch}), so it cannot predict tokens: it only "
     "gives hidden states. Load a checkpoint with its head, such as 'gpt2' or 'bert-base-uncased'."
@@ -95,8 +98,10 @@ def prediction_position(loaded, inputs: dict) -> int:
         mask = loaded.tokenizer.mask_token_id
         where = (ids == mask).nonzero().flatten().tolist() if mask is not None else []
         if not where:
-            raise InputError(f"{loaded.label} is a masked language model: it predicts the token at a mask, and these "
-                             "inputs hold no mask token.")  # fmt: skip
+            raise InputError(
+                f"{loaded.label} is a masked language model: it predicts the token at a mask, and these "
+                "inputs hold no mask token."
+            )
         return int(where[0])
     real = inputs.get("attention_mask")
     return int(real[0].sum()) - 1 if real is not None else int(ids.shape[-1]) - 1

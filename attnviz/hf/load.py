@@ -78,8 +78,18 @@ def _built(subject: Subject, name: str, dtype: str, found: Found, head: tuple[st
     """The one place a LoadedModel is made: the subject's facts, what the probe found and its language-model head
     (kind, why none: attnviz.hf.lm.head_of)."""
     probed = {f.name: getattr(found, f.name) for f in fields(found)}
-    return LoadedModel(name, subject.model, subject.tokenizer, subject.max_tokens, device=subject.device, dtype=dtype,
-                       inputs=subject.inputs, lm_head=head[0], lm_note=head[1], **probed)  # fmt: skip
+    return LoadedModel(
+        name,
+        subject.model,
+        subject.tokenizer,
+        subject.max_tokens,
+        device=subject.device,
+        dtype=dtype,
+        inputs=subject.inputs,
+        lm_head=head[0],
+        lm_note=head[1],
+        **probed,
+    )
 
 
 def bundled_model_path() -> str:
@@ -168,8 +178,9 @@ def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
     model.eval()
     param = next(model.parameters())
     dtype = next((k for k, v in DTYPES.items() if v == param.dtype), str(param.dtype))
-    subject = Subject(name, model, tokenizer, _max_tokens(model.config, tokenizer), str(param.device),
-                      forward_inputs(model), captures)  # fmt: skip
+    subject = Subject(
+        name, model, tokenizer, _max_tokens(model.config, tokenizer), str(param.device), forward_inputs(model), captures
+    )
     found = probe(subject)
     capture.lend(model, capture.CAPTURE_NAME if found.route == "seam" else "eager", theirs)
     return _built(subject, name, dtype, found, head_of(model))

@@ -80,8 +80,18 @@ def target_encoding(loaded: LoadedModel, source_inputs: dict, target: str | None
     return [int(i) for i in out[0, :-1]], None, None  # every generated token but the last is read by the decoder
 
 
-def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *, max_tokens=None, part=None,
-                  pad_to=None, pair=None, values=None, **options):  # fmt: skip
+def trace_seq2seq(
+    loaded: LoadedModel,
+    source: str,
+    target: str | None = None,
+    *,
+    max_tokens=None,
+    part=None,
+    pad_to=None,
+    pair=None,
+    values=None,
+    **options,
+):
     """Trace an encoder-decoder model: `source` through the encoder, `target` (or a greedy generation) through
     the decoder. Returns a Seq2SeqTrace with .encoder, .decoder and .cross.
 
@@ -96,8 +106,10 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
         None if part is None else checks.choice("part", part, ROLES),
     )
     if pad_to or pair:
-        raise InputError("Padding and sentence pairs are not available for encoder-decoder models: attnviz feeds them "
-                         "one source text (and its target).")  # fmt: skip
+        raise InputError(
+            "Padding and sentence pairs are not available for encoder-decoder models: attnviz feeds them "
+            "one source text (and its target)."
+        )
     limit = token_limit(loaded.max_tokens, max_tokens)
     enc = encode(loaded.tokenizer, source, None, limit)
     inputs = model_inputs(loaded, enc.inputs)
@@ -110,6 +122,15 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     exp = _experiment(loaded, part, len(ids if part == "decoder" else enc.tokens), options)
     left_out = capacity.values_left_out(loaded, len(enc.ids) + len(ids), values)
     rec = capture.Recorder(experiment=exp, roles=loaded.roles, outputs=loaded.outputs, values_left_out=left_out)
+    parts = _recorded_parts(loaded, inputs, rec)
+    tgt = [str(t) for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
+    asked = {k: getattr(exp, k) for k in options} | ({"experiment on": part} if options else {})
+    asked |= {} if values is None else {"values": bool(values)}
+    return _assemble(loaded, parts, enc, (tgt, ids, *tgt_facts), target, asked)
+
+
+def _recorded_parts(loaded: LoadedModel, inputs: dict, rec: capture.Recorder) -> dict[str, list]:
+    """One forward pass through the seam; each recorded layer under its part (encoder, decoder, cross)."""
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:
@@ -117,10 +138,7 @@ def trace_seq2seq(loaded: LoadedModel, source: str, target: str | None = None, *
     parts = {role: [] for role in ROLES}
     for module, record in zip(rec.modules, rec.layers):
         parts[loaded.roles[module]].append(record)
-    tgt = [str(t) for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
-    asked = {k: getattr(exp, k) for k in options} | ({"experiment on": part} if options else {})
-    asked |= {} if values is None else {"values": bool(values)}
-    return _assemble(loaded, parts, enc, (tgt, ids, *tgt_facts), target, asked)
+    return parts
 
 
 def _experiment(loaded: LoadedModel, part: str | None, n_keys: int, options: dict) -> capture.Experiment:
@@ -143,19 +161,43 @@ def _assemble(loaded, parts, enc, tgt, target, asked: dict) -> Seq2SeqTrace:
 
     def provenance(role, ids):
         opts = (("part", role), ("target", target or "generated greedily"), *sorted(asked.items()))
-        return Provenance(loaded.label, "pretrained", loaded.revision, loaded.dtype, loaded.device,
-                          "attnviz seam over sdpa", opts, tuple(ids), enc.n_dropped)  # fmt: skip
+        return Provenance(
+            loaded.label,
+            "pretrained",
+            loaded.revision,
+            loaded.dtype,
+            loaded.device,
+            "attnviz seam over sdpa",
+            opts,
+            tuple(ids),
+            enc.n_dropped,
+        )
 
     generated = "" if target else loaded.tokenizer.decode(ids[1:], skip_special_tokens=True)  # after the start token
     notes = tuple(enc.notes) + (() if target else (f"The target was generated greedily by the model: “{generated}”",))
     source = dict(word_ids=enc.word_ids, sequence_ids=enc.sequence_ids)
     common = dict(d_head=loaded.d_head, notes=notes)
     return Seq2SeqTrace(
-        encoder=AttentionTrace(enc.tokens, tuple(parts["encoder"]), provenance=provenance("encoder", enc.ids),
-                               **source, **common),
-        decoder=AttentionTrace(tokens, tuple(parts["decoder"]), provenance=provenance("decoder", ids),
-                               word_ids=word_ids, sequence_ids=sequence_ids, **common),
-        cross=AttentionTrace(tokens, tuple(parts["cross"]), key_tokens=enc.tokens, provenance=provenance("cross", ids),
-                             word_ids=word_ids, sequence_ids=sequence_ids, key_word_ids=enc.word_ids,
-                             key_sequence_ids=enc.sequence_ids, **common),
-    )  # fmt: skip
+        encoder=AttentionTrace(
+            enc.tokens, tuple(parts["encoder"]), provenance=provenance("encoder", enc.ids), **source, **common
+        ),
+        decoder=AttentionTrace(
+            tokens,
+            tuple(parts["decoder"]),
+            provenance=provenance("decoder", ids),
+            word_ids=word_ids,
+            sequence_ids=sequence_ids,
+            **common,
+        ),
+        cross=AttentionTrace(
+            tokens,
+            tuple(parts["cross"]),
+            key_tokens=enc.tokens,
+            provenance=provenance("cross", ids),
+            word_ids=word_ids,
+            sequence_ids=sequence_ids,
+            key_word_ids=enc.word_ids,
+            key_sequence_ids=enc.sequence_ids,
+            **common,
+        ),
+    )

@@ -19,12 +19,26 @@ OPTIONS = ("pair", "pad_to", "max_tokens", "values", "causal", "hide", "layers",
 WEIGHTS_ONLY_NOTE = "{}: only the weights stage is available ({})."
 #: Why a family traced through eager attention gives no other stage (`AttentionTrace.why_not` says it).
 OWN_CODE = "this model family computes attention inside its own code, so only the final weights are available"
-IMPLEMENTATION = {"seam": "attnviz seam over sdpa", "readers": "eager; stages read from the model's own attention code",
-                  "weights": "eager"}  # fmt: skip
+IMPLEMENTATION = {
+    "seam": "attnviz seam over sdpa",
+    "readers": "eager; stages read from the model's own attention code",
+    "weights": "eager",
+}
 
 
-def experiment(loaded: LoadedModel, n_tokens: int, *, causal=False, hide=(), layers=None, scale=None, fill=None,
-               pad_mask=True, part=None, n_layer=None) -> capture.Experiment:  # fmt: skip
+def experiment(
+    loaded: LoadedModel,
+    n_tokens: int,
+    *,
+    causal=False,
+    hide=(),
+    layers=None,
+    scale=None,
+    fill=None,
+    pad_mask=True,
+    part=None,
+    n_layer=None,
+) -> capture.Experiment:
     """A checked Experiment: positions and layers in range, a usable scale.
 
     part / n_layer: an encoder-decoder's attention under the experiment and its number of layers (n_tokens is then
@@ -53,8 +67,9 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
     return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
 
 
-def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, values=None,
-                  **options) -> AttentionTrace:  # fmt: skip
+def trace_encoded(
+    loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, values=None, **options
+) -> AttentionTrace:
     """Trace tokens already encoded (a text, or a prompt and what the model generated); `asked` joins the
     provenance's options, `generation` (attnviz.trace.generation.Generation) says which tokens the model wrote, `values`
     whether the trace keeps the values (see trace_pretrained)."""
@@ -62,12 +77,23 @@ def trace_encoded(loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=
     values = checks.flag("values", values, none=True)
     asked = dict(asked, **{k: getattr(exp, k) for k in options}, **({} if values is None else {"values": values}))
     provenance = Provenance(
-        model=loaded.label, kind="pretrained", revision=loaded.revision, dtype=loaded.dtype, device=loaded.device,
-        attn_implementation=IMPLEMENTATION[loaded.route], options=tuple(sorted(asked.items())),
-        input_ids=tuple(enc.ids), n_dropped=enc.n_dropped,
-    )  # fmt: skip
-    common = dict(d_head=loaded.d_head, provenance=provenance, word_ids=enc.word_ids, sequence_ids=enc.sequence_ids,
-                  generation=generation)  # fmt: skip
+        model=loaded.label,
+        kind="pretrained",
+        revision=loaded.revision,
+        dtype=loaded.dtype,
+        device=loaded.device,
+        attn_implementation=IMPLEMENTATION[loaded.route],
+        options=tuple(sorted(asked.items())),
+        input_ids=tuple(enc.ids),
+        n_dropped=enc.n_dropped,
+    )
+    common = dict(
+        d_head=loaded.d_head,
+        provenance=provenance,
+        word_ids=enc.word_ids,
+        sequence_ids=enc.sequence_ids,
+        generation=generation,
+    )
     if loaded.route == "readers":
         _check_own(loaded, exp)
     if loaded.route != "weights":
@@ -93,8 +119,13 @@ def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, values
             inputs["attention_mask"]
         )  # layers outside the experiment put it back
     own_code = loaded.route == "readers"
-    rec = capture.Recorder(experiment=exp, pad_keys=enc.pad_keys, own_code=own_code, outputs=loaded.outputs,
-                           values_left_out=values_left_out)  # fmt: skip
+    rec = capture.Recorder(
+        experiment=exp,
+        pad_keys=enc.pad_keys,
+        own_code=own_code,
+        outputs=loaded.outputs,
+        values_left_out=values_left_out,
+    )
     try:
         capture.forward(loaded.model, inputs, rec)
     except capture.CaptureRefused as e:

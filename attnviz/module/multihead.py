@@ -34,9 +34,15 @@ class MultiHeadAttention(nn.Module):
 
     @checks.public(name="MultiHeadAttention")
     def __init__(
-        self, d_model: int, n_head: int, bias: bool = True, causal: bool = False, score: str = "scaled_dot",
-        score_hidden: int | None = None, score_seed: int = 0,
-    ):  # fmt: skip
+        self,
+        d_model: int,
+        n_head: int,
+        bias: bool = True,
+        causal: bool = False,
+        score: str = "scaled_dot",
+        score_hidden: int | None = None,
+        score_seed: int = 0,
+    ):
         super().__init__()
         d_model = checks.whole("d_model", d_model, low=1, high=checks.MAX_WIDTH)
         n_head, bias = checks.whole("n_head", n_head, low=1, high=checks.MAX_HEADS), checks.flag("bias", bias)

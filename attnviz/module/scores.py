@@ -29,8 +29,10 @@ class ScoreFunction(nn.Module):
     def __init__(self, kind: str = "scaled_dot", n_head: int = 1, d_head: int = 1, hidden=None, seed: int = 0):
         super().__init__()
         if not isinstance(kind, str) or kind not in SCORE_FUNCTIONS:
-            raise ArgumentError("score", f"The score function must be one of {', '.join(SCORE_FUNCTIONS)}; "
-                                                f"got {checks.shown(kind)} (score).")  # fmt: skip
+            raise ArgumentError(
+                "score",
+                f"The score function must be one of {', '.join(SCORE_FUNCTIONS)}; got {checks.shown(kind)} (score).",
+            )
         hidden = checks.whole("score_hidden", hidden, low=1, high=checks.MAX_WIDTH, none=True)
         self.kind, self.hidden = kind, hidden or d_head
         g = torch.Generator().manual_seed(checks.whole("score_seed", seed, low=0, high=2**63 - 1))

@@ -215,5 +215,6 @@ def trace_module(
     hidden = checks.positions("hide", hide, len(key_tokens), "token positions")
     options = tuple(sorted(dict(pair=pair, causal=causal_used, hide=hidden, scale=scale, fill=fill).items()))
     provenance = Provenance(model=src.describe(), kind="module", options=options)
-    return AttentionTrace(tokens, (record,), key_tokens=key_tokens, d_head=module.d_head,
-                          provenance=provenance, notes=tuple(notes))  # fmt: skip
+    return AttentionTrace(
+        tokens, (record,), key_tokens=key_tokens, d_head=module.d_head, provenance=provenance, notes=tuple(notes)
+    )

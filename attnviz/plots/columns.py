@@ -32,8 +32,9 @@ def who_reads(
             colorbar=dict(title=dict(text="weight", side="right"), thickness=14),
         )
     )
-    fig.update_xaxes(**ticks(tokens, 0, n_query, MAX_TICKS // 2), tickangle=-60, title_text="query (reading)",
-                     showgrid=False)  # fmt: skip
+    fig.update_xaxes(
+        **ticks(tokens, 0, n_query, MAX_TICKS // 2), tickangle=-60, title_text="query (reading)", showgrid=False
+    )
     fig.update_yaxes(autorange="reversed", type="category", showgrid=False, tickfont_size=10)
     fig = finish(
         fig,

@@ -39,8 +39,12 @@ LEGEND_ABOVE = dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=
 FONT = dict(size=13)
 
 
-STYLE = dict(template="plotly_white", paper_bgcolor=PAPER, plot_bgcolor=PAPER,
-             font=dict(color=INK, family="'Source Sans', 'Source Sans Pro', sans-serif"))  # fmt: skip
+STYLE = dict(
+    template="plotly_white",
+    paper_bgcolor=PAPER,
+    plot_bgcolor=PAPER,
+    font=dict(color=INK, family="'Source Sans', 'Source Sans Pro', sans-serif"),
+)
 NO_GRID = dict(showgrid=False, zeroline=False)
 
 
@@ -247,9 +251,16 @@ def short_label(label: str, most: int = LONGEST_LABEL) -> str:
 
 
 def token_axes(
-    fig: go.Figure, tokens, row: int, col: int, show_y: bool = True, max_labels: int = 32, start: int = 0, stop=None,
+    fig: go.Figure,
+    tokens,
+    row: int,
+    col: int,
+    show_y: bool = True,
+    max_labels: int = 32,
+    start: int = 0,
+    stop=None,
     key_tokens=None,
-) -> None:  # fmt: skip
+) -> None:
     """Positional axes with `ticks` labels on one subplot; query 0 at the top; hover still names every token.
 
     [start, stop): the window of positions drawn (the whole text by default). key_tokens: cross-attention's keys
@@ -263,8 +274,11 @@ def token_axes(
     keys = ticks(tokens, start, stop, most) if key_tokens is None else ticks(key_tokens, most=most)
     fig.update_xaxes(keys | font | dict(tickangle=-60, title_text="key"), row=row, col=col)
     queries = ticks(tokens, start, stop, max_labels) | font
-    fig.update_yaxes(queries | dict(autorange="reversed", title_text="query" if show_y else None,
-                                    showticklabels=show_y), row=row, col=col)  # fmt: skip
+    fig.update_yaxes(
+        queries | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y),
+        row=row,
+        col=col,
+    )
 
 
 def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
@@ -273,8 +287,14 @@ def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
     get short placeholder names."""
     labels = tick_labels(tokens)
     shown = [labels[i] for i in ticks(labels=labels, start=start, stop=stop, most=max_ticks)["tickvals"]]
-    return dict(type="category", categoryorder="array", categoryarray=[str(i) for i in range(start)] + labels[start:stop],
-                tickmode="array", tickvals=shown, ticktext=[short_label(s) for s in shown])  # fmt: skip
+    return dict(
+        type="category",
+        categoryorder="array",
+        categoryarray=[str(i) for i in range(start)] + labels[start:stop],
+        tickmode="array",
+        tickvals=shown,
+        ticktext=[short_label(s) for s in shown],
+    )
 
 
 # --- figures ----------------------------------------------------------------------------------------

@@ -42,19 +42,40 @@ def diff_grid(
     cols = max(1, min(cols, n_head))
     rows = math.ceil(n_head / cols)
     r = symmetric_range(d) or 1e-9
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[escape(s) for s in labels], shared_xaxes=True,
-                        shared_yaxes=True, horizontal_spacing=0.02, vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0)  # fmt: skip
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=[escape(s) for s in labels],
+        shared_xaxes=True,
+        shared_yaxes=True,
+        horizontal_spacing=0.02,
+        vertical_spacing=min(0.06, 0.3 / rows) if rows > 1 else 0,
+    )
     for i, h in enumerate(order):
         fig.add_trace(
             go.Heatmap(
-                z=d[h], x0=k0, dx=1, y0=q0, dy=1, colorscale=DIFF_SCALE, zmin=-r, zmax=r, zmid=0.0,
-                showscale=i == 0, colorbar=dict(title=dict(text="b − a", side="right"), thickness=14),
+                z=d[h],
+                x0=k0,
+                dx=1,
+                y0=q0,
+                dy=1,
+                colorscale=DIFF_SCALE,
+                zmin=-r,
+                zmax=r,
+                zmid=0.0,
+                showscale=i == 0,
+                colorbar=dict(title=dict(text="b − a", side="right"), thickness=14),
                 hovertemplate=f"head {h}<br>query %{{y}} · key %{{x}}<br>b − a %{{z:.4f}}<extra></extra>",
             ),
-            row=i // cols + 1, col=i % cols + 1,
-        )  # fmt: skip
-    fig.update_xaxes(**ticks(tokens if key_tokens is None else key_tokens, k0, k1, MAX_TICKS // 2),
-                     showticklabels=False, showgrid=False, range=[k0 - 0.5, k1 - 0.5])  # fmt: skip
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
+    fig.update_xaxes(
+        **ticks(tokens if key_tokens is None else key_tokens, k0, k1, MAX_TICKS // 2),
+        showticklabels=False,
+        showgrid=False,
+        range=[k0 - 0.5, k1 - 0.5],
+    )
     fig.update_yaxes(
         **ticks(tokens, q0, q1, MAX_TICKS // 2), tickfont_size=9, showgrid=False, range=[q1 - 0.5, q0 - 0.5]
     )
@@ -62,6 +83,12 @@ def diff_grid(
     panel = max(160, min(320, 860 // cols))
     notes = note_lines(view, 150)
     text = escape(title) + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes)
-    finish(fig, "diff_grid", rows * panel + 100, margin=dict(l=100, r=10, t=60 + 18 * len(notes), b=10),
-           meta={"order": order, "view": view}, title=dict(text=text, font_size=14, x=0, xanchor="left"))  # fmt: skip
+    finish(
+        fig,
+        "diff_grid",
+        rows * panel + 100,
+        margin=dict(l=100, r=10, t=60 + 18 * len(notes), b=10),
+        meta={"order": order, "view": view},
+        title=dict(text=text, font_size=14, x=0, xanchor="left"),
+    )
     return add_boundary(fig, boundary, ((q0, q1), (k0, k1)), n_head)

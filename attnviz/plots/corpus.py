@@ -28,8 +28,10 @@ def _heads_scatter(x, y, prof, colour: str, hover_extra: list[str]) -> go.Scatte
     c, label = head_colours(prof, colour)
     layers = np.repeat(np.arange(prof.n_layer), prof.n_head)
     heads = np.tile(np.arange(prof.n_head), prof.n_layer)
-    text = [f"layer {y_}, head {h}<br>{escape(label)} = {v:.4g}<br>{extra}" for y_, h, v, extra
-            in zip(layers, heads, c, hover_extra)]  # fmt: skip
+    text = [
+        f"layer {y_}, head {h}<br>{escape(label)} = {v:.4g}<br>{extra}"
+        for y_, h, v, extra in zip(layers, heads, c, hover_extra)
+    ]
     return go.Scatter(
         x=np.asarray(x, np.float64),
         y=np.asarray(y, np.float64),
@@ -46,8 +48,16 @@ def _mark(fig: go.Figure, x, y, prof, selected) -> None:
     if selected is None:
         return
     i = selected[0] * prof.n_head + selected[1]
-    fig.add_trace(go.Scatter(x=[float(np.ravel(x)[i])], y=[float(np.ravel(y)[i])], mode="markers", marker=SELECTED,
-                             name=f"layer {selected[0]}, head {selected[1]}", hoverinfo="skip"))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[float(np.ravel(x)[i])],
+            y=[float(np.ravel(y)[i])],
+            mode="markers",
+            marker=SELECTED,
+            name=f"layer {selected[0]}, head {selected[1]}",
+            hoverinfo="skip",
+        )
+    )
 
 
 def head_finder(prof, x: str, y: str, colour: str, selected=None) -> go.Figure:
@@ -59,8 +69,7 @@ def head_finder(prof, x: str, y: str, colour: str, selected=None) -> go.Figure:
     _mark(fig, xs, ys, prof, selected)
     fig.update_xaxes(title_text=escape(x))
     fig.update_yaxes(title_text=escape(y))
-    return finish(fig, "corpus_head_finder", 460, top=40, showlegend=False,
-                  meta={"x": x, "y": y, "colour": colour})  # fmt: skip
+    return finish(fig, "corpus_head_finder", 460, top=40, showlegend=False, meta={"x": x, "y": y, "colour": colour})
 
 
 def head_map(coords: np.ndarray, prof, colour: str, selected=None) -> go.Figure:
@@ -82,10 +91,19 @@ def example_bars(example: dict, title: str, tokens=None) -> go.Figure:
     word = lambda k: f" {escape(shown[k])}" if 0 <= k < len(shown) else ""  # noqa: E731
     labels = [f"{k}{word(k)}" + (" (query)" if k == example["query"] else "") for k in keys]
     colours = ["#d62728" if k == example["query"] else "#1f77b4" for k in keys]
-    fig = go.Figure(go.Bar(x=labels, y=weights, marker_color=colours, name="weight",
-                           hovertemplate="key %{x}: %{y:.3f}<extra></extra>"))  # fmt: skip
+    fig = go.Figure(
+        go.Bar(
+            x=labels, y=weights, marker_color=colours, name="weight", hovertemplate="key %{x}: %{y:.3f}<extra></extra>"
+        )
+    )
     fig.update_xaxes(title_text="key", type="category", tickangle=-30 if shown else 0)
     fig.update_yaxes(title_text="weight", range=[0, 1])
     fig.update_layout(title=dict(text=escape(title), font=dict(size=13)))
-    return finish(fig, "corpus_example", 220, top=40, showlegend=False,
-                  meta={"query": int(example["query"]), "text_id": int(example["text_id"])})  # fmt: skip
+    return finish(
+        fig,
+        "corpus_example",
+        220,
+        top=40,
+        showlegend=False,
+        meta={"query": int(example["query"]), "text_id": int(example["text_id"])},
+    )

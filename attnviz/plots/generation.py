@@ -9,8 +9,13 @@ from ..trace.generation import Segment
 from .windows import axis_ranges
 
 #: One colour per part, readable on the white chart card; roles a template names that are not here are grey.
-SPAN_COLOURS = {"prompt": "#9aa0a6", "generated": "#f58518", "system": "#72b7b2", "user": "#4c78a8",
-                "assistant": "#54a24b"}  # fmt: skip
+SPAN_COLOURS = {
+    "prompt": "#9aa0a6",
+    "generated": "#f58518",
+    "system": "#72b7b2",
+    "user": "#4c78a8",
+    "assistant": "#54a24b",
+}
 OTHER = "#bab0ac"
 STRIP = 0.025  # the strips' width, as a share of the panel
 
@@ -22,12 +27,36 @@ def span_shapes(spans: tuple[Segment, ...], queries, keys, xref: str = "x", yref
         colour, name = SPAN_COLOURS.get(s.role, OTHER), s.role
         k0, k1 = max(s.start, keys[0]), min(s.stop, keys[1])
         if k0 < k1:
-            shapes.append(dict(type="rect", xref=xref, yref=f"{yref} domain", x0=k0 - 0.5, x1=k1 - 0.5, y0=1.0,
-                               y1=1.0 + STRIP, fillcolor=colour, line_width=0, name=name))  # fmt: skip
+            shapes.append(
+                dict(
+                    type="rect",
+                    xref=xref,
+                    yref=f"{yref} domain",
+                    x0=k0 - 0.5,
+                    x1=k1 - 0.5,
+                    y0=1.0,
+                    y1=1.0 + STRIP,
+                    fillcolor=colour,
+                    line_width=0,
+                    name=name,
+                )
+            )
         q0, q1 = max(s.start, queries[0]), min(s.stop, queries[1])
         if q0 < q1:
-            shapes.append(dict(type="rect", xref=f"{xref} domain", yref=yref, x0=1.0, x1=1.0 + STRIP, y0=q0 - 0.5,
-                               y1=q1 - 0.5, fillcolor=colour, line_width=0, name=name))  # fmt: skip
+            shapes.append(
+                dict(
+                    type="rect",
+                    xref=f"{xref} domain",
+                    yref=yref,
+                    x0=1.0,
+                    x1=1.0 + STRIP,
+                    y0=q0 - 0.5,
+                    y1=q1 - 0.5,
+                    fillcolor=colour,
+                    line_width=0,
+                    name=name,
+                )
+            )
     return shapes
 
 

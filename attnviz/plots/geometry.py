@@ -17,8 +17,18 @@ SYMBOLS = {False: "circle", True: "diamond"}  # queries, keys
 KIND = {False: "query", True: "key"}
 KINDS = {False: "queries", True: "keys"}
 KIND_COLOURS = {False: "#1f77b4", True: "#d62728"}  # the small multiples colour by kind alone
-CATEGORY_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-                    "#bcbd22", "#7f7f7f")  # fmt: skip
+CATEGORY_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+)
 OTHER = "#c7c7c7"
 MOST_TOKENS = len(CATEGORY_COLOURS)  # colour by token: the most frequent tokens get a colour, the rest are "other"
 CONTEXT = 4  # tokens either side of a point's own token in its hover
@@ -63,8 +73,9 @@ def _axes_titles(geo: Geometry) -> tuple[str, str]:
     return tuple(f"PC {i + 1} ({100 * s:.0f}% of the variance)" for i, s in enumerate(geo.explained))
 
 
-def query_key_space(geo: Geometry, tokens, key_tokens=None, colour: str = "position", groups=None,
-                    title: str = "") -> go.Figure:  # fmt: skip
+def query_key_space(
+    geo: Geometry, tokens, key_tokens=None, colour: str = "position", groups=None, title: str = ""
+) -> go.Figure:
     """Queries (circles) and keys (diamonds) of one head in 2-D; `colour` "position" (a colour scale), "token",
     "sentence" or "role" (categories; `groups`: (query labels, key labels) for the last two). A point's customdata is
     [0 for a query or 1 for a key, its token position], which a click hands back."""
@@ -84,26 +95,58 @@ def query_key_space(geo: Geometry, tokens, key_tokens=None, colour: str = "posit
     for is_key in (False, True):
         side = geo.is_key == is_key
         if cats is None:
-            marker = dict(color=f32(geo.position[side]), colorscale="Viridis", cmin=0, cmax=top,
-                          colorbar=dict(title=dict(text="position", side="right"), thickness=14) if not is_key else None,
-                          showscale=not is_key)  # fmt: skip
-            fig.add_trace(scatter(x=xy[side, 0], y=xy[side, 1], mode="markers", name=KINDS[is_key],
-                                  marker=marker | dict(symbol=SYMBOLS[is_key], size=8, line=dict(width=0.5, color="#333")),
-                                  customdata=custom[side], hovertext=hover[side], hoverinfo="text"))  # fmt: skip
+            marker = dict(
+                color=f32(geo.position[side]),
+                colorscale="Viridis",
+                cmin=0,
+                cmax=top,
+                colorbar=dict(title=dict(text="position", side="right"), thickness=14) if not is_key else None,
+                showscale=not is_key,
+            )
+            fig.add_trace(
+                scatter(
+                    x=xy[side, 0],
+                    y=xy[side, 1],
+                    mode="markers",
+                    name=KINDS[is_key],
+                    marker=marker | dict(symbol=SYMBOLS[is_key], size=8, line=dict(width=0.5, color="#333")),
+                    customdata=custom[side],
+                    hovertext=hover[side],
+                    hoverinfo="text",
+                )
+            )
             continue
         for cat, col in palette.items():
             pick = side & (cats == cat)
             if pick.any():
-                fig.add_trace(scatter(x=xy[pick, 0], y=xy[pick, 1], mode="markers", legendgroup=cat, name=escape(cat),
-                                      showlegend=cat not in shown, customdata=custom[pick],
-                                      marker=dict(color=col, symbol=SYMBOLS[is_key], size=8,
-                                                  line=dict(width=0.5, color="#333")),
-                                      hovertext=hover[pick], hoverinfo="text"))  # fmt: skip
+                fig.add_trace(
+                    scatter(
+                        x=xy[pick, 0],
+                        y=xy[pick, 1],
+                        mode="markers",
+                        legendgroup=cat,
+                        name=escape(cat),
+                        showlegend=cat not in shown,
+                        customdata=custom[pick],
+                        marker=dict(color=col, symbol=SYMBOLS[is_key], size=8, line=dict(width=0.5, color="#333")),
+                        hovertext=hover[pick],
+                        hoverinfo="text",
+                    )
+                )
                 shown.add(cat)
     if cats is not None:  # the two marker kinds, once, in the legend (the colours name the categories)
         for is_key in (False, True):
-            fig.add_trace(scatter(x=[None], y=[None], mode="markers", name=KINDS[is_key], legendgroup="kinds",
-                                  marker=dict(color="#888", symbol=SYMBOLS[is_key], size=8), hoverinfo="skip"))  # fmt: skip
+            fig.add_trace(
+                scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=KINDS[is_key],
+                    legendgroup="kinds",
+                    marker=dict(color="#888", symbol=SYMBOLS[is_key], size=8),
+                    hoverinfo="skip",
+                )
+            )
     x_title, y_title = _axes_titles(geo)
     fig.update_xaxes(title_text=x_title, zeroline=False, ticklabelstandoff=6)
     fig.update_yaxes(title_text=y_title, zeroline=False, scaleanchor="x", scaleratio=1, ticklabelstandoff=6)
@@ -112,8 +155,16 @@ def query_key_space(geo: Geometry, tokens, key_tokens=None, colour: str = "posit
         if cats is not None  # a list of categories: beside
         else dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0)
     )  # two kinds: above the plot
-    return finish(fig, "query_key_space", height=580, top=90, title=dict(text=title, y=0.98, yanchor="top"),
-                  clickmode="event+select", meta={"points": len(xy), "colour": colour}, legend=legend)  # fmt: skip
+    return finish(
+        fig,
+        "query_key_space",
+        height=580,
+        top=90,
+        title=dict(text=title, y=0.98, yanchor="top"),
+        clickmode="event+select",
+        meta={"points": len(xy), "colour": colour},
+        legend=legend,
+    )
 
 
 def head_panels(geos: list[Geometry], tokens, key_tokens=None, title: str = "", cols: int = 4) -> go.Figure:
@@ -124,17 +175,28 @@ def head_panels(geos: list[Geometry], tokens, key_tokens=None, title: str = "", 
     cols = max(1, min(cols, len(geos)))
     rows = math.ceil(len(geos) / cols)
     names = [f"head {h} · r = {g.after:.2f}" for h, g in enumerate(geos)]
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.03,
-                        vertical_spacing=0.25 / rows)  # fmt: skip
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.03, vertical_spacing=0.25 / rows
+    )
     for h, geo in enumerate(geos):
         xy, hover = f32(geo.xy), np.array(_hover(geo, queries, keys), dtype=object)
         for is_key in (False, True):
             side = geo.is_key == is_key
-            fig.add_trace(_scatter(len(xy))(x=xy[side, 0], y=xy[side, 1], mode="markers", name=KINDS[is_key],
-                                            legendgroup=KIND[is_key], showlegend=h == 0, hovertext=hover[side],
-                                            hoverinfo="text", marker=dict(color=KIND_COLOURS[is_key], size=4,
-                                                                          symbol=SYMBOLS[is_key])),
-                          row=h // cols + 1, col=h % cols + 1)  # fmt: skip
+            fig.add_trace(
+                _scatter(len(xy))(
+                    x=xy[side, 0],
+                    y=xy[side, 1],
+                    mode="markers",
+                    name=KINDS[is_key],
+                    legendgroup=KIND[is_key],
+                    showlegend=h == 0,
+                    hovertext=hover[side],
+                    hoverinfo="text",
+                    marker=dict(color=KIND_COLOURS[is_key], size=4, symbol=SYMBOLS[is_key]),
+                ),
+                row=h // cols + 1,
+                col=h % cols + 1,
+            )
     fig.update_xaxes(showticklabels=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, zeroline=False)
     return finish(fig, "query_key_heads", height=80 + 200 * rows, top=80, title=title)

@@ -43,8 +43,14 @@ def stat_grid(values: np.ndarray, label: str, value_range=None, selected=None) -
     )
     if selected is not None:
         layer, head = selected
-        fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
-                      line=dict(color="#ff4b4b", width=3))  # fmt: skip
+        fig.add_shape(
+            type="rect",
+            x0=head - 0.5,
+            x1=head + 0.5,
+            y0=layer - 0.5,
+            y1=layer + 0.5,
+            line=dict(color="#ff4b4b", width=3),
+        )
     fig.update_layout(
         xaxis=dict(title="head", tickmode="array", tickvals=list(range(n_head)), constrain="domain"),
         yaxis=dict(title="layer", tickmode="array", tickvals=list(range(n_layer)), autorange="reversed"),
@@ -60,9 +66,16 @@ def bar_title(label: str, height: int) -> str:
 
 
 def weights_matrix(
-    weights: np.ndarray, tokens, title: str, figure: str, key_tokens=None, boundary=None, token_range=None,
-    max_ticks: int = MAX_TICKS, view: str = "weights",
-) -> go.Figure:  # fmt: skip
+    weights: np.ndarray,
+    tokens,
+    title: str,
+    figure: str,
+    key_tokens=None,
+    boundary=None,
+    token_range=None,
+    max_ticks: int = MAX_TICKS,
+    view: str = "weights",
+) -> go.Figure:
     """One [query, key] matrix of probabilities on the 0..1 scale, positional axes, tokens in the hover.
 
     `boundary`: where sentence B of a pair starts (dashed lines, see plots.pairs), or None. Long texts show a window
@@ -107,12 +120,20 @@ def weights_matrix(
     fig.update_layout(
         # from the top of the card down: a centred two-line title reached the first query label; Plotly lifts each
         # further line of a top-anchored title by about one line, so the padding grows with them (else it is clipped)
-        title=dict(text=escape(title).replace("\n", "<br>") + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes),
-                   yref="container", y=1, yanchor="top", pad_t=10 + 20 * title.count("\n") + 6 * len(notes)),
+        title=dict(
+            text=escape(title).replace("\n", "<br>") + "".join(f"<br><sup>{escape(n)}</sup>" for n in notes),
+            yref="container",
+            y=1,
+            yanchor="top",
+            pad_t=10 + 20 * title.count("\n") + 6 * len(notes),
+        ),
         # a few px below the axis: with rows a few px tall, the first slanted key label ran into the last query label
         xaxis=dict(title="key", **key_ticks, tickangle=-60 if max_ticks > 20 else -90, ticklabelstandoff=6),
-        yaxis=dict(title="query", **ticks(tokens, q0, q1, min(max_ticks, (height - room - top - 90) // 14)),
-                   autorange="reversed"),
-    )  # fmt: skip
+        yaxis=dict(
+            title="query",
+            **ticks(tokens, q0, q1, min(max_ticks, (height - room - top - 90) // 14)),
+            autorange="reversed",
+        ),
+    )
     finish(fig, figure, height, margin=dict(l=90, r=20, t=top, b=90), meta={"view": view})
     return add_boundary(fig, boundary, ((q0, q1), (k0, k1)))

@@ -54,8 +54,13 @@ OVERVIEW_CELLS = 600_000  # cells of the overview's image at most: tiles shrink 
 PER_TILE = 16  # query rows the overview reads per row of tiles (every key of them): time grows with the keys only
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
-STAGE_LABELS = {"scores": "scores (q·k)", "scaled": "scaled", "masked": "masked", "weights": "weights",
-                VALUE_WEIGHTED: "value-weighted"}  # fmt: skip
+STAGE_LABELS = {
+    "scores": "scores (q·k)",
+    "scaled": "scaled",
+    "masked": "masked",
+    "weights": "weights",
+    VALUE_WEIGHTED: "value-weighted",
+}
 
 # --- small pure helpers -----------------------------------------------------------------------------
 
@@ -155,9 +160,17 @@ def grid_heads(n_head: int, first: int = 0) -> tuple[int, int]:
 
 
 def head_grid(
-    trace: AttentionTrace, layer: int, stage: str = "weights", cols: int = 4, token_range=None, colours: str = "linear",
-    boundary: int | None = None, titles=None, without=(), first_head: int = 0,
-) -> go.Figure:  # fmt: skip
+    trace: AttentionTrace,
+    layer: int,
+    stage: str = "weights",
+    cols: int = 4,
+    token_range=None,
+    colours: str = "linear",
+    boundary: int | None = None,
+    titles=None,
+    without=(),
+    first_head: int = 0,
+) -> go.Figure:
     """Every head of one layer side by side on ONE colour scale, so heads can be compared at a glance.
 
     `colours`: a COLOUR_RANGES id for weights; the hover then still shows the true weight. `boundary`: where
@@ -179,11 +192,20 @@ def head_grid(
     label = STAGE_LABELS[stage]
     keys, queries = tick_labels(trace.key_tokens)[kstart:kstop], tick_labels(trace.tokens)[start:stop]
     data = [
-        dict(type="heatmap", z=f32(colour_values(stage, z_all[h], colours)), x=keys, y=queries,
-             **_grid_hover(z_all[h], transformed(stage, colours), f"head {h0 + h} · {label}"), hoverongaps=False,
-             showscale=h == 0, colorbar=colour_bar(stage, colours, label), **scale, **panel_axes(h))
+        dict(
+            type="heatmap",
+            z=f32(colour_values(stage, z_all[h], colours)),
+            x=keys,
+            y=queries,
+            **_grid_hover(z_all[h], transformed(stage, colours), f"head {h0 + h} · {label}"),
+            hoverongaps=False,
+            showscale=h == 0,
+            colorbar=colour_bar(stage, colours, label),
+            **scale,
+            **panel_axes(h),
+        )
         for h in range(n_head)
-    ]  # fmt: skip
+    ]
     # Fixed margins and no key labels under the panels: with 2 x n_head axes, Plotly's automatic margin
     # passes and tick-label layout were most of the browser's redraw time (measured in Chromium).
     # The keys are named in the hover and on the large single-head view below.
@@ -201,14 +223,24 @@ def head_grid(
     if n_head < trace.n_head:
         note += f" · heads {h0}–{h1 - 1} of {trace.n_head}"
     panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
-    fig = paper_figure(dict(data=data, layout=layout | dict(
-        plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
-        meta={"figure": "head_grid", "layer": layer, "stage": stage, "heads": [h0, h1]},
-        height=rows * panel + 100,
-        margin=dict(l=100, r=10, t=80 if stage == VALUE_WEIGHTED else 60, b=10),
-        title=dict(text=f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}",
-                   font=dict(size=14), x=0, xanchor="left"),
-    )))  # fmt: skip
+    fig = paper_figure(
+        dict(
+            data=data,
+            layout=layout
+            | dict(
+                plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
+                meta={"figure": "head_grid", "layer": layer, "stage": stage, "heads": [h0, h1]},
+                height=rows * panel + 100,
+                margin=dict(l=100, r=10, t=80 if stage == VALUE_WEIGHTED else 60, b=10),
+                title=dict(
+                    text=f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}",
+                    font=dict(size=14),
+                    x=0,
+                    xanchor="left",
+                ),
+            ),
+        )
+    )
     drawn = ((start, stop), (kstart, kstop))
     return add_spans(add_boundary(fig, boundary, drawn, n_head), trace, drawn, n_head)  # spans: a generation's parts
 
@@ -220,9 +252,15 @@ def _subtitle(stage: str, note: str = "") -> str:
 
 
 def head_detail(
-    trace: AttentionTrace, layer: int, head: int, stage: str = "weights", token_range=None, colours: str = "linear",
-    boundary: int | None = None, without=(),
-) -> go.Figure:  # fmt: skip
+    trace: AttentionTrace,
+    layer: int,
+    head: int,
+    stage: str = "weights",
+    token_range=None,
+    colours: str = "linear",
+    boundary: int | None = None,
+    without=(),
+) -> go.Figure:
     """One head large, with every stage in the hover (query, key, weights, scores, scaled); `colours`, `boundary`
     and `without` as in head_grid (the hover's weights are then the renormalised ones drawn)."""
     (start, stop), (kstart, kstop) = windows(trace, token_range)
@@ -265,10 +303,12 @@ def head_detail(
         (start, stop), (kstart, kstop), cell_px, customdata=custom, hovertemplate=hover + "<extra></extra>"
     )
     fig.update_xaxes(
-        **ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2), tickangle=-60, title_text="key (attended to)",
+        **ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2),
+        tickangle=-60,
+        title_text="key (attended to)",
         showgrid=False,  # half the query labels: the plot is narrower than tall and slanted labels need ~17 px
         range=[kstart - 0.5, kstop - 0.5],
-    )  # fmt: skip
+    )
     fig.update_yaxes(
         **ticks(trace.tokens, start, stop),
         title_text="query (attending)",

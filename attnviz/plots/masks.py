@@ -97,8 +97,9 @@ def weights_comparison(
         start=1,
     ):
         fig.add_trace(heatmap(z, tokens, axis, what, name, start=start, key_tokens=key_tokens), row=1, col=col)
-        token_axes(fig, tokens, 1, col, show_y=col == 1, max_labels=16, start=start, stop=start + len(z),
-                   key_tokens=key_tokens)  # fmt: skip
+        token_axes(
+            fig, tokens, 1, col, show_y=col == 1, max_labels=16, start=start, stop=start + len(z), key_tokens=key_tokens
+        )
     diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("change", 1.09))
     side = grid_height(len(diff), 3)
     fig = finish(fig, "mask_weights", side, top=70, coloraxis=weights_axis(x=1.0), coloraxis2=diff_axis)
@@ -203,8 +204,11 @@ def fill_demo_figure(rows: list[FillRow], tokens, chosen: str | None = None) -> 
             ygap=1,
         )
     )
-    fig.update_xaxes(**ticks(labels=labels, most=20), tickangle=-60,  # the row names leave the plot ~500 px
-                     title_text="key")  # fmt: skip
+    fig.update_xaxes(
+        **ticks(labels=labels, most=20),
+        tickangle=-60,  # the row names leave the plot ~500 px
+        title_text="key",
+    )
     fig.update_yaxes(**ticks(labels=ylabels, most=len(ylabels)), autorange="reversed")
     return finish(fig, "fill_demo", 150 + 34 * len(ylabels), top=30, coloraxis=weights_axis())
 

@@ -38,10 +38,14 @@ def vectors(view, tokens, key_tokens) -> go.Figure:
     n_key = len(keys)
     row = 22 if n_key <= 40 else 12
     fig = make_subplots(
-        rows=2, cols=2, row_heights=[0.12, 0.88], vertical_spacing=0.1, horizontal_spacing=0.14,
+        rows=2,
+        cols=2,
+        row_heights=[0.12, 0.88],
+        vertical_spacing=0.1,
+        horizontal_spacing=0.14,
         specs=[[{"colspan": 2}, None], [{}, {}]],
         subplot_titles=(f"query vector q of {query}", "key vectors k", "q × k (elementwise)"),
-    )  # fmt: skip
+    )
     fig.add_trace(_panel(view.q[None, :], [query], "q ", "coloraxis"), row=1, col=1)
     fig.add_trace(_panel(view.k, keys, "k ", "coloraxis"), row=2, col=1)
     fig.add_trace(_panel(view.product, keys, "q×k ", "coloraxis2"), row=2, col=2)
@@ -52,5 +56,12 @@ def vectors(view, tokens, key_tokens) -> go.Figure:
     fig.update_xaxes(showticklabels=False, row=1, col=1)  # its numbers would run into the titles below
     fig.update_xaxes(title_text="dimension", row=2)
     meta = dict(layer=view.layer, head=view.head, query=view.query, keys=[int(view.keys[0]), int(view.keys[-1]) + 1])
-    return finish(fig, "neuron_vectors", max(380, 180 + row * n_key), margin=dict(l=90, r=20, t=50, b=50), meta=meta,
-                  coloraxis=_axis([view.q, view.k], "q, k", 0.45), coloraxis2=_axis([view.product], "q × k", 1.0))  # fmt: skip
+    return finish(
+        fig,
+        "neuron_vectors",
+        max(380, 180 + row * n_key),
+        margin=dict(l=90, r=20, t=50, b=50),
+        meta=meta,
+        coloraxis=_axis([view.q, view.k], "q, k", 0.45),
+        coloraxis2=_axis([view.product], "q × k", 1.0),
+    )

@@ -26,11 +26,33 @@ def boundary_shapes(boundary: int | None, span=None, xref: str = "x", yref: str 
     at, line = boundary - 0.5, dict(color=BOUNDARY_COLOUR, width=2, dash="dash")
     shapes = []
     if k0 < boundary < k1:  # the keys of sentence B start here: a vertical line over the drawn queries
-        shapes.append(dict(type="line", x0=at, x1=at, y0=q0 - 0.5, y1=q1 - 0.5, xref=xref, yref=yref, line=line,
-                           name="end of sentence A"))  # fmt: skip
+        shapes.append(
+            dict(
+                type="line",
+                x0=at,
+                x1=at,
+                y0=q0 - 0.5,
+                y1=q1 - 0.5,
+                xref=xref,
+                yref=yref,
+                line=line,
+                name="end of sentence A",
+            )
+        )
     if q0 < boundary < q1:  # the queries of sentence B start here: a horizontal line over the drawn keys
-        shapes.append(dict(type="line", x0=k0 - 0.5, x1=k1 - 0.5, y0=at, y1=at, xref=xref, yref=yref, line=line,
-                           name="end of sentence A"))  # fmt: skip
+        shapes.append(
+            dict(
+                type="line",
+                x0=k0 - 0.5,
+                x1=k1 - 0.5,
+                y0=at,
+                y1=at,
+                xref=xref,
+                yref=yref,
+                line=line,
+                name="end of sentence A",
+            )
+        )
     return shapes
 
 
@@ -57,8 +79,9 @@ def block_bars(shares: dict, blocks=("A->A", "A->B", "B->A", "B->B"), view: str 
         xaxis=dict(title="head", tickmode="array", tickvals=heads),
         yaxis=dict(title="mean share of a row" + _of(view), range=[0, 1]),
     )
-    return finish(fig, "pair_blocks", 360, margin=dict(l=60, r=20, t=40, b=50), legend=dict(orientation="v"),
-                  meta={"view": view})  # fmt: skip
+    return finish(
+        fig, "pair_blocks", 360, margin=dict(l=60, r=20, t=40, b=50), legend=dict(orientation="v"), meta={"view": view}
+    )
 
 
 def _of(view: str) -> str:

@@ -41,10 +41,20 @@ def panel_layout(rows: int, cols: int, titles, hspace: float, vspace: float) -> 
             layout[f"xaxis{_axis(i)}"], layout[f"yaxis{_axis(i)}"] = x_axis, y_axis
             tops.append((sum(x_axis["domain"]) / 2.0, y_axis["domain"][1]))
     layout["annotations"] = [
-        dict(y=y, xref="paper", x=x, yref="paper", text=text, showarrow=False, font=dict(size=16), xanchor="center",
-             yanchor="bottom")
-        for text, (x, y) in zip(titles, tops) if text
-    ]  # fmt: skip
+        dict(
+            y=y,
+            xref="paper",
+            x=x,
+            yref="paper",
+            text=text,
+            showarrow=False,
+            font=dict(size=16),
+            xanchor="center",
+            yanchor="bottom",
+        )
+        for text, (x, y) in zip(titles, tops)
+        if text
+    ]
     return layout
 
 

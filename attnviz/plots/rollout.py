@@ -30,5 +30,11 @@ def flow_bars(tokens, rollout_row: np.ndarray, flow: np.ndarray, query: int) -> 
         yaxis=dict(title="share (each series sums to 1)", rangemode="tozero"),
         xaxis=dict(title="input token", **ticks(labels=labels), tickangle=-60),
     )
-    return finish(fig, "flow", 400, margin=dict(l=60, r=20, t=60, b=90), meta={"query": int(query)},
-                  legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))  # fmt: skip
+    return finish(
+        fig,
+        "flow",
+        400,
+        margin=dict(l=60, r=20, t=60, b=90),
+        meta={"query": int(query)},
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+    )

@@ -32,7 +32,7 @@ def score_histograms(results: dict, bins: int = 40, what: str = "score", figure:
                 name=LABELS[name],
                 showlegend=False,
                 marker_color=COLOURS[name],
-            ),  # fmt: skip
+            ),
             row=1,
             col=col,
         )
@@ -62,12 +62,24 @@ def weights_side_by_side(
     for col, name in enumerate(names, start=1):
         w = np.asarray(results[name][1])[q0:q1, k0:k1]
         fig.add_trace(
-            go.Heatmap(z=f32(w), x0=k0, dx=1, y0=q0, dy=1, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0,
-                       showscale=col == len(names), hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>"),
-            row=1, col=col,
-        )  # fmt: skip
-        fig.update_yaxes(autorange="reversed", showticklabels=col == 1, title_text="query" if col == 1 else None,
-                         row=1, col=col)  # fmt: skip
+            go.Heatmap(
+                z=f32(w),
+                x0=k0,
+                dx=1,
+                y0=q0,
+                dy=1,
+                colorscale=WEIGHTS_SCALE,
+                zmin=0.0,
+                zmax=1.0,
+                showscale=col == len(names),
+                hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        fig.update_yaxes(
+            autorange="reversed", showticklabels=col == 1, title_text="query" if col == 1 else None, row=1, col=col
+        )
         fig.update_xaxes(title_text="key", row=1, col=col)
         if tokens is not None:
             _label_axes(fig, tokens, tokens if key_tokens is None else key_tokens, col, (q0, q1), (k0, k1))
@@ -92,18 +104,28 @@ def spread_lines(dims, spread: dict) -> go.Figure:
     with dot and would hide it."""
     fig = go.Figure(
         [
-            go.Scatter(x=list(dims), y=v, mode="lines+markers", name=LABELS[n],
-                       line=dict(color=COLOURS[n], dash="dash" if n == "general" else "solid", width=2.5))
+            go.Scatter(
+                x=list(dims),
+                y=v,
+                mode="lines+markers",
+                name=LABELS[n],
+                line=dict(color=COLOURS[n], dash="dash" if n == "general" else "solid", width=2.5),
+            )
             for n, v in spread.items()
         ]
-    )  # fmt: skip
+    )
     values = [x for v in spread.values() for x in v if x > 0]
     low, high = min(values) / 1.5, max(values) * 1.5
     fig.update_layout(
         xaxis=dict(type="log", title="width d", tickmode="array", tickvals=list(dims), ticktext=[str(d) for d in dims]),
         yaxis=dict(
             type="log", title="std of the scores", tickmode="array", tickvals=[t for t in LOG_TICKS if low <= t <= high]
-        ),  # fmt: skip
+        ),
     )
-    return finish(fig, "score_spread", 340, margin=dict(l=60, r=20, t=40, b=50),
-                  legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0))  # fmt: skip
+    return finish(
+        fig,
+        "score_spread",
+        340,
+        margin=dict(l=60, r=20, t=40, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    )

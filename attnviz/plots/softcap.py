@@ -14,11 +14,28 @@ def softcap_curve(values: Softcap, head: int) -> go.Figure:
     lo = float(min(values.before.min(initial=-values.cap), -values.cap))
     hi = float(max(values.before.max(initial=values.cap), values.cap))
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="no cap (y = x)",
-                             line=dict(color="#999999", dash="dot"), hoverinfo="skip"))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[lo, hi],
+            y=[lo, hi],
+            mode="lines",
+            name="no cap (y = x)",
+            line=dict(color="#999999", dash="dot"),
+            hoverinfo="skip",
+        )
+    )
     for sign in (1, -1):
-        fig.add_trace(go.Scatter(x=[lo, hi], y=[sign * values.cap] * 2, mode="lines", showlegend=sign == 1,
-                                 name=f"±cap ({values.cap:g})", line=dict(color=INK, width=1), hoverinfo="skip"))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, hi],
+                y=[sign * values.cap] * 2,
+                mode="lines",
+                showlegend=sign == 1,
+                name=f"±cap ({values.cap:g})",
+                line=dict(color=INK, width=1),
+                hoverinfo="skip",
+            )
+        )
     fig.add_trace(
         go.Scatter(
             x=f32(values.before),

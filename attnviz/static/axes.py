@@ -97,8 +97,12 @@ def _categorise(axis: Axis, data: list) -> None:
     spec = axis.spec
     order = list(spec.get("categoryarray") or [])
     if not order and spec.get("type") != "category":
-        values = [v for t in data if t.get(f"{axis.name[0]}axis", axis.name[0]) == axis.name
-                  for v in array(t.get(axis.name[0])).ravel().tolist()[:10_000]]  # fmt: skip
+        values = [
+            v
+            for t in data
+            if t.get(f"{axis.name[0]}axis", axis.name[0]) == axis.name
+            for v in array(t.get(axis.name[0])).ravel().tolist()[:10_000]
+        ]
         if not any(isinstance(v, str) for v in values):
             return
         order = values

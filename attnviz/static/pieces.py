@@ -40,8 +40,15 @@ def numbers(value) -> np.ndarray:
     """An attribute as float64, None as NaN."""
     a = array(value)
     if a.dtype == object:
-        a = np.array([[np.nan if v is None else v for v in row] if isinstance(row, list | np.ndarray) else
-                      (np.nan if row is None else row) for row in a.tolist()], dtype=float)  # fmt: skip
+        a = np.array(
+            [
+                [np.nan if v is None else v for v in row]
+                if isinstance(row, list | np.ndarray)
+                else (np.nan if row is None else row)
+                for row in a.tolist()
+            ],
+            dtype=float,
+        )
     return a.astype(float)
 
 

@@ -27,8 +27,10 @@ def figure_svg(spec: dict, width: int = WIDTH) -> str:
     title = title.get("text") if isinstance(title, dict) else title
     if title:
         parts.append(f'<text x="8" y="18" font-size="14" font-weight="bold">{text_of(title)}</text>')
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-            f'font-family="sans-serif" font-size="11" fill="#262730">{"".join(parts)}</svg>')  # fmt: skip
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'font-family="sans-serif" font-size="11" fill="#262730">{"".join(parts)}</svg>'
+    )
 
 
 def static_html(spec: dict) -> str:
@@ -53,8 +55,10 @@ def heatmap(trace: dict, axes: Axes, _colour) -> list[str]:
     zmax = float(trace.get("zmax", finite.max() if finite.size else 1))
     cells = png(colour_cells(shrink(z), trace.get("colorscale"), zmin, zmax))
     x, y, w, h = min(px0, px1), min(py0, py1), abs(px1 - px0), abs(py1 - py0)
-    return [f'<image x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" preserveAspectRatio="none" '
-            f'style="image-rendering:pixelated" href="data:image/png;base64,{cells}"/>']  # fmt: skip
+    return [
+        f'<image x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" preserveAspectRatio="none" '
+        f'style="image-rendering:pixelated" href="data:image/png;base64,{cells}"/>'
+    ]
 
 
 def _edges(trace: dict, letter: str, n: int, axis: Axis) -> tuple[float, float]:
@@ -117,8 +121,10 @@ def scatter(trace: dict, axes: Axes, colour) -> list[str]:
         for run in _runs(np.isfinite(px) & np.isfinite(py)):
             points = " ".join(f"{px[i]:.1f},{py[i]:.1f}" for i in run)
             r, g, b, a = rgb(stroke)
-            out.append(f'<polyline points="{points}" fill="none" stroke="rgb({r},{g},{b})" stroke-opacity="{a}" '
-                       f'stroke-width="{float(line.get("width", 2)):.1f}" stroke-dasharray="{dash}"/>')  # fmt: skip
+            out.append(
+                f'<polyline points="{points}" fill="none" stroke="rgb({r},{g},{b})" stroke-opacity="{a}" '
+                f'stroke-width="{float(line.get("width", 2)):.1f}" stroke-dasharray="{dash}"/>'
+            )
     if "markers" in mode:
         fill = _fill(trace, stroke)
         if 'fill-opacity="0.00"' not in fill:
@@ -160,8 +166,10 @@ def ticks(axes: Axes) -> list[str]:
             if letter == "y":
                 out.append(f'<text x="{edge - 4:.1f}" y="{p + 3:.1f}" text-anchor="end" font-size="9">{label}</text>')
             elif slant:
-                out.append(f'<text transform="translate({p:.1f},{edge + 10:.1f}) rotate(-60)" text-anchor="end" '
-                           f'font-size="9">{label}</text>')  # fmt: skip
+                out.append(
+                    f'<text transform="translate({p:.1f},{edge + 10:.1f}) rotate(-60)" text-anchor="end" '
+                    f'font-size="9">{label}</text>'
+                )
             else:
                 out.append(f'<text x="{p:.1f}" y="{edge + 13:.1f}" text-anchor="middle" font-size="9">{label}</text>')
         title = (spec.get("title") or {}).get("text") if isinstance(spec.get("title"), dict) else spec.get("title")
@@ -173,8 +181,10 @@ def ticks(axes: Axes) -> list[str]:
                     f'<text x="{mid:.1f}" y="{edge + (78 if slant else 30):.1f}" text-anchor="middle">{text_of(title)}</text>'
                 )
             else:
-                out.append(f'<text transform="translate({max(edge - 100, 12):.1f},{mid:.1f}) rotate(-90)" '
-                           f'text-anchor="middle">{text_of(title)}</text>')  # fmt: skip
+                out.append(
+                    f'<text transform="translate({max(edge - 100, 12):.1f},{mid:.1f}) rotate(-90)" '
+                    f'text-anchor="middle">{text_of(title)}</text>'
+                )
     return out
 
 
@@ -205,8 +215,10 @@ def notes(layout: dict, axes: Axes) -> list[str]:
             if shape["type"] == "line":
                 out.append(f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" {style}/>')
             else:
-                out.append(f'<rect x="{min(x0, x1):.1f}" y="{min(y0, y1):.1f}" width="{abs(x1 - x0):.1f}" '
-                           f'height="{abs(y1 - y0):.1f}" {style}/>')  # fmt: skip
+                out.append(
+                    f'<rect x="{min(x0, x1):.1f}" y="{min(y0, y1):.1f}" width="{abs(x1 - x0):.1f}" '
+                    f'height="{abs(y1 - y0):.1f}" {style}/>'
+                )
     for note in layout.get("annotations") or []:
         x, y = axes.ref("x", note.get("xref"), note.get("x", 0.5)), axes.ref("y", note.get("yref"), note.get("y", 0.5))
         lines = [s for s in text_lines(note.get("text")) if s]
@@ -234,8 +246,10 @@ def legend(data: list, width: int) -> list[str]:
         if x + 30 + 6 * len(label) > width:
             break
         dash = DASH.get((trace.get("line") or {}).get("dash"), "")
-        out.append(f'<line x1="{x:.1f}" y1="34" x2="{x + 20:.1f}" y2="34" stroke="rgb({r},{g},{b})" stroke-width="3" '
-                   f'stroke-dasharray="{dash}"/><text x="{x + 24:.1f}" y="38">{label}</text>')  # fmt: skip
+        out.append(
+            f'<line x1="{x:.1f}" y1="34" x2="{x + 20:.1f}" y2="34" stroke="rgb({r},{g},{b})" stroke-width="3" '
+            f'stroke-dasharray="{dash}"/><text x="{x + 24:.1f}" y="38">{label}</text>'
+        )
         x += 34 + 6 * len(label)
     return out
 
@@ -252,8 +266,10 @@ def colour_bar(data: list, axes: Axes) -> list[str]:
     ramp = png(colour_cells(np.linspace(hi, lo, 64)[:, None], trace.get("colorscale"), lo, hi))
     x, top, bottom = axes.right + 14, axes.top, axes.bottom
     title = text_of(((trace.get("colorbar") or {}).get("title") or {}).get("text", ""))
-    return [f'<image x="{x}" y="{top}" width="12" height="{bottom - top}" preserveAspectRatio="none" '
-            f'href="data:image/png;base64,{ramp}"/>',
-            f'<text x="{x + 16}" y="{top + 9}" font-size="9">{number(hi)}</text>',
-            f'<text x="{x + 16}" y="{bottom}" font-size="9">{number(lo)}</text>',
-            f'<text transform="translate({x + 30},{(top + bottom) / 2:.1f}) rotate(90)" text-anchor="middle">{title}</text>']  # fmt: skip
+    return [
+        f'<image x="{x}" y="{top}" width="12" height="{bottom - top}" preserveAspectRatio="none" '
+        f'href="data:image/png;base64,{ramp}"/>',
+        f'<text x="{x + 16}" y="{top + 9}" font-size="9">{number(hi)}</text>',
+        f'<text x="{x + 16}" y="{bottom}" font-size="9">{number(lo)}</text>',
+        f'<text transform="translate({x + 30},{(top + bottom) / 2:.1f}) rotate(90)" text-anchor="middle">{title}</text>',
+    ]

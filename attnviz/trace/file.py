@@ -49,10 +49,18 @@ _NAME = re.compile(
 PER_LAYER_VALUES = ("values", "output_norms")  # saved for every layer or none (traces that keep values)
 #: member kind -> (dtype kinds it may have, ranks it may have)
 _KINDS = {
-    "provenance.json": ("U", (0,)), "scores": ("f", (4,)), "scaled": ("f", (4,)), "masked": ("f", (4,)),
-    "weights": ("f", (4,)), "mask": ("b", (3,)), "bias": ("f", (3,)), "sinks": ("f", (1, 2)), "softcap": ("f", (0,)),
-    "values": ("f", (3,)), "output_norms": ("f", (2,)),
-}  # fmt: skip
+    "provenance.json": ("U", (0,)),
+    "scores": ("f", (4,)),
+    "scaled": ("f", (4,)),
+    "masked": ("f", (4,)),
+    "weights": ("f", (4,)),
+    "mask": ("b", (3,)),
+    "bias": ("f", (3,)),
+    "sinks": ("f", (1, 2)),
+    "softcap": ("f", (0,)),
+    "values": ("f", (3,)),
+    "output_norms": ("f", (2,)),
+}
 _WHAT = {
     "f": "floating-point numbers",
     "b": "true/false values",
@@ -191,8 +199,13 @@ def _check_shapes(members: dict[str, Member], limits: Limits) -> tuple[int, int,
     _check_counts(dims, limits)
     if any(members[n].shape != dims for n in ("scores", "scaled", "masked") if n in members):
         raise refused("its stage arrays differ in shape")
-    expected = {"mask": [(n_layer, n_query, n_key)], "bias": [(n_head, n_query, n_key), (1, n_query, n_key)],
-                "sinks": [(n_head,), (n_head, n_query)], "softcap": [()], "output_norms": [(n_head, n_key)]}  # fmt: skip
+    expected = {
+        "mask": [(n_layer, n_query, n_key)],
+        "bias": [(n_head, n_query, n_key), (1, n_query, n_key)],
+        "sinks": [(n_head,), (n_head, n_query)],
+        "softcap": [()],
+        "output_norms": [(n_head, n_key)],
+    }
     for name, m in members.items():
         kind, _, layer = name.rpartition("_") if name[-1].isdigit() else (name, "", "")
         fits = m.shape in expected.get(kind, [m.shape]) and (kind != "values" or _value_heads(m.shape, n_head, n_key))
@@ -329,11 +342,19 @@ def _layer_record(arrays: dict, rec: dict, i: int) -> LayerRecord:
     if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
         raise refused(f"its softcap of layer {i} is not a positive number")
     return LayerRecord(
-        None, None, check_scale(rec["scale"][i]), torch.from_numpy(arrays["mask"][i]), float(rec["fill"][i]),
-        bias=opt("bias"), scores=torch.from_numpy(arrays["scores"][i]), softcap=softcap, sinks=opt("sinks"),
-        scale_on=(rec.get("scale_on") or ["scores"] * (i + 1))[i], values=_values(arrays, i),
+        None,
+        None,
+        check_scale(rec["scale"][i]),
+        torch.from_numpy(arrays["mask"][i]),
+        float(rec["fill"][i]),
+        bias=opt("bias"),
+        scores=torch.from_numpy(arrays["scores"][i]),
+        softcap=softcap,
+        sinks=opt("sinks"),
+        scale_on=(rec.get("scale_on") or ["scores"] * (i + 1))[i],
+        values=_values(arrays, i),
         no_values="the trace file was saved without value vectors (the trace kept none, or an older attnviz saved it)",
-    )  # fmt: skip
+    )
 
 
 def _values(arrays: dict, i: int) -> Values | None:

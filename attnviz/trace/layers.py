@@ -179,7 +179,7 @@ class LayerRecord:
         object.__setattr__(self, "mask", as_structured(self.mask))
         if self.norms is None:
             with torch.inference_mode():
-                object.__setattr__(self, "norms", self._row_norms())
+                object.__setattr__(self, "norms", record_norms(self))
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -223,8 +223,9 @@ class LayerRecord:
         """The stages of a window of cells alone: scores, scaled and masked as `stages_from_scores` makes them, the
         weights exp(masked - lse) from the row norms, so no cell outside the window is computed."""
         scores = self.raw_scores(heads, queries, keys)
-        scaled, masked = masked_from_scores(scores, self.scale, self.mask.rows(queries, keys), self.fill,
-                                            self._bias(heads, queries, keys), self.softcap)  # fmt: skip
+        scaled, masked = masked_from_scores(
+            scores, self.scale, self.mask.rows(queries, keys), self.fill, self._bias(heads, queries, keys), self.softcap
+        )
         return Stages(scores, scaled, masked, self.norms.pick(heads, queries).weights(masked))
 
     def column(self, key: int, heads) -> torch.Tensor:
@@ -244,23 +245,6 @@ class LayerRecord:
     def _bias(self, heads, queries=ALL, keys=ALL) -> torch.Tensor | None:
         return None if self.bias is None else self.bias.expand(self.shape[0], -1, -1)[heads][:, queries, keys].float()
 
-    def _row_norms(self) -> RowNorms:
-        """Every row's softmax normaliser, from the masked scores of a few query rows at a time and only the keys the
-        mask's band can reach (the rest hold the fill and are added exactly by `row_norms.with_hidden`)."""
-        heads, (n_head, n_query, n_key) = _every(None, self.shape[0]), self.shape
-        parts, a = [], 0
-        while a < n_query:
-            lo, hi = self.mask.key_span(slice(a, a + 1))
-            b = min(n_query, a + max(1, NORM_CELLS // (n_head * max(1, hi - lo))))
-            lo, hi = self.mask.key_span(slice(a, b))
-            rows, keys = slice(a, b), slice(lo, hi)
-            _, masked = masked_from_scores(self.raw_scores(heads, rows, keys), self.scale, self.mask.rows(rows, keys),
-                                           self.fill, self._bias(heads, rows, keys), self.softcap)  # fmt: skip
-            norms = row_norms.norms_of(masked, self._sink_row(heads, rows))
-            parts.append(row_norms.with_hidden(norms, n_key - (hi - lo), self.fill))
-            a = b
-        return row_norms.cat(parts)
-
     def vectors(self, heads) -> tuple[torch.Tensor, torch.Tensor]:
         """(q [head, query, d_head], k [head, key, d_head]) in float32 for `heads`, key heads shared out."""
         return self.q[heads].float(), expand_kv(self.k, self.shape[0], heads).float()
@@ -279,13 +263,44 @@ class LayerRecord:
         return sinks if sinks.dim() == 1 else sinks[:, queries]
 
     def facts(self) -> LayerFacts:
-        return LayerFacts(float(self.scale), self.scale_on, float(self.fill), self.mask, _numpy(self.bias),
-                          self.softcap, _numpy(self.sinks))  # fmt: skip
+        return LayerFacts(
+            float(self.scale),
+            self.scale_on,
+            float(self.fill),
+            self.mask,
+            _numpy(self.bias),
+            self.softcap,
+            _numpy(self.sinks),
+        )
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         values = () if self.values is None else (self.values.v, self.values.written)
         held = (self.q, self.k, *values, self.bias, self.scores, self.sinks, *self.mask.tensors(), *self.norms)
         return tuple(t for t in held if t is not None)
+
+
+def record_norms(record: LayerRecord) -> RowNorms:
+    """Every row's softmax normaliser, from the masked scores of a few query rows at a time and only the keys the
+    mask's band can reach (the rest hold the fill and are added exactly by `row_norms.with_hidden`)."""
+    heads, (n_head, n_query, n_key) = _every(None, record.shape[0]), record.shape
+    parts, a = [], 0
+    while a < n_query:
+        lo, hi = record.mask.key_span(slice(a, a + 1))
+        b = min(n_query, a + max(1, NORM_CELLS // (n_head * max(1, hi - lo))))
+        lo, hi = record.mask.key_span(slice(a, b))
+        rows, keys = slice(a, b), slice(lo, hi)
+        _, masked = masked_from_scores(
+            record.raw_scores(heads, rows, keys),
+            record.scale,
+            record.mask.rows(rows, keys),
+            record.fill,
+            record._bias(heads, rows, keys),
+            record.softcap,
+        )
+        norms = row_norms.norms_of(masked, record._sink_row(heads, rows))
+        parts.append(row_norms.with_hidden(norms, n_key - (hi - lo), record.fill))
+        a = b
+    return row_norms.cat(parts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -330,8 +345,15 @@ def weights_alone(layer: LayerRecord | GivenWeights, heads=None, queries=ALL, ke
         return layer.stages(heads, queries, keys).weights
     heads = _every(heads, layer.shape[0])
     mask = layer.mask.rows(queries).to(layer.mask.device)
-    return weights_from_scores(layer.raw_scores(heads, queries), layer.scale, mask, layer.fill,
-                               layer._bias(heads, queries), layer.softcap, layer._sink_logits(heads, queries))  # fmt: skip
+    return weights_from_scores(
+        layer.raw_scores(heads, queries),
+        layer.scale,
+        mask,
+        layer.fill,
+        layer._bias(heads, queries),
+        layer.softcap,
+        layer._sink_logits(heads, queries),
+    )
 
 
 def records_from_scores(scores, scale, mask=None, fill=None, bias=None) -> tuple[LayerRecord, ...]:
@@ -352,9 +374,14 @@ def records_from_scores(scores, scale, mask=None, fill=None, bias=None) -> tuple
     why = "it was made from stage arrays, which hold no value vectors"
     return tuple(
         LayerRecord(None, None, check_scale(s), m, checks.number("fill", f, minus_inf=True), b, x, no_values=why)
-        for x, s, m, f, b in zip(scores.clone(), _per_layer("scale", scale, n_layer), masks,
-                                 _per_layer("fill", DEFAULT_FILL if fill is None else fill, n_layer), biases)
-    )  # fmt: skip
+        for x, s, m, f, b in zip(
+            scores.clone(),
+            _per_layer("scale", scale, n_layer),
+            masks,
+            _per_layer("fill", DEFAULT_FILL if fill is None else fill, n_layer),
+            biases,
+        )
+    )
 
 
 def _per_layer(name: str, value, n_layer: int) -> list[float]:

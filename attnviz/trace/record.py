@@ -240,12 +240,21 @@ class AttentionTrace(ValueReads):
 
 
 #: What from_scores and from_weights pass on to the trace besides its tokens and layers.
-_FIELDS = ("key_tokens", "d_head", "provenance", "notes", "word_ids", "sequence_ids", "key_word_ids",
-           "key_sequence_ids", "generation")  # fmt: skip
+_FIELDS = (
+    "key_tokens",
+    "d_head",
+    "provenance",
+    "notes",
+    "word_ids",
+    "sequence_ids",
+    "key_word_ids",
+    "key_sequence_ids",
+    "generation",
+)
 
 # Every public read checks its call against its signature first (attnviz.checks.public); the constructors from
 # arrays take the trace's own fields as keywords and nothing else.
-_READS = ("why_not", "stages", "column", "stage", "facts", "layer_mask", "lse", "vectors", "recompute")  # fmt: skip
+_READS = ("why_not", "stages", "column", "stage", "facts", "layer_mask", "lse", "vectors", "recompute")
 for _name in _READS:
     setattr(AttentionTrace, _name, checks.public(getattr(AttentionTrace, _name), name=f"AttentionTrace.{_name}"))
 for _name, _extra in (("from_scores", _FIELDS), ("from_weights", _FIELDS), ("from_attentions", ())):

@@ -44,9 +44,16 @@ def heads_to_remove(src: Selection, key: str = "abl_heads") -> list[tuple[int, i
     kept = st.session_state.get(key)
     if isinstance(kept, list) and len(kept) > MOST_HEADS:
         st.session_state[key] = kept[:MOST_HEADS]
-    picked = url_choice(st.multiselect, f"Heads to remove (at most {MOST_HEADS})", options, key=key, multi=True,
-                        default=[f"0-{min(1, n_head - 1)}"], max_selections=MOST_HEADS,
-                        placeholder="Choose heads, e.g. L0 H1")  # fmt: skip
+    picked = url_choice(
+        st.multiselect,
+        f"Heads to remove (at most {MOST_HEADS})",
+        options,
+        key=key,
+        multi=True,
+        default=[f"0-{min(1, n_head - 1)}"],
+        max_selections=MOST_HEADS,
+        placeholder="Choose heads, e.g. L0 H1",
+    )
     return [tuple(int(v) for v in p.split("-")) for p in picked]
 
 
@@ -65,8 +72,15 @@ def click_heads(src: Selection, heads, key: str = "abl_heads") -> None:
             )
 
     st.caption("**Click a square** to remove that head (filled red) or to put it back.")
-    chart(head_picker(n_layer, n_head, heads), "ablation", "heads", key=chart_key("abl-grid"), on_select=toggle,
-          selection_mode="points", width="content")  # fmt: skip
+    chart(
+        head_picker(n_layer, n_head, heads),
+        "ablation",
+        "heads",
+        key=chart_key("abl-grid"),
+        on_select=toggle,
+        selection_mode="points",
+        width="content",
+    )
     if st.session_state.pop("_abl_full", False):
         st.warning(f"At most {MOST_HEADS} heads can be removed at once: click a red square to put one back first.")
 

@@ -21,12 +21,23 @@ def generation_settings(loaded: LoadedModel) -> None:
     a chat template, whether the sentence goes in as the user's message (`gen_chat`). Decoders with a head only."""
     if can_generate(loaded) is not None:
         return
-    st.number_input("Generate new tokens (0 = off)", 0, MAX_NEW_TOKENS, 0, key="gen", bind=URL,
-                    help="The model writes this many tokens after the sentence (greedy; it stops early at its end "
-                    "token); the Heads page then walks through the steps.")  # fmt: skip
+    st.number_input(
+        "Generate new tokens (0 = off)",
+        0,
+        MAX_NEW_TOKENS,
+        0,
+        key="gen",
+        bind=URL,
+        help="The model writes this many tokens after the sentence (greedy; it stops early at its end "
+        "token); the Heads page then walks through the steps.",
+    )
     if getattr(loaded.tokenizer, "chat_template", None):
-        st.toggle("Chat template", key="gen_chat", bind=URL,
-                  help="The sentence goes in as the user's message, with the assistant's turn opened.")  # fmt: skip
+        st.toggle(
+            "Chat template",
+            key="gen_chat",
+            bind=URL,
+            help="The sentence goes in as the user's message, with the assistant's turn opened.",
+        )
 
 
 def generation_request(loaded: LoadedModel) -> dict:
@@ -45,9 +56,16 @@ def generation_steps(trace: AttentionTrace, limit: int) -> Window | None:
     if gen is None:
         return None
     with st.container(key="generation"):
-        step = st.slider("Generation step", 0, gen.n_new, value=gen.n_new, key="gen_step", bind=URL,
-                         help="Step s: the pass that read the prompt and the first s generated tokens. A causal "
-                         "model's rows never change as it writes, so each step is a window of one trace.")  # fmt: skip
+        step = st.slider(
+            "Generation step",
+            0,
+            gen.n_new,
+            value=gen.n_new,
+            key="gen_step",
+            bind=URL,
+            help="Step s: the pass that read the prompt and the first s generated tokens. A causal "
+            "model's rows never change as it writes, so each step is a window of one trace.",
+        )
         start, stop = gen.window(step)
         chose = (
             f" Its last row chose the next token, {literal(repr(readable_tokens(trace.tokens)[stop]))}."
@@ -56,11 +74,16 @@ def generation_steps(trace: AttentionTrace, limit: int) -> Window | None:
         )
         how = f"sampled, seed {gen.seed}" if gen.sampled else "greedy"
         ended = " It stopped at its end-of-sequence token." if gen.stopped == "eos" else ""
-        st.caption(f"Step {step} of {gen.n_new} ({how}): rows 0–{stop - 1}, the {gen.prompt_length}-token prompt and "
-                   f"{step} generated token{'s' * (step != 1)}.{chose}{ended}")  # fmt: skip
+        st.caption(
+            f"Step {step} of {gen.n_new} ({how}): rows 0–{stop - 1}, the {gen.prompt_length}-token prompt and "
+            f"{step} generated token{'s' * (step != 1)}.{chose}{ended}"
+        )
         st.markdown(f"**Written by step {step}:** {literal(gen.texts[step]) or '(nothing yet)'}")
         roles = dict.fromkeys(s.role for s in gen.spans)
-        st.caption("Strips above and right of each map: " + ", ".join(
-            f"{COLOUR_NAMES.get(r, 'light grey')} = {literal(r)}" for r in roles) + ".")  # fmt: skip
+        st.caption(
+            "Strips above and right of each map: "
+            + ", ".join(f"{COLOUR_NAMES.get(r, 'light grey')} = {literal(r)}" for r in roles)
+            + "."
+        )
     low = max(0, stop - limit)
     return Window((low, stop), (low, stop))

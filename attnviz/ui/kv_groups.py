@@ -30,9 +30,15 @@ def grid_groups(trace: AttentionTrace, layer: int, queries=None) -> dict:
         + ("" if window is None else f", over the queries shown ({window[0]}–{window[1] - 1})")
         + "."
     )
-    rows = [{"group": g, "heads": ", ".join(map(str, heads)), "JS divergence": float(js[g])}
-            for g, heads in enumerate(groups)]  # fmt: skip
+    rows = [
+        {"group": g, "heads": ", ".join(map(str, heads)), "JS divergence": float(js[g])}
+        for g, heads in enumerate(groups)
+    ]
     with st.expander("How alike each group's heads attend"):
-        st.dataframe(rows, hide_index=True, key="kv_groups_table",
-                     column_config={"JS divergence": st.column_config.NumberColumn(format="%.4f")})  # fmt: skip
+        st.dataframe(
+            rows,
+            hide_index=True,
+            key="kv_groups_table",
+            column_config={"JS divergence": st.column_config.NumberColumn(format="%.4f")},
+        )
     return {"cols": size if 2 <= size <= 8 else 4, "titles": titles}

@@ -19,9 +19,14 @@ def who_reads(trace: AttentionTrace, layer: int, where: str) -> None:
     left, right = columns("who-reads", [1, 3], vertical_alignment="bottom")
     labels = numbered(trace.key_tokens)  # readable plain text ("03 ·cat"): a selectbox
     with left:
-        key = url_choice(st.selectbox, "Key token", dict(enumerate(labels)), key="hd_key",
-                         help="The token being read: a column of the heatmaps above. "
-                         "Clicking a cell of the one-head view picks its column.")  # fmt: skip
+        key = url_choice(
+            st.selectbox,
+            "Key token",
+            dict(enumerate(labels)),
+            key="hd_key",
+            help="The token being read: a column of the heatmaps above. "
+            "Clicking a cell of the one-head view picks its column.",
+        )
     right.caption(
         "Each row is a head, each column a query: how much of that query's attention goes to the chosen key. "
         "A sink (often key 0) is bright in every row; a previous-token head lights one diagonal cell per head. "

@@ -40,8 +40,15 @@ TEXT_LIMITS = {
     "cmp_model": 500,
     "abl_target": 100,  # one token
 }
-FIELD_NAMES = {"text": "sentence", "pair": "second sentence", "target": "target text", "model": "model id",
-               "cmp_text": "sentence b", "cmp_model": "model b", "abl_target": "target token"}  # fmt: skip
+FIELD_NAMES = {
+    "text": "sentence",
+    "pair": "second sentence",
+    "target": "target text",
+    "model": "model id",
+    "cmp_text": "sentence b",
+    "cmp_model": "model b",
+    "abl_target": "target token",
+}
 
 # Streamlit writes a bound widget's new value into the address bar with history.replaceState, so changing
 # the layer twice and pressing Back leaves the app. This makes those writes push a history entry instead;

@@ -39,11 +39,14 @@ def grid_first_head(trace: AttentionTrace, key: str = "grid_from", container=Non
     if trace.n_head <= hm.GRID_HEADS:
         return 0
     where = container or st
-    asked = where.slider(f"Heads shown, {hm.GRID_HEADS} at a time: from", 0, trace.n_head - 1, 0, step=hm.GRID_HEADS,
-                         key=key, bind=URL)  # fmt: skip
+    asked = where.slider(
+        f"Heads shown, {hm.GRID_HEADS} at a time: from", 0, trace.n_head - 1, 0, step=hm.GRID_HEADS, key=key, bind=URL
+    )
     h0, h1 = hm.grid_heads(trace.n_head, asked)
-    where.caption(f"The grid draws heads {h0}–{h1 - 1} of {trace.n_head}: at most {hm.GRID_HEADS} at a time, so "
-                  "the page stays fast. Move the slider to see the others.")  # fmt: skip
+    where.caption(
+        f"The grid draws heads {h0}–{h1 - 1} of {trace.n_head}: at most {hm.GRID_HEADS} at a time, so "
+        "the page stays fast. Move the slider to see the others."
+    )
     return h0
 
 
@@ -72,8 +75,10 @@ def scroll_to(anchor: str) -> None:
     if not re.fullmatch(r"[a-z0-9-]{1,40}", anchor):
         raise ValueError(f"not one of the app's heading anchors: {anchor!r}")
     target = json.dumps(f"#{anchor}")
-    st.html(f"<script>document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>",
-            unsafe_allow_javascript=True)  # fmt: skip
+    st.html(
+        f"<script>document.querySelector({target})?.scrollIntoView({{block: 'start'}});</script>",
+        unsafe_allow_javascript=True,
+    )
 
 
 def stage_picker(trace: AttentionTrace) -> str:
@@ -175,8 +180,13 @@ def key_choice(trace: AttentionTrace, limit: int) -> list[int] | None:
     left, right = columns("keys", [3, 1], vertical_alignment="bottom")
     tip = "A long text's keys are shown through a window so the page draws in seconds; the softmax uses every key."
     start, stop = _token_range(left, "Keys shown", trace.n_keys, limit, "keys", tip)
-    sink = right.toggle("Keep key 0 in view", value=True, key="sink", bind=URL,
-                        help="The first token often takes most of every row's weight (an attention sink).")  # fmt: skip
+    sink = right.toggle(
+        "Keep key 0 in view",
+        value=True,
+        key="sink",
+        bind=URL,
+        help="The first token often takes most of every row's weight (an attention sink).",
+    )
     return ([0] if sink and start > 0 else []) + list(range(start, stop))
 
 

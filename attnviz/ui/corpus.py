@@ -1,0 +1,35 @@
+"""The Corpus page's streamlit pieces: a saved profile kept open while unchanged, and one built with progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from ..corpus import open_profile, profile
+from ..errors import AttnvizError
+from .literal import show_error
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def opened_profile(folder: str, stamp: float):
+    """open_profile, kept while the folder's record is unchanged (`stamp`: its modification time)."""
+    return open_profile(folder)
+
+
+def build_profile(model, root: Path) -> str | None:
+    """Profile the corpus that ships with attnviz with `model` into a folder of `root` named after it, showing
+    progress; the folder's name, or None after showing why it failed."""
+    bar = st.progress(0.0, text="Profiling the corpus that ships with attnviz…")
+
+    def step(done, total, tokens, seconds):
+        text = f"{done:,} of {total:,} texts, {tokens:,} tokens, {seconds:.0f} s"
+        bar.progress(min(done / max(total, 1), 1.0), text=text)
+
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in model.label)[:60].strip("-.") or "model"
+    try:
+        profile(model, None, out=root / name, progress=step)
+    except AttnvizError as e:
+        show_error(e)
+        return None
+    return name
