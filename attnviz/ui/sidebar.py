@@ -38,25 +38,7 @@ def sidebar() -> Selection:
         sentence_fields()
         kind = url_choice(st.radio, "Source", SOURCES, key="source")
         conf = settings.current()
-        name = BUNDLED
-        if kind == "hub":
-            name = (
-                st.text_input(
-                    "Model id or local folder",
-                    value="",
-                    key="model",
-                    bind=URL,
-                    max_chars=TEXT_LIMITS["model"],
-                    placeholder="bert-base-uncased, gpt2, ./my-model",
-                    help=(
-                        f"This hosted dashboard loads only: {literal(', '.join(conf.allowed_models)) or 'the bundled model'}."
-                        if conf.hosted
-                        else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
-                        "Remote code is never run."
-                    ),
-                ).strip()
-                or BUNDLED
-            )
+        name = model_field(conf) if kind == "hub" else BUNDLED
         loaded = _load_or_fallback(name)
         part = seq2seq_settings() if loaded.is_seq2seq and kind != "module" else None
         n_layer = loaded.layers_per_role[part] if part else loaded.n_layer
@@ -70,8 +52,7 @@ def sidebar() -> Selection:
         if kind != "module":
             generation_settings(loaded)  # decoders with a language-model head only
         st.caption(f"Running on **{loaded.device}** in **{loaded.dtype}**; stages are computed in float32.")
-        st.radio("Save charts as", ["png", "svg"], key="img_fmt", bind=URL, horizontal=True,
-                             help="What the camera button above each chart saves (white background, dark text).")  # fmt: skip
+        chart_format()
         token_limit(loaded)
     for note in cut_notes():  # in the main area, above the page: what the page shows was cut
         st.info(note)
@@ -79,6 +60,36 @@ def sidebar() -> Selection:
     st.session_state["_source"] = src
     st.session_state["_notes_shown"] = set()  # notes are shown once per run
     return src
+
+
+def model_field(conf: settings.Settings) -> str:
+    """The model id or local folder a user types (hosted: only the models the operator allows load)."""
+    allowed = literal(", ".join(conf.allowed_models)) or "the bundled model"
+    name = st.text_input(
+        "Model id or local folder",
+        value="",
+        key="model",
+        bind=URL,
+        max_chars=TEXT_LIMITS["model"],
+        placeholder="bert-base-uncased, gpt2, ./my-model",
+        help=f"This hosted dashboard loads only: {allowed}."
+        if conf.hosted
+        else "Any Hugging Face model id (needs a network) or a folder made with save_pretrained. "
+        "Remote code is never run.",
+    )
+    return name.strip() or BUNDLED
+
+
+def chart_format() -> None:
+    """PNG or SVG: what the camera button above every chart saves."""
+    st.radio(
+        "Save charts as",
+        ["png", "svg"],
+        key="img_fmt",
+        bind=URL,
+        horizontal=True,
+        help="What the camera button above each chart saves (white background, dark text).",
+    )
 
 
 def sentence_fields() -> None:
@@ -92,8 +103,14 @@ def sentence_fields() -> None:
         max_chars=TEXT_LIMITS["text"],
         help="Any text. Longer than the model's limit is truncated (the page says so).",
     )
-    st.text_input("Second sentence (optional)", value="", key="pair", bind=URL, max_chars=TEXT_LIMITS["pair"],
-                  help="For sentence pairs.")  # fmt: skip
+    st.text_input(
+        "Second sentence (optional)",
+        value="",
+        key="pair",
+        bind=URL,
+        max_chars=TEXT_LIMITS["pair"],
+        help="For sentence pairs.",
+    )
 
 
 def token_limit(loaded: LoadedModel) -> int:
@@ -104,9 +121,15 @@ def token_limit(loaded: LoadedModel) -> int:
     choices = token_limits(loaded.max_tokens, fits)
     follow_the_model(max(choices))
     with st.container(key="advanced"), st.expander("Advanced"):  # keyed: see widgets.columns
-        limit = url_choice(st.select_slider, "Token limit", choices, default=max(choices), key="max_tokens",
-                           help="Longer text is cut to this many tokens (the page says so). Long texts trace and draw "
-                           "more slowly; token-by-token charts show them through a movable window.")  # fmt: skip
+        limit = url_choice(
+            st.select_slider,
+            "Token limit",
+            choices,
+            default=max(choices),
+            key="max_tokens",
+            help="Longer text is cut to this many tokens (the page says so). Long texts trace and draw "
+            "more slowly; token-by-token charts show them through a movable window.",
+        )
         if loaded.max_tokens > cap:
             st.caption(f"This server allows at most {cap:,} tokens (its operator sets ATTNVIZ_MAX_TOKENS at start).")
         st.caption(
@@ -131,10 +154,14 @@ def follow_the_model(top: int) -> None:
 def seq2seq_settings() -> str:
     """For an encoder-decoder model: the decoder's text and which of the three attentions to show."""
     st.text_input(
-        "Target text (decoder)", value="", key="target", bind=URL, placeholder="empty: the model writes one",
+        "Target text (decoder)",
+        value="",
+        key="target",
+        bind=URL,
+        placeholder="empty: the model writes one",
         max_chars=TEXT_LIMITS["target"],
         help="What the decoder reads, fed as in training (shifted right by one). Empty: generated greedily.",
-    )  # fmt: skip
+    )
     return url_choice(st.radio, "Attention", PARTS, key="part")
 
 
@@ -180,17 +207,15 @@ def module_settings(loaded: LoadedModel, layer: int) -> tuple:
         seed = st.number_input("Seed", 0, 2**31 - 1, 0, key="m_seed", bind=URL)
     else:
         bias, seed = True, 0
-    score = url_choice(st.selectbox, "Score function", {s: SCORE_LABELS[s] for s in SCORE_FUNCTIONS},
-                       default="scaled_dot", key="m_score",
-                       help="How a query and a key become one score (the Score functions page compares all four).")  # fmt: skip
-    cross = st.toggle(
-        "Cross-attention", key="m_cross", bind=URL,
-        help="Queries from the sentence; keys and values from the second sentence (without one: 6 seeded vectors).",
-    )  # fmt: skip
-    valid = 0
-    if cross:
-        valid = st.number_input("Valid keys (0 = all)", 0, 4096, 0, key="m_valid", bind=URL,
-                                help="Keys after the first N are padding: no query may attend them.")  # fmt: skip
+    score = url_choice(
+        st.selectbox,
+        "Score function",
+        {s: SCORE_LABELS[s] for s in SCORE_FUNCTIONS},
+        default="scaled_dot",
+        key="m_score",
+        help="How a query and a key become one score (the Score functions page compares all four).",
+    )
+    cross, valid = cross_settings()
     cfg = dict(
         d_model=int(d_model),
         n_head=int(n_head),
@@ -233,3 +258,25 @@ def score_sources(src: Selection) -> dict[str, Selection]:
     base = module_preview(src)
     cfg = dict(base.module)
     return {s: Selection(base.model, tuple(sorted({**cfg, "score": s}.items())), base.layer) for s in SCORE_FUNCTIONS}
+
+
+def cross_settings() -> tuple[bool, int]:
+    """Our module's cross-attention switch and how many of its keys are real (the rest padding; 0: all)."""
+    cross = st.toggle(
+        "Cross-attention",
+        key="m_cross",
+        bind=URL,
+        help="Queries from the sentence; keys and values from the second sentence (without one: 6 seeded vectors).",
+    )
+    if not cross:
+        return False, 0
+    valid = st.number_input(
+        "Valid keys (0 = all)",
+        0,
+        4096,
+        0,
+        key="m_valid",
+        bind=URL,
+        help="Keys after the first N are padding: no query may attend them.",
+    )
+    return True, valid
