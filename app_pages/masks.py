@@ -40,8 +40,7 @@ pad_to = c1.number_input("Pad to N tokens (0 = none)", 0, min(ui.max_tokens(), s
 pad_mask = c1.toggle("Padding mask", True, key="pad_mask", bind=ui.URL, disabled=not src.applies_padding or pad_to <= n_real,
                      help="Off: padding tokens stay visible to every query, as if the batch forgot its attention_mask.")
 own = analysis.own_causal(base, layer)  # GPT-2 and kin: the model's own mask already hides the future
-# off by default for a pretrained model, so a learner first sees the padding mask alone (an encoder) or the model's
-# own mask (a causal model); our module cannot pad, so it opens with the causal mask on to show a mask at all
+# off for a pretrained model (padding alone first); on for our module, which cannot pad
 causal = c2.toggle("Causal mask (no looking ahead)", src.single_layer, key="causal", bind=ui.URL, disabled=own,
                    help="This model is causal: its own mask always hides future keys." if own else CROSS_CAUSAL
                    if src.part == "cross" else None) and not own
