@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, first_line
 from .shard import run_shard
 from .state import ProfileState, Settings
 from .texts import Corpus
@@ -46,8 +46,7 @@ def run_on_ray(loaded, corpus: Corpus, settings: Settings, todo: list[int], work
         raise InputError("engine='ray' loads the model in every worker: give it by name or folder, not an object.")
     started = not ray.is_initialized()
     if started:
-        address = os.environ.get("RAY_ADDRESS")
-        ray.init(address=address, **({} if address else _local(workers)))
+        _start(ray, workers)
     try:
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
         out = ray.data.from_items([{"shard": k} for k in todo]).map_batches(
@@ -63,6 +62,21 @@ def run_on_ray(loaded, corpus: Corpus, settings: Settings, todo: list[int], work
         if started:
             ray.shutdown()
     return {int(r["shard"]): ProfileState.from_bytes(r["state"], loaded.n_layer, loaded.n_head, settings) for r in rows}
+
+
+def _start(ray, workers: int, tries: int = 2) -> None:
+    """Join RAY_ADDRESS's cluster or start a local runtime. A local raylet gives up when its own agent is slow to
+    start (seen on a machine loaded far past its cores), so a failed start is tried once more before it is refused."""
+    address = os.environ.get("RAY_ADDRESS")
+    for attempt in range(tries):
+        try:
+            ray.init(address=address, **({} if address else _local(workers)))
+            return
+        except Exception as e:  # Ray's start-up errors have no common type
+            ray.shutdown()
+            if attempt == tries - 1:
+                where = f"the Ray cluster at {address}" if address else "a local Ray runtime"
+                raise InputError(f"Could not start {where}: {first_line(e)}") from None
 
 
 def _local(workers: int) -> dict:
