@@ -47,11 +47,7 @@ except (AttnvizError, OSError) as e:
     ui.show_error(e if isinstance(e, AttnvizError) else f"Could not read {chosen!r}: {e.strerror or e}.")
     st.stop()
 stats = maps.statistic_names(prof)
-counts = prof.provenance.get("counts", {})
-st.caption(
-    f"{ui.literal(prof.provenance.get('model', '?'))}: {prof.n_layer} layers x {prof.n_head} heads, "
-    f"{counts.get('texts', 0):,} texts, {counts.get('tokens', 0):,} tokens."
-)
+st.caption(ui.literal(maps.profile_summary(prof)))
 heads = {f"{y}-{h}": f"layer {y}, head {h}" for y in range(prof.n_layer) for h in range(prof.n_head)}
 
 

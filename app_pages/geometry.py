@@ -61,7 +61,7 @@ st.caption(
 )
 for note in [geo.note, *GE.layer_notes(tr, layer)]:
     if note:
-        st.caption(note)
+        st.caption(ui.literal(note))
 
 
 def _pick():

@@ -8,8 +8,7 @@ from attnviz.plots import heatmaps as hm
 src = ui.current()
 st.title("Heads")
 st.markdown(
-    "Each attention **head** decides, for every token (a *query*), how much to read from every token "
-    "(a *key*). Compare all heads of one layer, open one up close, or scan every layer at once."
+    "Each attention **head** decides, for every token (a *query*), how much to read from every token (a *key*)."
 )
 tr = ui.get_trace(src)
 if tr is None:

@@ -72,9 +72,6 @@ if own:
             "(the grey triangle in chart 1). attnviz keeps a model's own mask, so *without your masks* below still has "
             "that triangle: a causal model never computes attention to the future, so there is nothing true to show "
             "there. Hide a token or pad the text to add a mask of your own.")  # fmt: skip
-if not rep.masks_anything and not own:  # a causal model's note above already says what to try
-    st.info("Nothing is masked with these settings, so both sides below are the same. Turn on the causal mask, hide "
-            "a token, or pad with the padding mask on. Padding with the mask off shows its leak in chart 3.")  # fmt: skip
 st.markdown(
     analysis.reach_note(layers, src.layer, base.n_layer, src.single_layer, src.part, kept, bool(rep.change.any()))
     + f" Shown: layer {src.layer}, head {head}."
@@ -105,6 +102,8 @@ with first:
         "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
         "stages",
     )
+    if not rep.masks_anything and not own:  # a causal model's note above already says what to try
+        st.info(analysis.NOTHING_MASKED)
 show(
     mp.weights_comparison(
         without.stages(layer, heads=head).weights[0][cut],

@@ -57,6 +57,10 @@ def model_options(opts: dict) -> dict:
     return out
 
 
+NOTHING_MASKED = (
+    "Nothing is masked with these settings: chart 1 has no grey cell and both sides of chart 2 are the same. Turn on "
+    "the causal mask, hide a token, or pad with the padding mask on (off: chart 3 shows the leak)."
+)
 ALL_HIDDEN = (
     "Hiding every token leaves no query a key to attend: every row would be fully masked, and the page would show "
     "only the fill value at work. Keep at least one token visible (chart 4 below shows a fully masked row for "

@@ -66,3 +66,17 @@ def example_tokens(loaded, prof: HeadProfile, text: str) -> list[str] | None:
 
     most = int(prof.provenance.get("settings", {}).get("max_tokens", 128))
     return encode(loaded.tokenizer, text, None, token_limit(loaded.max_tokens, most)).tokens
+
+
+def profile_summary(prof) -> str:
+    """One line on what a profile covers: its model, heads, texts and tokens (counts read as numbers, so a hand-edited
+    record cannot put text where a count belongs)."""
+    counts = prof.provenance.get("counts", {})
+    counts = counts if isinstance(counts, dict) else {}
+
+    def count(name: str) -> str:
+        value = counts.get(name, 0)
+        return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
+
+    model = str(prof.provenance.get("model", "?"))[:200]
+    return f"{model}: {prof.n_layer} layers x {prof.n_head} heads, {count('texts')} texts, {count('tokens')} tokens."

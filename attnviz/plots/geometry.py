@@ -160,7 +160,7 @@ def query_key_space(
         "query_key_space",
         height=580,
         top=90,
-        title=dict(text=title, y=0.98, yanchor="top"),
+        title=dict(text=title, y=0.98, yanchor="top", yref="container"),
         clickmode="event+select",
         meta={"points": len(xy), "colour": colour},
         legend=legend,

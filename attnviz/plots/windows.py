@@ -51,5 +51,5 @@ def range_note(n_queries: int, n_keys: int, queries: tuple[int, int], keys: tupl
     if queries == (0, n_queries) and keys == (0, n_keys):
         return ""
     if queries == keys and n_queries == n_keys:
-        return f" · tokens {queries[0]}–{queries[1] - 1} of {n_queries}"
+        return f" · tokens {queries[0]}–{queries[1] - 1} of {n_queries:,}"
     return f" · queries {queries[0]}–{queries[1] - 1}, keys {keys[0]}–{keys[1] - 1} of {n_keys:,}"
