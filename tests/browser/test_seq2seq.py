@@ -17,7 +17,13 @@ def folders(tmp_path_factory):
 
 
 def _heatmap_shape(tab) -> tuple[int, int]:
-    """(rows, columns) of the single-head heatmap as drawn, read from Plotly's own data in the page."""
+    """(rows, columns) of the single-head heatmap as drawn, read from Plotly's own data in the page (waited for: it
+    is drawn after the grid, so 'two charts drawn' can come before it)."""
+    tab.page.wait_for_function(
+        """() => [...document.querySelectorAll('.js-plotly-plot')].some(
+                     g => ((g.layout || {}).meta || {}).figure === 'head_detail' && g.data)""",
+        timeout=90_000,
+    )
     shape = tab.page.evaluate(
         """() => { const gd = [...document.querySelectorAll('.js-plotly-plot')].find(
                        g => ((g.layout || {}).meta || {}).figure === 'head_detail');
