@@ -58,6 +58,11 @@ def _pick(name: str) -> None:
         st.session_state["cp_head"] = f"{tile[0]}-{tile[1]}"
 
 
+def _head_chart(fig, name: str, *parts: str) -> None:
+    """A chart of heads whose clicked point picks the head (the finder and the map)."""
+    ui.chart(fig, "corpus", *parts, key=ui.chart_key(name), on_select=lambda: _pick(name), selection_mode="points")
+
+
 st.subheader("Find heads", divider="gray")
 colours = {"layer": "layer"} | ({"kv_group": "key/value head"} if int(prof.provenance.get("kv_groups", 1)) > 1 else {})
 left, middle, right = ui.columns("cp-axes", 3)
@@ -68,16 +73,7 @@ choice = st.session_state.get("cp_head", st.query_params.get("cp_head"))  # the 
 choice = choice if choice in heads else None
 picked = tuple(int(v) for v in choice.split("-")) if choice else None
 st.caption("Every head is a point; hover for its numbers, **click one** to pick it.")
-ui.chart(
-    cp.head_finder(prof, x, y, colour, picked),
-    "corpus",
-    "heads",
-    x,
-    y,
-    key=ui.chart_key("cp-finder"),
-    on_select=lambda: _pick("cp-finder"),
-    selection_mode="points",
-)
+_head_chart(cp.head_finder(prof, x, y, colour, picked), "cp-finder", "heads", x, y)
 
 st.subheader("Heads that attend alike", divider="gray")
 if prof.distance is None:
@@ -87,14 +83,7 @@ else:
         "Classical multidimensional scaling of the Jensen-Shannon distances between every two heads' "
         "attention rows, averaged over the corpus: heads close together attend alike."
     )
-    ui.chart(
-        cp.head_map(maps.classical_mds(prof.distance), prof, colour, picked),
-        "corpus",
-        "map",
-        key=ui.chart_key("cp-map"),
-        on_select=lambda: _pick("cp-map"),
-        selection_mode="points",
-    )
+    _head_chart(cp.head_map(maps.classical_mds(prof.distance), prof, colour, picked), "cp-map", "map")
 
 st.subheader("One head's examples", divider="gray")
 choice = ui.url_choice(st.selectbox, "Head", heads, key="cp_head")
