@@ -107,7 +107,7 @@ def checked_values(arrays: dict, i: int) -> Values | None:
     if f"values_{i}" not in arrays:
         return None
     v, written = arrays[f"values_{i}"], arrays[f"output_norms_{i}"]
-    finite = torch.isfinite(v).all() if isinstance(v, torch.Tensor) else np.isfinite(v).all()
+    finite = isinstance(v, torch.Tensor) or np.isfinite(v).all()  # a tensor: checked by the caller (format 2)
     if not (finite and np.isfinite(written).all() and (written >= 0).all()):
         raise refused(f"its values or output norms of layer {i} hold NaN, infinite or negative numbers")
     return Values(v if isinstance(v, torch.Tensor) else torch.from_numpy(v), torch.from_numpy(written))

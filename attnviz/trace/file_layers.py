@@ -135,32 +135,38 @@ def _tensor(arrays: dict, rec: dict, name: str) -> torch.Tensor | None:
     return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if name in rec["bfloat16"] else torch.from_numpy(a)
 
 
-def _finite(t: torch.Tensor | None, what: str, i: int) -> torch.Tensor | None:
-    if t is not None and not bool(torch.isfinite(t).all()):
-        raise refused(f"its {what} of layer {i} hold NaN or infinite values")
-    return t
+def _finite(arrays: dict, rec: dict, name: str, what: str) -> torch.Tensor | None:
+    """`_tensor(name)` after checking that it holds no NaN or infinity (in numpy: torch's check is slower on a CPU
+    shared by many threads); bfloat16's raw bits are infinite or NaN where all eight exponent bits are set."""
+    a = arrays.get(name)
+    if a is not None:
+        bad = (a & 0x7F80) == 0x7F80 if name in rec["bfloat16"] else ~np.isfinite(a)
+        if bad.any():
+            raise refused(f"its {what} of layer {name.rpartition('_')[2]} hold NaN or infinite values")
+    return _tensor(arrays, rec, name)
 
 
 def _layer(arrays: dict, rec: dict, i: int, mask: StructuredMask) -> LayerRecord:
     get = lambda name: _tensor(arrays, rec, f"{name}_{i}")  # noqa: E731
-    norms = get("norms")
-    if bool(torch.isnan(norms).any() or torch.isposinf(norms).any()):
+    finite = lambda name, what: _finite(arrays, rec, f"{name}_{i}", what)  # noqa: E731
+    norms = get("norms")  # -inf where a row sees no key and the fill is -inf
+    if bool(np.isnan(arrays[f"norms_{i}"]).any() or np.isposinf(arrays[f"norms_{i}"]).any()):
         raise refused(f"its row norms of layer {i} hold NaN or infinite values")
     softcap = float(arrays[f"softcap_{i}"]) if f"softcap_{i}" in arrays else None
     if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
         raise refused(f"its softcap of layer {i} is not a positive number")
     if f"values_{i}" in arrays:  # checked as format 1 checks them, the values in their own dtype
-        arrays = {**arrays, f"values_{i}": get("values")}
+        arrays = {**arrays, f"values_{i}": finite("values", "values")}
     return LayerRecord(
-        _finite(get("q"), "queries", i),
-        _finite(get("k"), "keys", i),
+        finite("q", "queries"),
+        finite("k", "keys"),
         check_scale(rec["scale"][i]),
         mask,
         float(rec["fill"][i]),
-        bias=_finite(get("bias"), "bias", i),
-        scores=_finite(get("scores"), "scores", i),
+        bias=finite("bias", "bias"),
+        scores=finite("scores", "scores"),
         softcap=softcap,
-        sinks=_finite(get("sinks"), "sinks", i),
+        sinks=finite("sinks", "sinks"),
         scale_on=rec["scale_on"][i],
         norms=RowNorms(norms[0].float(), norms[1].float()),
         values=checked_values(arrays, i),
