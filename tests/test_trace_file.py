@@ -11,11 +11,10 @@ import pickle
 import struct
 import tracemalloc
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
-from pathlib import Path
-
 from helpers import deflate_bomb, make_trace, npz_members, npz_of, vector_trace
 
 from attnviz import export
@@ -160,7 +159,7 @@ ALTERED_2 = {  # name -> (change to a valid format-2 file, words the message mus
     "exceptions out of order": (_set("mask_flips_0", np.array([7, 3])), "not sorted cells of the mask"),
     "exceptions past the mask": (_set("mask_flips_0", np.array([25])), "not sorted cells of the mask"),
     "exceptions as floats": (_set("mask_flips_0", np.array([1.0])), "holds floating-point numbers, not whole"),
-    "weights only, says the record": (_record(weights_only=True), "says weights only"),
+    "weights only, says the record": (_record(**{"weights_only": True}), "says weights only"),
     "no scale_on": (_record(scale_on=None), "scale_on"),
     "a scale of 1e30": (_record(scale=[1e30, 0.25]), "scale must be a finite"),
     "a layer past the limit by name": (lambda m: _pop_layer_1(m) or m.update(q_1500=m["q_0"]), "1,501 layers"),
