@@ -26,6 +26,12 @@ def format_1(trace, record: dict) -> bytes:
         out[name] = np.asarray(trace.stage(name), np.float32)
     out["mask"] = trace.mask
     for i in range(trace.n_layer):
+        facts = trace.facts(i)
+        for part in ("bias", "sinks"):
+            if getattr(facts, part) is not None:
+                out[f"{part}_{i}"] = getattr(facts, part)
+        if facts.softcap is not None:
+            out[f"softcap_{i}"] = np.array(facts.softcap, np.float64)
         if trace.has("values"):
             out[f"values_{i}"], out[f"output_norms_{i}"] = trace.value_heads(i), trace.output_norms(i)
     buf = io.BytesIO()
