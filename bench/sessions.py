@@ -30,7 +30,8 @@ QUEUED = "() => document.body.innerText.includes('Queued:')"
 
 def largest_upload(path: Path) -> Path:
     """A valid trace file at the hosted bounds: 2 layers x 127 heads x 256 tokens of float16 scores and weights,
-    64 MB unpacked, about 66 kB packed."""
+    64 MB unpacked, about 66 kB packed (format 1's dense stages, which still open: the most a file can make the
+    server compute)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
@@ -39,7 +40,7 @@ def largest_upload(path: Path) -> Path:
     from attnviz import export
 
     members = npz_members(export.trace_npz(make_trace(["a"] * 3, n_layer=2, n_head=1)))
-    members["provenance.json"].update(tokens=["a"] * 256, key_tokens=["a"] * 256)
+    members["provenance.json"].update(tokens=["a"] * 256, key_tokens=["a"] * 256, format="attnviz-trace/1")
     members.update(
         scores=np.zeros((2, 127, 256, 256), np.float16),
         weights=np.full((2, 127, 256, 256), 1 / 256, np.float16),

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..errors import AttnvizError, ModelLoadError, first_line
-from . import capture
+from . import capture, passes
 from .access import check_before_loading
 from .encode import forward_inputs
 from .failures import explain, reported
@@ -182,7 +182,7 @@ def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
         name, model, tokenizer, _max_tokens(model.config, tokenizer), str(param.device), forward_inputs(model), captures
     )
     found = probe(subject)
-    capture.lend(model, capture.CAPTURE_NAME if found.route == "seam" else "eager", theirs)
+    passes.lend(model, capture.CAPTURE_NAME if found.route == "seam" else "eager", theirs)
     return _built(subject, name, dtype, found, head_of(model))
 
 
