@@ -107,23 +107,25 @@ def masks(
     ]
     rep = None
     if unmasked is not None:
-        C.check_comparable(trace, unmasked, "a trace and its unmasked twin")
-        own = unmasked if own is None else own
-        own_causal = M.own_causal(own, layer)  # the model's own mask, not the experiment's
-        causal, hide, applied = opts.get("causal", False), opts.get("hide", ()), opts.get("layers")
-        applied = None if applied is None else tuple(applied)
-        rep = M.mask_report(trace, unmasked, own, layer, head, n_real, causal, hide, n_real_keys)
-        without, with_mask = (t.stages(layer, heads=head).weights[0][cut] for t in (unmasked, trace))
-        out.append(
-            (
-                "2 · Where the weight went",
-                mp.weights_comparison(without, with_mask, trace.tokens, who, own_causal, key_tokens=keys, **drawn),
-            )
-        )
-        out.append(("3 · Leaks, layer by layer", mp.leak_bars(rep, applied, own_causal)))
+        rep, compared = _compared(trace, unmasked, own, layer, head, n_real, n_real_keys, cut, keys, who, drawn)
+        out += compared
         fills = rep.fills
     else:
         q, visible = M.demo_row(trace.layer_mask(layer), n_real)
         fills = M.fill_demo(trace.stages(layer, heads=head, queries=(q, q + 1)).scaled[0, 0], visible)
     out.append(("4 · A row with every key masked", mp.fill_demo_figure(fills, trace.key_tokens, fill)))
     return Masks(tuple(out), rep)
+
+
+def _compared(trace, unmasked, own, layer, head, n_real, n_real_keys, cut, keys, who, drawn) -> tuple:
+    """(the mask report, charts 2 and 3): the experiment against the same text without its masks."""
+    C.check_comparable(trace, unmasked, "a trace and its unmasked twin")
+    own = unmasked if own is None else own
+    own_causal = M.own_causal(own, layer)  # the model's own mask, not the experiment's
+    opts = dict(trace.options)
+    causal, hide, applied = opts.get("causal", False), opts.get("hide", ()), opts.get("layers")
+    rep = M.mask_report(trace, unmasked, own, layer, head, n_real, causal, hide, n_real_keys)
+    without, with_mask = (t.stages(layer, heads=head).weights[0][cut] for t in (unmasked, trace))
+    weights = mp.weights_comparison(without, with_mask, trace.tokens, who, own_causal, key_tokens=keys, **drawn)
+    leaks = mp.leak_bars(rep, None if applied is None else tuple(applied), own_causal)
+    return rep, [("2 · Where the weight went", weights), ("3 · Leaks, layer by layer", leaks)]
