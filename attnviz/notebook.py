@@ -181,7 +181,8 @@ def show(trace: AttentionTrace, page: str = "heads", layer: int = 0, head: int =
 
     page: heads, scaling, masks, headstats, rollout, neuron, words, pairs, compare or geometry (see attnviz.figures
     for each page's own options, e.g. stage= on heads, scale= on scaling, unmasked= on masks, other= on compare,
-    method= and colour= on geometry, view="value-weighted" on headstats, words, pairs and compare).
+    method= and colour= on geometry, query= on rollout (attention flow), view="value-weighted" on headstats, words,
+    pairs and compare). The dashboard's page draws the same figures from the same call.
     """
     return Figures(tuple(page_figures(trace, page, layer, head, **options)), summary(trace))
 
