@@ -65,6 +65,13 @@ class Drawn:
     scale: list
     notes: list
 
+    def stored(self, dtype: str) -> Drawn:
+        """In `dtype`, or float32 where a value is past float16's range (65,504)."""
+        big = max(float(np.abs(a).max()) for a in (*self.q, *self.k)) > float(np.finfo(np.float16).max)
+        cast = np.float32 if big else np.dtype(dtype)
+        q, k = [a.astype(cast) for a in self.q], [a.astype(cast) for a in self.k]
+        return Drawn(q, k, self.masks, self.tokens, self.scale, self.notes)
+
     def first(self, n: int) -> Drawn:
         """The first n tokens, in position order."""
         order = np.argsort([t["position"] for t in self.tokens[:n]], kind="stable")
@@ -105,14 +112,14 @@ class Choice:
     """The texts a sample takes its tokens from: the smallest priorities, as many as `samples` tokens need; `held`:
     the drawn tokens of chosen texts this process traced."""
 
-    def __init__(self, prio, text, count, samples: int, per_text: int, seed: int, held: dict | None = None):
+    def __init__(self, prio, text, count, samples: int, per_text: int, seed: int, dtype: str = "float32"):
         self.prio, self.text, self.count = np.asarray(prio, np.float64), np.asarray(text, np.int64), np.asarray(count)
-        self.samples, self.per_text, self.seed = int(samples), int(per_text), int(seed)
-        self.held = dict(held or {})
+        self.samples, self.per_text, self.seed, self.dtype = int(samples), int(per_text), int(seed), dtype
+        self.held: dict[int, Drawn] = {}
 
     @classmethod
-    def empty(cls, samples: int, per_text: int, seed: int) -> Choice:
-        return cls(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), samples, per_text, seed)
+    def empty(cls, samples: int, per_text: int, seed: int, dtype: str = "float32") -> Choice:
+        return cls(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), samples, per_text, seed, dtype)
 
     def _full(self) -> bool:
         return int(self.count.sum()) >= self.samples
@@ -128,7 +135,7 @@ class Choice:
         if trace is not None and text in set(self.text.tolist()):
             drawn = draw(trace, text, self.seed, self.per_text)
             if isinstance(drawn, Drawn):
-                self.held[int(text)] = drawn
+                self.held[int(text)] = drawn.stored(self.dtype)
 
     def _keep(self, prio, text, count) -> None:
         """The entries whose tokens are still needed: fewer than `samples` tokens come before them."""
@@ -140,7 +147,7 @@ class Choice:
         self.held = {t: d for t, d in self.held.items() if t in kept}
 
     def merge(self, other: Choice) -> Choice:
-        out = Choice.empty(self.samples, self.per_text, self.seed)
+        out = Choice.empty(self.samples, self.per_text, self.seed, self.dtype)
         out.held = {**self.held, **other.held}
         out._keep(np.r_[self.prio, other.prio], np.r_[self.text, other.text], np.r_[self.count, other.count])
         return out
@@ -156,12 +163,12 @@ class Choice:
         return {"prio": self.prio, "text": self.text, "count": self.count, "meta": meta}
 
     @classmethod
-    def from_arrays(cls, a: dict, samples: int, per_text: int, seed: int) -> Choice:
+    def from_arrays(cls, a: dict, samples: int, per_text: int, seed: int, dtype: str = "float32") -> Choice:
         if not a:  # a state written without a sample
-            return cls.empty(samples, per_text, seed)
+            return cls.empty(samples, per_text, seed, dtype)
         if a["meta"].tolist() != [samples, per_text, seed]:
             raise InputError("A shard's query-key sample was drawn with other settings: profile again.")
-        return cls(a["prio"], a["text"], a["count"], samples, per_text, seed)
+        return cls(a["prio"], a["text"], a["count"], samples, per_text, seed, dtype)
 
 
 @dataclass(frozen=True)
@@ -187,12 +194,11 @@ def take(choice: Choice, trace_text, texts: dict, dtype: str) -> Taken | str:
         drawn = choice.held.get(text_id) or draw(trace_text(texts[text_id]), text_id, choice.seed, choice.per_text)
         if isinstance(drawn, str):
             return drawn
-        parts.append(drawn.first(n))
+        parts.append(drawn.stored(dtype).first(n))
     if not parts:
         return "No text of the corpus gave a token to sample."
-    cast = np.dtype(dtype)
-    if cast == np.float16 and max(float(np.abs(a).max()) for d in parts for a in (*d.q, *d.k)) > 65504:
-        cast = np.dtype(np.float32)  # a value past float16's range: the whole sample stays float32
+    # float16 unless a text's values are past its range: then the whole sample is float32
+    cast = np.result_type(*(d.q[0] for d in parts))
     layers = range(len(parts[0].q))
     return Taken(
         [np.concatenate([d.q[y] for d in parts], axis=1).astype(cast) for y in layers],

@@ -62,7 +62,7 @@ class ProfileState:
         self.examples = self.examples or Examples.empty(
             *shape, s.top, s.intervals, s.per_interval, s.example_keys, s.seed
         )
-        self.qk = self.qk or Choice.empty(s.qk_samples, s.qk_per_text, s.seed)
+        self.qk = self.qk or Choice.empty(s.qk_samples, s.qk_per_text, s.seed, s.qk_dtype)
 
     def observe(self, trace: AttentionTrace, text_id: int, special, cells: int = CELLS) -> None:
         """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""
@@ -148,7 +148,7 @@ class ProfileState:
             Histogram(hist["counts"]),
             Divergence(div["sums"], div["rows"]),
             Examples.from_arrays(part("examples")),
-            Choice.from_arrays(part("qk"), settings.qk_samples, settings.qk_per_text, settings.seed),
+            Choice.from_arrays(part("qk"), settings.qk_samples, settings.qk_per_text, settings.seed, settings.qk_dtype),
             {k: int(meta["counts"][k]) for k in COUNTS},
         )
         return state, meta

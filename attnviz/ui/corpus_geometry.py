@@ -19,10 +19,12 @@ COLOURS = {"position": "position in its text", "token": "token", "text": "text"}
 
 def query_key_section(prof, layer: int, head: int) -> None:
     """The section: its explanation, three controls (all in the link) and the figure, or why there is none."""
-    st.subheader("Where its queries meet its keys", divider="gray", anchor="cp-qk")
+    st.subheader(f"Query-key space of layer {layer}, head {head}", divider="gray", anchor="cp-qk")
     sample = prof.qk
     if sample is None:
-        why = (prof.provenance.get("qk_sample") or {}).get("why_not") or "it was made without one (qk_samples=0)"
+        why = (prof.provenance.get("qk_sample") or {}).get(
+            "why_not"
+        ) or "it was made without one (qk_samples=0, or by an earlier attnviz)"
         st.info(f"This profile keeps no sample of queries and keys: {literal(why)}")
         return
     left, mid, right = columns("cp-qk-controls", [1, 1, 1], vertical_alignment="bottom")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnviz.corpus import open_profile, profile
-from attnviz.corpus.qk_sample import Choice, eligible
+from attnviz.corpus.qk_sample import Choice, Drawn, eligible
 from attnviz.corpus.qk_store import sample_geometry
 from attnviz.errors import InputError
 
@@ -170,3 +170,11 @@ def test_no_sample_is_said_and_the_settings_are_bounded(tiny_gpt2):
     with pytest.raises(InputError, match="qk_samples must be"):
         profile(tiny_gpt2, TEXTS[:1], qk_samples=10**6)
     assert sorted(eligible(0, 5, 3, 4).tolist()) == [0, 1, 2]  # a short text gives every token
+
+
+def test_float16_storage_falls_back_to_float32_past_its_range():
+    small, big = np.ones((2, 3, 4), np.float32), np.full((2, 3, 4), 7e4, np.float32)
+    drawn = lambda k: Drawn([small], [k], [np.ones((3, 3), bool)], [{}] * 3, [1.0], [[]])  # noqa: E731
+    assert drawn(small).stored("float16").q[0].dtype == np.float16
+    kept = drawn(big).stored("float16")
+    assert kept.k[0].dtype == np.float32 and kept.k[0].max() == 7e4  # 70,000 would be inf in float16
