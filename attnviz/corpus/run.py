@@ -160,7 +160,7 @@ def finish(total: ProfileState, loaded, corpus: Corpus, s: Settings) -> HeadProf
     }
     divergence = total.divergence.result() if s.distances else None
     qk = _qk_sample(total, loaded, corpus, s, provenance)
-    return HeadProfile(total.means.result(), total.histogram.counts, divergence, examples, texts, provenance, qk)
+    return HeadProfile(total.means.result(), total.histogram.counts, divergence, examples, texts, provenance, qk=qk)
 
 
 def _qk_sample(total: ProfileState, loaded, corpus: Corpus, s: Settings, provenance: dict) -> QKSample | None:

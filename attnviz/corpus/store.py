@@ -197,4 +197,4 @@ def open_profile(folder) -> HeadProfile:
     qk = None if declared is None else QKSample(folder=folder, declared=declared)
     if declared is not None:
         provenance["qk_sample"] = {k: declared[k] for k in ("samples", "texts")}
-    return HeadProfile(stats, hist, divergence, examples, texts, provenance, qk)
+    return HeadProfile(stats, hist, divergence, examples, texts, provenance, qk=qk)
