@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from ..analysis.geometry import layer_notes
 from ..errors import InputError
@@ -91,12 +92,15 @@ def draw(tr: AttentionTrace, text_id: int, seed: int, per_text: int) -> Drawn | 
     if not tr.has("vectors"):
         return tr.why_not("vectors")
     pos = eligible(seed, text_id, tr.n_tokens, per_text)
-    q, k, masks = [], [], []
-    for layer in range(tr.n_layer):
-        heads = [tr.vectors(layer, h) for h in range(tr.n_head)]  # as the model used them (after rotary, say)
-        q.append(np.stack([a[pos] for a, _ in heads]))
-        k.append(np.stack([heads[g[0]][1][pos] for g in tr.kv_groups]))  # kv_groups: each kv head's query heads
-        masks.append(tr.layer_mask(layer)[np.ix_(pos, pos)])
+    q, k, masks, at = [], [], [], torch.as_tensor(pos)
+    with torch.inference_mode():
+        for layer in range(tr.n_layer):
+            # what trace.vectors reads (q and k as the model used them, after rotary say), every head at once, and
+            # the keys once per key/value head (a query head h of g per group uses key/value head h // g)
+            record = tr.layers[layer]
+            q.append(record.q[:, at.to(record.q.device)].float().cpu().numpy())
+            k.append(record.k[:, at.to(record.k.device)].float().cpu().numpy())
+            masks.append(tr.layer_mask(layer)[np.ix_(pos, pos)])
     scale = [float(tr.facts(y).scale) for y in range(tr.n_layer)]
     notes = [layer_notes(tr, y) for y in range(tr.n_layer)]
     return Drawn(q, k, masks, [_token(tr, text_id, int(p)) for p in pos], scale, notes)
