@@ -61,7 +61,10 @@ class QKSample:
         attention: no head compares them)."""
         cells = np.asarray(self._array("allowed")[check_index("layer", layer, self.n_layer)], bool)
         out, at, start = np.zeros((self.n, self.n), bool), 0, 0
-        for m in self.per_text():
+        blocks = self.per_text()
+        if sum(m * m for m in blocks) > cells.size:
+            raise InputError("The sample's mask does not match its tokens table: build the profile again.")
+        for m in blocks:
             out[start : start + m, start : start + m] = cells[at : at + m * m].reshape(m, m)
             at, start = at + m * m, start + m
         return out
@@ -143,10 +146,20 @@ def check_files(folder: Path, record: dict) -> dict | None:
     declared = record.get("qk_sample")
     if not isinstance(declared, dict) or "files" not in declared:
         return None
+    try:
+        return _checked(folder, record, declared)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise InputError(f"{str(folder)!r} declares a query-key sample that cannot be read ({e}).") from None
+
+
+def _checked(folder: Path, record: dict, declared: dict) -> dict:
     n, n_layer, n_head = int(declared["samples"]), int(record["n_layer"]), int(record["n_head"])
     n_kv = n_head // max(1, int(record.get("kv_groups", 1)))
-    if not 0 < n <= MAX_SAMPLES or len(declared["scale"]) != n_layer:
+    if not 0 < n <= MAX_SAMPLES:
         raise InputError(f"{str(folder)!r} declares a query-key sample of {n:,} tokens: at most {MAX_SAMPLES:,}.")
+    scale, notes = [float(x) for x in declared["scale"]], [[str(x) for x in row] for row in declared["notes"]]
+    if len(scale) != n_layer or len(notes) != n_layer:
+        raise ValueError("a scale and notes for every layer")
     wanted = {"allowed.npy": ((n_layer, None), ("bool",))}
     for y in range(n_layer):
         wanted[f"q-{y:03d}.npy"] = ((n_head, n, None), ("float16", "float32"))
@@ -157,7 +170,7 @@ def check_files(folder: Path, record: dict) -> dict | None:
     table = folder / FOLDER / "tokens.parquet"
     if not table.is_file() or table.stat().st_size > MAX_TOKENS_TABLE:
         raise InputError(f"{str(table)!r} is missing or larger than a sample's tokens table can be: build it again.")
-    return declared
+    return {**declared, "scale": scale, "notes": notes}
 
 
 def _check_array(path: Path, declared: dict, shape: tuple, dtypes: tuple, n: int) -> None:

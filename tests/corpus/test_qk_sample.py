@@ -162,6 +162,12 @@ def test_the_folder_round_trips_in_float16_and_refuses_other_files(tiny_llama, l
     path.write_text(json.dumps(record))
     with pytest.raises(InputError, match="at most 5,000"):
         open_profile(tmp_path / "p")
+    record["qk_sample"] = dict(record["qk_sample"], samples=20, notes=5)  # a value of another type: said, not raised
+    body = {k: v for k, v in record.items() if k != "checksum"}
+    record["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    path.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="cannot be read"):
+        open_profile(tmp_path / "p")
 
 
 def test_no_sample_is_said_and_the_settings_are_bounded(tiny_gpt2):
