@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..hf import load_model
+from ..hf import load_model, trace_pretrained
+from .qk_sample import take
+from .qk_store import QKSample
 from .shard import run_shard
 from .state import ProfileState, Settings
 from .store import PROVENANCE, VERSION, HeadProfile
@@ -157,7 +159,24 @@ def finish(total: ProfileState, loaded, corpus: Corpus, s: Settings) -> HeadProf
         "versions": _versions(),
     }
     divergence = total.divergence.result() if s.distances else None
-    return HeadProfile(total.means.result(), total.histogram.counts, divergence, examples, texts, provenance)
+    qk = _qk_sample(total, loaded, corpus, s, provenance)
+    return HeadProfile(total.means.result(), total.histogram.counts, divergence, examples, texts, provenance, qk=qk)
+
+
+def _qk_sample(total: ProfileState, loaded, corpus: Corpus, s: Settings, provenance: dict) -> QKSample | None:
+    """The query-key sample's vectors, from its chosen texts traced once more (see attnviz.corpus.qk_sample)."""
+    if not s.qk_samples:
+        return None
+    texts = dict(_texts_of(corpus, {i for i, _ in total.qk.chosen()}))
+    taken = take(
+        total.qk, lambda t: trace_pretrained(loaded, t, max_tokens=s.max_tokens, values=False), texts, s.qk_dtype
+    )
+    if isinstance(taken, str):
+        provenance["qk_sample"] = {"why_not": taken}
+        return None
+    sample = QKSample(taken)
+    provenance["qk_sample"] = {"samples": sample.n, "texts": len(sample.per_text())}
+    return sample
 
 
 def _texts_of(corpus: Corpus, wanted: set):
