@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import checks
+from ..checks.objects import path
 from ..errors import InputError
 
 FORMAT = "attnviz-head-profile"
@@ -170,12 +172,13 @@ def check_folder(folder) -> dict:
     return record
 
 
+@checks.public(name="attnviz.open_profile")
 def open_profile(folder) -> HeadProfile:
     """Reopen a saved profile (no model needed). An InputError says why when the folder is from another version of
     the layout, was edited by hand or is not a profile."""
     import pyarrow.parquet as pq
 
-    folder = Path(folder)
+    folder = Path(path("folder", folder))
     record = check_folder(folder)
     heads = pq.read_table(folder / "heads.parquet").to_pylist()
     n_layer, n_head = int(record["n_layer"]), int(record["n_head"])
