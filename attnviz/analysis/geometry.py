@@ -205,8 +205,9 @@ def points_geometry(
     `mask` [n_q, n_k] (True = may attend) picks the pairs the correlations are computed over; `normalised` projects
     the normalised vectors (the default) or the raw ones. Above `most` points (MAX_POINTS[method] by default),
     queries and keys are sampled in proportion, seeded, and the note says so."""
-    q, k = checks.array("q", q, (2,)).numpy().astype(np.float32), checks.array("k", k, (2,)).numpy().astype(np.float32)
-    mask = None if mask is None else checks.array("mask", mask, (2,), finite=False).numpy()
+    own = lambda a: np.array(a, np.float32) if isinstance(a, np.ndarray) and a.dtype.kind in "fiub" else a  # noqa: E731
+    q, k = (checks.array(n, own(a), (2,)).numpy().astype(np.float32, copy=False) for n, a in (("q", q), ("k", k)))
+    mask = None if mask is None else checks.array("mask", np.array(mask), (2,), finite=False).numpy()  # a copy
     checks.number("scale", scale, nonzero=True, high=1e4)
     check_options(method, normalised, most, seed)
     if q.shape[1] != k.shape[1] or not len(q) or not len(k):
