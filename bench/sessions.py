@@ -2,7 +2,8 @@
 
 N sessions (one Chromium context each, its own text so nothing is shared through the trace cache) open, all at
 once, either the Masks page at its bounds (256 tokens + pad_to=256, apply=all, two hidden tokens) or the Export page
-holding the largest allowed upload (a 64 MB-unpacked trace file under the 1 MB upload limit). The server's RSS is
+holding the largest allowed upload (a 64 MB-unpacked trace file under the 1 MB upload limit; each session its own
+file, differing in one token, so that no two share a trace in the cache, which keeps an upload under its digest). The server's RSS is
 read from /proc before, at its peak (VmHWM) and once every page is drawn; a page that was queued by the heavy gate
 (attnviz.ui.heavy) is counted. Modest on purpose (8 and 16 sessions, a fresh server per row); docs/deploy.md
 extrapolates linearly from the measured slope. Run: python -m bench.sessions [--sessions 8 16] [--kind masks upload]
@@ -33,9 +34,9 @@ WATCH_QUEUE = """new MutationObserver(() => { if (!window.__queued && document.b
 QUEUED = "() => window.__queued || false"
 
 
-def largest_upload(path: Path) -> Path:
+def largest_upload(path: Path, i: int = 0) -> Path:
     """A valid trace file at the hosted bounds: 2 layers x 127 heads x 256 tokens of float16 scores and weights,
-    64 MB unpacked, about 66 kB packed."""
+    64 MB unpacked, about 66 kB packed; its last token names `i`, so each session's file has its own digest."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
@@ -44,7 +45,8 @@ def largest_upload(path: Path) -> Path:
     from attnviz import export
 
     members = npz_members(export.trace_npz(make_trace(["a"] * 3, n_layer=2, n_head=1)))
-    members["provenance.json"].update(tokens=["a"] * 256, key_tokens=["a"] * 256)
+    tokens = ["a"] * 255 + [f"s{i}"]
+    members["provenance.json"].update(tokens=tokens, key_tokens=tokens)
     members.update(
         scores=np.zeros((2, 127, 256, 256), np.float16),
         weights=np.full((2, 127, 256, 256), 1 / 256, np.float16),
@@ -71,7 +73,7 @@ async def session(browser, base: str, kind: str, i: int, upload: Path) -> dict:
     else:
         await page.goto(f"{base}/export?text=a%20cat", wait_until="domcontentloaded")
         await page.wait_for_selector("input[type=file]", state="attached")
-        await page.set_input_files("input[type=file]", str(upload))
+        await page.set_input_files("input[type=file]", str(upload.with_name(f"largest-upload-{i}.npz")))
     while not await page.evaluate(DONE, None if kind == "masks" else "saved_grid"):
         queued[0] = queued[0] or await page.evaluate(QUEUED)
         await asyncio.sleep(0.25)
@@ -103,7 +105,9 @@ def main(argv=None) -> None:
     p.add_argument("--kind", nargs="+", default=["masks", "upload"], choices=["masks", "upload"])
     args = p.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
-    upload = largest_upload(OUT / "largest-upload.npz")
+    upload = OUT / "largest-upload-0.npz"
+    for i in range(max(args.sessions) if "upload" in args.kind else 0):
+        largest_upload(OUT / f"largest-upload-{i}.npz", i)
     for kind in args.kind:
         for n in args.sessions:
             print(asyncio.run(level(kind, n, upload)), flush=True)
