@@ -3,10 +3,11 @@
 N sessions (one Chromium context each, its own text so nothing is shared through the trace cache) open, all at
 once, either the Masks page at its bounds (256 tokens + pad_to=256, apply=all, two hidden tokens) or the Export page
 holding the largest allowed upload (a 64 MB-unpacked trace file under the 1 MB upload limit; each session its own
-file, differing in one token, so that no two share a trace in the cache, which keeps an upload under its digest). The server's RSS is
-read from /proc before, at its peak (VmHWM) and once every page is drawn; a page that was queued by the heavy gate
-(attnviz.ui.heavy) is counted. Modest on purpose (8 and 16 sessions, a fresh server per row); docs/deploy.md
-extrapolates linearly from the measured slope. Run: python -m bench.sessions [--sessions 8 16] [--kind masks upload]
+file, differing in one token, so that no two share a trace in the cache, which keeps an upload under its digest).
+The server's RSS is read from /proc before, at its peak (VmHWM) and once every page is drawn; a page that showed the
+heavy gate's "Queued:" message (attnviz.ui.heavy) is counted, and the time to its first answer or that message is
+kept. A fresh server per row; docs/deploy.md has the rows (16 Masks and 32 upload sessions at most so far).
+Run: python -m bench.sessions [--sessions 8 16 32] [--kind masks upload]
 """
 
 from __future__ import annotations
