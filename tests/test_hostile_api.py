@@ -9,6 +9,7 @@ by an entry point that refuses everything.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -267,3 +268,16 @@ def test_sizes_past_the_documented_limits_never_reach_the_allocator():
         with pytest.raises(attnviz.ArgumentError, match=name):
             call()
     assert attnviz.causal_mask(3).shape == (3, 3)  # and a small one is still made
+
+
+def test_every_public_function_is_called_here():
+    """A function added to attnviz.__all__ without an entry above fails here, and the profile's bounded settings are
+    its Settings' fields (a new setting without a bound would reach the run unchecked)."""
+    from dataclasses import fields
+
+    from attnviz.checks.objects import PROFILE_SETTINGS
+    from attnviz.corpus.state import Settings
+
+    public = {name for name in attnviz.__all__ if inspect.isfunction(getattr(attnviz, name))}
+    assert public - {entry.split()[0] for entry in ENTRIES} == set()
+    assert set(PROFILE_SETTINGS) == {f.name for f in fields(Settings)}

@@ -59,8 +59,8 @@ def ablate(
     heads = check_heads(loaded, heads)
     target, top_k = target_token("target", target), checks.whole("top_k", top_k, low=1, high=TOP_K)
     n_vocab = getattr(getattr(loaded.model, "config", None), "vocab_size", None)
-    if target is not None and isinstance(n_vocab, int):  # a token not in the vocabulary: said before any forward
-        target = target_id(loaded, target, torch.zeros(n_vocab))
+    if isinstance(n_vocab, int) and not (target is None or isinstance(target, str) and not target.strip()):
+        target_id(loaded, target, torch.zeros(n_vocab))  # a token not in the vocabulary: said before any forward
     checks.whole("max_tokens", max_tokens, low=1, high=checks.MAX_TOKENS, none=True)
     projections = {layer: projection(loaded, layer) for layer in sorted({layer for layer, _ in heads})}
     options = dict(max_tokens=max_tokens)
