@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .. import checks
+from ..checks.objects import path
 from ..errors import ArgumentTypeError, AttnvizError, ModelLoadError, first_line
 from . import capture
 from .access import check_before_loading
@@ -123,7 +124,7 @@ def load_model(name: str | None = None, *, device: str = "auto", dtype: str | No
     device: "auto" (the GPU when there is one), "cpu" or "cuda"; dtype: "float32" (CPU default), "bfloat16"
     (GPU default) or "float16". Raises ModelLoadError with a message that says what to do.
     """
-    checks.text("name", name, none=True)
+    path("name", name, none=True)  # a hub id or a folder: a str or a pathlib.Path
     checks.text("device", device), checks.text("dtype", dtype, none=True)  # which ones: choose_device says
     with reported(name):
         return _load(name, device, dtype)
