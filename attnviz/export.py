@@ -67,14 +67,15 @@ def file_name(trace: AttentionTrace, layer: int, ext: str) -> str:
     return f"attnviz_{model_slug(trace)}_layer{layer}.{ext}"
 
 
+@checks.public(name="attnviz.export.layer_csv")
 def layer_csv(trace: AttentionTrace, layer: int) -> bytes:
     """One row per (head, query, key): positions, tokens and the value of every available stage.
 
     Built column-wise with pandas (comes with streamlit): a 512-token, 12-head layer is 3 M rows.
     """
+    layer = check_index("layer", layer, trace.n_layer)
     import pandas as pd
 
-    layer = check_index("layer", layer, trace.n_layer)
     shape = (trace.n_head, trace.n_tokens, trace.n_keys)
     h, q, k = (a.ravel() for a in np.meshgrid(*(np.arange(n) for n in shape), indexing="ij"))
     cell = lambda tokens: np.array([_cell(t) for t in tokens], dtype=object)  # noqa: E731
@@ -95,6 +96,7 @@ def layer_csv(trace: AttentionTrace, layer: int) -> bytes:
     return pd.DataFrame(cols).to_csv(index=False, float_format="%.7g", lineterminator="\n").encode("utf-8")
 
 
+@checks.public(name="attnviz.export.layer_npz")
 def layer_npz(trace: AttentionTrace, layer: int) -> bytes:
     """Arrays [head, query, key] for every available stage, plus tokens, scale, fill and mask of the layer."""
     layer = check_index("layer", layer, trace.n_layer)

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import checks
+from ..checks.objects import PROFILE_SETTINGS, profile_call
 from ..errors import InputError
-from ..hf import load_model, trace_pretrained
+from ..hf import LoadedModel, load_model, trace_pretrained
 from .qk_sample import take
 from .qk_store import QKSample
 from .shard import run_shard
@@ -29,6 +31,7 @@ DEFAULT_LIMITS = Limits()
 PACKAGE_VERSION = "0.2.0"  # attnviz's, as pyproject.toml has it (tests/corpus checks they agree)
 
 
+@checks.public(name="attnviz.profile", extra=tuple(PROFILE_SETTINGS))
 def profile(
     model,
     corpus=None,
@@ -50,6 +53,8 @@ def profile(
     cluster RAY_ADDRESS names; `workers` actors). progress(texts_done, texts_total, tokens, seconds) is called after
     every shard. max_shards: do at most that many new shards now and return None if the profile is not finished.
     settings: see attnviz.corpus.state.Settings (max_tokens, shard_size, distances, seed, top, intervals, ...)."""
+    types = dict(model=LoadedModel, corpus=Corpus, limits=Limits)
+    profile_call(model, corpus, out, column, engine, progress, max_shards, limits, workers, settings, types)
     loaded = load_model(model) if isinstance(model, str) else model
     if loaded.is_seq2seq:
         raise InputError(f"{loaded.label} is an encoder-decoder: profiling its parts is not supported yet.")

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import checks
+from ..checks.objects import path
 from ..errors import InputError
 from .qk_store import QKSample, check_files
 
@@ -175,12 +177,13 @@ def check_folder(folder) -> dict:
     return record
 
 
+@checks.public(name="attnviz.open_profile")
 def open_profile(folder) -> HeadProfile:
     """Reopen a saved profile (no model needed). An InputError says why when the folder is from another version of
     the layout, was edited by hand or is not a profile."""
     import pyarrow.parquet as pq
 
-    folder = Path(folder)
+    folder = Path(path("folder", folder))
     record = check_folder(folder)
     declared = check_files(folder, record)  # the sample's files are the sizes declared, before any read
     heads = pq.read_table(folder / "heads.parquet").to_pylist()

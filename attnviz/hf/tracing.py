@@ -7,7 +7,7 @@ import torch
 
 from .. import checks
 from ..attention import check_scale
-from ..errors import InputError
+from ..errors import ArgumentTypeError, InputError
 from ..trace import AttentionTrace, Provenance
 from . import capacity, passes, readers, recorder
 from .encode import Encoded, encode, token_limit
@@ -153,12 +153,20 @@ def _given_weights(loaded: LoadedModel, enc: Encoded, exp: recorder.Experiment, 
     return AttentionTrace.from_weights(enc.tokens, weights, loaded.note or OWN_CODE, notes=notes, **common)
 
 
+@checks.public(name="attnviz.attention_inputs")
 def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, max_tokens=None):
     """The vectors that enter layer `layer`'s attention for this text: ([T, d_model] tensor, tokens, notes).
 
     Layer 0's input is the embedding output; for pre-LayerNorm models (GPT-2) it is the normed input,
     i.e. exactly what the attention projections see.
     """
+    if not isinstance(loaded, LoadedModel):
+        raise ArgumentTypeError(
+            "loaded",
+            f"attention_inputs needs a model from attnviz.load_model() as loaded, not {type(loaded).__name__}.",
+        )
+    checks.text("text", text), checks.text("pair", pair, none=True)
+    checks.whole("max_tokens", max_tokens, low=1, high=checks.MAX_TOKENS, none=True)
     layer = checks.check_index("layer", layer, loaded.n_layer)
     if not loaded.attention_modules:
         raise InputError(f"{loaded.label} computes attention in its own code; its attention inputs cannot be read.")
