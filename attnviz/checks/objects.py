@@ -32,6 +32,9 @@ PROFILE_SETTINGS = {
     "example_keys": (1, 64),
     "seed": (0, 2**62),
     "distances": bool,
+    "qk_samples": (0, 5_000),  # tokens whose query and key every head keeps (0: none)
+    "qk_per_text": (1, 512),
+    "qk_dtype": ("float16", "float32"),
 }
 
 
@@ -104,11 +107,13 @@ def target(name: str, value, most: int = 100):
 
 def settings(label: str, given: dict, bounds: dict = PROFILE_SETTINGS) -> None:
     """Keyword settings: an unknown one is an ArgumentTypeError naming it (attnviz.checks.keywords); each known
-    one a whole number within its (low, high) or a flag."""
+    one a whole number within its (low, high), a flag, or one of a tuple of strings."""
     keywords(label, given, list(bounds))
     for key, value in given.items():
         if bounds[key] is bool:
             flag(key, value)
+        elif all(isinstance(option, str) for option in bounds[key]):
+            choice(key, value, bounds[key])
         else:
             low, high = bounds[key]
             whole(key, value, low=low, high=high)

@@ -25,14 +25,15 @@ import numpy as np
 import torch
 
 from ..analysis.geometry import layer_notes
+from ..checks.objects import PROFILE_SETTINGS
 from ..errors import InputError
 from ..trace import AttentionTrace
 from .reducers import priorities
 
 TEXT_SALT, POSITION_SALT = 0x51C7E47, 0x9051710  # these draws apart from the examples' (same seed)
-MAX_SAMPLES = 5_000  # tokens: 10,000 points, half of what PCA draws on the page
-MAX_PER_TEXT = 512
-DTYPES = ("float16", "float32")
+MAX_SAMPLES = PROFILE_SETTINGS["qk_samples"][1]  # tokens: 10,000 points, half of what PCA draws on the page
+MAX_PER_TEXT = PROFILE_SETTINGS["qk_per_text"][1]
+DTYPES = PROFILE_SETTINGS["qk_dtype"]
 CONTEXT = 4  # tokens kept either side of a sampled token, for its hover
 
 
