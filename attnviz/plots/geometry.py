@@ -137,6 +137,8 @@ def query_key_space(
                     y=xy[side, 1],
                     mode="markers",
                     name=KINDS[is_key],
+                    legendgroup=KINDS[is_key],
+                    showlegend=False,  # named by the grey legend entry below, not by its first point's colour
                     marker=marker | dict(symbol=SYMBOLS[is_key], size=8, line=dict(width=0.5, color="#333")),
                     customdata=custom[side],
                     hovertext=hover[side],
@@ -162,19 +164,20 @@ def query_key_space(
                     )
                 )
                 shown.add(cat)
-    if cats is not None:  # the two marker kinds, once, in the legend (the colours name the categories)
-        for is_key in (False, True):
-            fig.add_trace(
-                scatter(
-                    x=[None],
-                    y=[None],
-                    mode="markers",
-                    name=KINDS[is_key],
-                    legendgroup="kinds",
-                    marker=dict(color="#888", symbol=SYMBOLS[is_key], size=8),
-                    hoverinfo="skip",
-                )
+    # The two marker kinds, once, in the legend, in a neutral grey: the colours name the categories or the position
+    # (a legend entry takes its trace's first colour: dark purple for position 0, lost on a dark page).
+    for is_key in (False, True):
+        fig.add_trace(
+            scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=KINDS[is_key],
+                legendgroup="kinds" if cats is not None else KINDS[is_key],
+                marker=dict(color="#888", symbol=SYMBOLS[is_key], size=8),
+                hoverinfo="skip",
             )
+        )
     x_title, y_title = _axes_titles(geo)
     fig.update_xaxes(title_text=x_title, zeroline=False, ticklabelstandoff=6)
     fig.update_yaxes(title_text=y_title, zeroline=False, scaleanchor="x", scaleratio=1, ticklabelstandoff=6)
