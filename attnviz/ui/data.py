@@ -13,6 +13,7 @@ from streamlit import config
 
 from .. import settings
 from ..analysis import heads
+from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.generate import generate
@@ -20,7 +21,6 @@ from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
 from ..trace import file as trace_file
-from .cache import BytesLRU
 from .generation import generation_request
 from .heavy import LIGHT_TOKENS, heavy
 from .literal import literal, show_error

@@ -1,4 +1,4 @@
-"""`python -m attnviz.serve run app.py [options]`: Streamlit's own command line, with the server's heavy start done
+"""`python scripts/serve.py run app.py [options]` (scripts/serve.sh): Streamlit's own command line, with the server's heavy start done
 before the first visitor arrives.
 
 Streamlit runs the entry script only when a session opens, so a fresh server imported torch, transformers and Plotly
@@ -13,6 +13,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app's folder, where attnviz is
 
 
 def _warm() -> None:
