@@ -73,6 +73,12 @@ def flow_graph(mats: list[np.ndarray]):
     return g
 
 
+@remembered
+def layer_mean(trace: AttentionTrace, layer: int) -> np.ndarray:
+    """[query, key]: one layer's weights averaged over its heads (what one layer does, beside the rollout)."""
+    return trace.stages(layer).weights.mean(axis=0)
+
+
 @checks.public(name="attnviz.analysis.rollout.flow")
 @remembered
 def flow(trace: AttentionTrace, query: int, start: int = 0, end: int | None = None) -> np.ndarray:
