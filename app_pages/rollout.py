@@ -28,7 +28,7 @@ start, end = 0, tr.n_layer - 1
 if tr.n_layer > 1:
     start, end = st.slider("Layers (start, end)", 0, tr.n_layer - 1, (0, tr.n_layer - 1), key="ro_layers", bind=ui.URL)
 roll = R.rollout(tr, start, end)
-raw = tr.stages(end).weights.mean(axis=0)
+raw = R.layer_mean(tr, end)
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
 
