@@ -3,10 +3,9 @@ Layout only."""
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import figures, ui
 from attnviz.analysis import compare as C
 from attnviz.errors import AttnvizError
-from attnviz.plots import compare as cp
 from attnviz.plots import heatmaps as hm
 from attnviz.plots.common import readable_tokens as readable
 
@@ -105,7 +104,6 @@ try:
         )
         or not pairs
     )
-    result = C.compare_traces(tr, b, layer, layer_b, what, view, pooled=pooled)
 except AttnvizError as e:
     ui.show_error(e)
     ui.stop(tr)
@@ -113,36 +111,31 @@ except AttnvizError as e:
 side_a, side_b = (
     (label_a, label_b) if mode == "layers" else (f"{label_a}, layer {layer}", f"{label_b}, layer {layer_b}")
 )
-st.caption(f"a = {ui.literal(side_a)}; b = {ui.literal(side_b)}.")  # labels name a user's model or text
-measure = ui.url_choice(st.selectbox, "Rank heads by", C.MEASURES, key="cmp_measure")
-order = result.ranked(measure)
-drawn = hm.windows(tr, ui.token_window(tr, hm.MAX_SHOWN))  # queries and keys apart, as on the Heads page
-(start, stop), (kstart, kstop) = drawn
-titles = [f"#{r + 1}: head {h} ({C.short_number(result.change[measure][h])})" for r, h in enumerate(order)]
+above = st.empty()  # cleared when the figures cannot be drawn
+with above.container():
+    st.caption(f"a = {ui.literal(side_a)}; b = {ui.literal(side_b)}.")  # labels name a user's model or text
+    measure = ui.url_choice(st.selectbox, "Rank heads by", C.MEASURES, key="cmp_measure")
+window, boundary = ui.token_window(tr, hm.MAX_SHOWN), ui.pair_boundary(src, tr)  # queries and keys apart, as on Heads
+try:
+    drawn = figures.compare(tr, layer, 0, b, layer_b, measure, view, pooled, what, boundary, window)
+except AttnvizError as e:
+    above.empty()
+    ui.show_error(e)
+    ui.stop(tr)
+if pooled and not pairs:
+    st.caption(
+        f"a has {tr.n_head} heads and b has {b.n_head}: heads cannot be paired, so each side's "
+        f"{'layer' if mode != 'layers' else 'heads'} is compared with its heads averaged."
+    )
+ui.chart(drawn["diff_grid"], "compare", mode, f"layer{layer}", f"layer{layer_b}", view)
 drawn_view = "weights" if view == "weights" else "value-weighted attention"
-title = f"b − a of the {drawn_view}, heads from most to least changed ({C.MEASURES[measure]})"
-if pooled:
-    if not pairs:
-        st.caption(
-            f"a has {tr.n_head} heads and b has {b.n_head}: heads cannot be paired, so each side's "
-            f"{'layer' if mode != 'layers' else 'heads'} is compared with its heads averaged."
-        )
-    titles = [f"heads averaged ({C.short_number(result.change[measure][0])})"]
-    title = f"b − a of the {drawn_view}, each side's heads averaged ({C.MEASURES[measure]})"
-title += hm.range_note(tr.n_tokens, tr.n_keys, *drawn)
-diff = result.diff[:, start:stop, kstart:kstop]
-boundary = ui.pair_boundary(src, tr)
-grid = cp.diff_grid(
-    diff, tr.tokens, title, order, labels=titles, boundary=boundary, window=drawn, key_tokens=tr.key_tokens, view=view
-)
-ui.chart(grid, "compare", mode, f"layer{layer}", f"layer{layer_b}", view)
 st.caption(
     f"One colour range for every panel, centred at 0 (white = no change); the {drawn_view} lie in 0..1, so |b − a| ≤ 1."
 )
 ui.boundary_caption(boundary)
 st.subheader("Heads averaged" if pooled else "Heads ranked", divider="gray")
 st.dataframe(
-    result.rows(measure),
+    drawn.table,
     hide_index=True,
     key="cmp_table",
     column_config={k: st.column_config.NumberColumn(C.MEASURES[k], format="%.4f") for k in C.MEASURES},

@@ -9,6 +9,7 @@ from attnviz.corpus import maps
 from attnviz.errors import AttnvizError
 from attnviz.plots import corpus as cp
 from attnviz.ui import corpus as corpus_ui
+from attnviz.ui import corpus_geometry
 
 src = ui.current()
 st.title("Corpus")
@@ -119,6 +120,8 @@ for i, ex in enumerate(examples):
             args=(ex["text"],),
         ):
             st.switch_page("app_pages/heads.py", query_params={})
+
+corpus_geometry.query_key_section(prof, layer, head)
 
 with st.expander("Provenance: what produced this profile", icon=":material/info:"):
     ui.record_table({k: v for k, v in sorted(prof.provenance.items())})

@@ -9,7 +9,7 @@ from attnviz.plots import heatmaps as hm
 src = ui.current()
 st.title("Export")
 st.markdown(
-    "Take a trace away and bring it back: the **whole trace** (every layer, every stage) as a numpy `.npz` file "
+    "Take a trace away and bring it back: the **whole trace** (every layer, all its stages are made from) as a numpy `.npz` file "
     "with a JSON record of what produced it, or the **Heads view** as one HTML file that opens offline in any "
     "browser, figures and data inside. Every chart's camera icon saves that chart as an image."
 )
@@ -25,18 +25,8 @@ st.caption("What produced this trace; the .npz and the HTML file carry the same 
 ui.provenance(tr, full=True)
 
 st.subheader("The whole trace (.npz)", divider="gray")
-size_mb = len(tr.available_stages) * tr.n_layer * tr.n_head * tr.n_tokens * tr.n_keys * 4 / 1e6
 st.markdown(
-    f"Arrays `scores`, `scaled`, `masked`, `weights` of shape [layer, head, query, key] = "
-    f"[{tr.n_layer}, {tr.n_head}, {tr.n_tokens}, {tr.n_keys}] (float32, about {size_mb:,.1f} MB before compression), "
-    "`mask` [layer, query, key] (True = may attend), "
-    + (
-        "per layer the values `values_<layer>` [key/value head, key, d] and ‖v W_O‖ `output_norms_<layer>` [head, key] "
-        "(value-weighted attention reopens from them), "
-        if tr.has("values")
-        else ""
-    )
-    + "and `provenance.json`. In Python: "
+    export.npz_contents(tr) + ", and `provenance.json`. In Python: "
     "`attnviz.export.load_npz(open(path, 'rb').read())` gives the trace back; plain `numpy.load` reads the arrays."
 )
 st.download_button(

@@ -2,11 +2,9 @@
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import figures, ui
 from attnviz.analysis import geometry as GE
 from attnviz.errors import AttnvizError
-from attnviz.figures import geometry_title
-from attnviz.plots import geometry as gp
 
 src = ui.current()
 st.title("Query-key space")
@@ -46,12 +44,12 @@ method = method or "pca"  # a segmented control can be emptied by clicking its c
 
 try:
     with st.spinner(f"Projecting with {GE.METHODS[method]}…"):
-        geo = GE.head_geometry(tr, layer, head, method, normalised)
+        drawn = figures.geometry(tr, layer, head, method, colour, normalised)
 except AttnvizError as e:
     ui.show_error(e, "info")
     ui.stop(tr)
 
-groups = {"sentence": GE.sentence_groups, "role": GE.role_groups}.get(colour, lambda t: None)(tr)
+geo = drawn.geometry
 st.subheader(f"Head {head} of {src.where}", anchor="qk-space")
 st.caption(
     f"Correlation of the scaled score q·k with −distance over the pairs the mask allows: **{geo.before:.2f}** for "
@@ -70,7 +68,7 @@ def _pick():
 
 
 ui.chart(
-    gp.query_key_space(geo, tr.tokens, tr.key_tokens, colour, groups, geometry_title(geo, layer, head, normalised)),
+    drawn["query_key_space"],
     f"layer{layer}",
     f"head{head}",
     "query-key",
@@ -98,6 +96,5 @@ st.caption(
     f"PCA of each head's normalised queries (blue) and keys (red), at most {GE.PANEL_POINTS:,} points a panel; r is "
     "the correlation of q·k with −distance after the normalisation."
 )
-panels = GE.layer_geometry(tr, layer)
-ui.chart(gp.head_panels(panels, tr.tokens, tr.key_tokens), f"layer{layer}", "query-key", "heads")
+ui.chart(drawn["query_key_heads"], f"layer{layer}", "query-key", "heads")
 ui.provenance(tr)

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from attnviz import export, ui
+from attnviz import export, figures, ui
 from attnviz.plots import heatmaps as hm
 
 src = ui.current()
@@ -39,13 +39,7 @@ if note := hm.stage_note(tr, layer, stage):
     st.caption(note)
 groups = ui.grid_groups(tr, layer, hm.windows(tr, span)[0])  # grouped-query heads drawn by key/value group
 first = ui.grid_first_head(tr)  # a model with more heads than a grid draws: which of them
-drawn = dict(token_range=span, colours=colours, boundary=boundary, without=without, first_head=first)
-ui.chart(
-    hm.head_grid(tr, layer, stage, **drawn, **groups),
-    f"layer{layer}",
-    stage,
-    "heads",
-)
+grid = st.container()  # drawn once the head is picked below (the overview outlines it)
 
 st.subheader("One head up close", anchor="one-head")
 left, right = ui.columns("head", [1, 2.4], gap="large")
@@ -63,6 +57,9 @@ with left:
         "Hover a cell to see the query, the key, the weight and (when the model exposes them) the raw and scaled scores."
         " **Click a cell** to pick its column's key in *Who reads this token* below."
     )
+drawn = figures.heads(tr, layer, head, stage, colours, span, boundary, without, first, groups)
+with grid:
+    ui.chart(drawn["head_grid"], f"layer{layer}", stage, "heads")
 
 
 def _pick_key():
@@ -75,7 +72,7 @@ def _pick_key():
 
 with right:
     ui.chart(
-        hm.head_detail(tr, layer, head, stage, token_range=span, colours=colours, boundary=boundary, without=without),
+        drawn["head_detail"],
         f"layer{layer}",
         f"head{head}",
         stage,
@@ -96,13 +93,13 @@ def _open_tile():
         st.session_state["tile_opened"] = True
 
 
-if tr.n_layer > 1:  # our module is one layer: its overview would repeat the grid
+if "overview" in drawn:  # our module is one layer: its overview would repeat the grid
     st.subheader("All layers × heads")
     st.caption(
         "Every head of every layer as a thumbnail (layer 0 is nearest the input). **Click a tile** to open it above."
     )
     ui.chart(
-        hm.overview(tr, stage, selected=(layer, head), colours=colours),  # the open head's tile is outlined
+        drawn["overview"],  # the open head's tile is outlined
         "overview",
         stage,
         key="overview",

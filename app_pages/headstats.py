@@ -2,10 +2,8 @@
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import figures, ui
 from attnviz.analysis import heads as H
-from attnviz.analysis import values as V
-from attnviz.plots import headstats as hp
 from attnviz.plots import heatmaps as hm
 
 src = ui.current()
@@ -56,14 +54,12 @@ if leave_out:
         "Key 0 left out: its column is set to 0 and every row renormalised over the other keys (its own row is "
         "left out of the averages), so a head that parks its attention on the first token is ranked by the rest."
     )
-stats = H.head_stats(tr, special, hide_special=hide, leave_out=leave_out)
-info = dict(H.STATISTICS)
+repeat = None
 if tr.n_tokens == tr.n_keys:  # induction is self-attention's pattern: cross-attention reads another text
     rep = ui.induction_text(src)  # an encoder-decoder's decoder reads it as its target
     repeat = ui.trace_of_text(src, rep, **({"target": rep} if src.part else {}))
-    if repeat is not None and len(repeat.provenance.input_ids) == repeat.n_tokens:
-        stats = stats.with_values(induction_score=H.induction_scores(repeat, leave_out=leave_out))
-        info["induction_score"] = H.INDUCTION
+numbers = figures.head_statistics(tr, special, hide, leave_out, repeat)
+stats, info = numbers.stats, numbers.info
 
 name = ui.url_choice(st.selectbox, "Statistic", {k: v[0] for k, v in info.items()}, key="hs_stat")
 label, meaning, value_range = info[name]
@@ -74,7 +70,7 @@ if name == "induction_score":
         "attends to the word that followed the earlier copy of the current word. Encoders like BERT rarely have one."
     )
 pick = _head(st.session_state.get("hs_pick"))  # the head opened below, outlined on the grid
-ui.chart(hp.stat_grid(stats[name], label, value_range, selected=pick), "headstats", name)
+grid = st.container()  # drawn with the head opened below
 
 st.subheader("Every head, sortable", divider="gray")
 st.caption("Click a column header to sort. Shares and scores lie between 0 and 1; entropy is in nats.")
@@ -105,17 +101,14 @@ if st.button(
 ):
     # query_params={}: without it switch_page clears the URL and fails on URL-bound widgets (they rewrite it)
     st.switch_page("app_pages/heads.py", query_params={})
-w = V.attention_view(tr, choice[0], view, heads=choice[1])[0]  # this head only
-hidden = H.left_out_keys(tr.n_keys, special if hide else None, leave_out)
-w = H.hide_keys(w, hidden) if hidden.any() else w  # value-weighted rows too: their rest, rescaled to 1
-left_out = " and ".join((["special tokens"] if hide else []) + (["key 0"] if leave_out else []))
-title = f"layer {choice[0]}, head {choice[1]}: {view}" + (
-    f" ({left_out} hidden, rows renormalised)" if left_out else ""
-)
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
-matrix = hp.weights_matrix(w, tr.tokens, title, "head_weights", tr.key_tokens, boundary, span, view=view)
-ui.chart(matrix, "headstats", f"layer{choice[0]}", f"head{choice[1]}", view)
+drawn = figures.headstats(
+    tr, *choice, name, view=view, selected=pick, boundary=boundary, token_range=span, computed=numbers
+)
+with grid:
+    ui.chart(drawn["stat_grid"], "headstats", name)
+ui.chart(drawn["head_weights"], "headstats", f"layer{choice[0]}", f"head{choice[1]}", view)
 ui.boundary_caption(boundary)
 ui.sink_map(tr)  # first-token and learned sinks per layer x head, on one colour scale
 ui.provenance(tr)

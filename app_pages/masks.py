@@ -2,20 +2,20 @@
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import figures, ui
 from attnviz.analysis import masks as analysis
 from attnviz.plots import common
 from attnviz.plots import heatmaps as hm
 from attnviz.plots import masks as mp
-from attnviz.ui.mask_experiment import dead_note, leak_caption, mask_traces, row_window
+from attnviz.ui.mask_experiment import dead_note, leak_caption, mask_traces
 
 APPLY = {"layer": "this layer only", "all": "all layers"}
 CROSS_CAUSAL = ("Cross-attention: target token i may see source tokens up to i + (source length − target length), the "
                 "two texts aligned at their ends.")  # fmt: skip
 
 
-def show(fig, title: str, why: str, key: str) -> None:
-    ui.section(fig, title, why, key, "masks", src.model.name, f"layer{src.layer}")
+def show(drawn, name: str, why: str, key: str) -> None:
+    ui.section(drawn[name], drawn.title(name), why, key, "masks", src.model.name, f"layer{src.layer}")
 
 
 src = ui.current()
@@ -62,42 +62,33 @@ with ui.heavy(max(n_real, pad_to) > ui.LIGHT_TOKENS):  # three traces and a repo
     if traces is None:
         ui.stop(base)
     with_mask, without, model_own = traces
-    rep = analysis.mask_report(with_mask, without, model_own, layer, head, n_real, causal, hide, base.n_keys)
-if src.applies_padding and 0 < pad_to <= n_real:
-    st.info(f"Padding needs N above the sentence's {n_real:,} tokens.")
-boundary = ui.pair_boundary(src, with_mask)
+    notes, first = st.container(), st.container()  # chart 1 goes above the window slider: on the first screen
+    window = ui.token_window(with_mask, hm.MAX_SHOWN, keys=False)  # long texts: rows a..b, each over all its keys
+    boundary = ui.pair_boundary(src, with_mask)
+    cross = src.part == "cross"  # keys are the source text: drawn whole, labelled with its tokens
+    drawn = figures.masks(
+        with_mask, layer, head, without, model_own, n_real, base.n_keys, ui.FILL_IDS[fill], window, boundary, cross
+    )
+rep = drawn.report
 kept = analysis.own_mask_words(model_own, layer)
-if own:
-    st.info("**This model is causal**: its own mask hides every future key, in every layer, whatever the toggle says "
-            "(the grey triangle in chart 1). attnviz keeps a model's own mask, so *without your masks* below still has "
-            "that triangle: a causal model never computes attention to the future, so there is nothing true to show "
-            "there. Hide a token or pad the text to add a mask of your own.")  # fmt: skip
-st.markdown(
-    analysis.reach_note(layers, src.layer, base.n_layer, src.single_layer, src.part, kept, bool(rep.change.any()))
-    + f" Shown: layer {src.layer}, head {head}."
-)
-if rep.dead_rows:
-    st.warning(dead_note(rep.dead_rows, ui.FILL_IDS[fill], with_mask.n_keys, src.layer, head))
-who = f"head {head}"
-first = st.container()  # chart 1 goes here, above the window slider, so it starts on the first screen
-a, b = hm.window(with_mask.n_tokens, ui.token_window(with_mask, hm.MAX_SHOWN, keys=False))
-cross = src.part == "cross"  # keys are the source text: drawn whole, labelled with its tokens
-keys = with_mask.key_tokens if cross else None
-cut = row_window(a, b, cross)  # long texts: a window of rows, each still over all of its keys
-if (a, b) != (0, with_mask.n_tokens):
-    who += f", tokens {a}–{b - 1} of {with_mask.n_tokens:,}"
+with notes:
+    if src.applies_padding and 0 < pad_to <= n_real:
+        st.info(f"Padding needs N above the sentence's {n_real:,} tokens.")
+    if own:
+        st.info("**This model is causal**: its own mask hides every future key, in every layer, whatever the toggle "
+                "says (the grey triangle in chart 1). attnviz keeps a model's own mask, so *without your masks* below "
+                "still has that triangle: a causal model never computes attention to the future, so there is nothing "
+                "true to show there. Hide a token or pad the text to add a mask of your own.")  # fmt: skip
+    st.markdown(
+        analysis.reach_note(layers, src.layer, base.n_layer, src.single_layer, src.part, kept, bool(rep.change.any()))
+        + f" Shown: layer {src.layer}, head {head}."
+    )
+    if rep.dead_rows:
+        st.warning(dead_note(rep.dead_rows, ui.FILL_IDS[fill], with_mask.n_keys, src.layer, head))
 with first:
     show(
-        mp.stage_pair(
-            with_mask.stages(layer, heads=head).scaled[0][cut],
-            with_mask.layer_mask(layer)[cut],
-            with_mask.tokens,
-            who,
-            boundary,
-            a,
-            keys,
-        ),
-        "1 · The stages before and after the mask",
+        drawn,
+        "mask_stages",
         "**scaled → masked**: grey cells are removed. They hold the fill value, so the softmax gives them weight 0. "
         "A causal mask removes the upper triangle, hiding a token removes its column, padding removes the pad columns.",
         "stages",
@@ -105,17 +96,8 @@ with first:
     if not rep.masks_anything and not own:  # a causal model's note above already says what to try
         st.info(analysis.NOTHING_MASKED)
 show(
-    mp.weights_comparison(
-        without.stages(layer, heads=head).weights[0][cut],
-        with_mask.stages(layer, heads=head).weights[0][cut],
-        with_mask.tokens,
-        who,
-        own_causal=own,
-        start=a,
-        boundary=boundary,
-        key_tokens=keys,
-    ),
-    "2 · Where the weight went",
+    drawn,
+    "mask_weights",
     (
         "Left: the same layer with only the model's own causal mask (none of yours). "
         if own
@@ -125,20 +107,15 @@ show(
     "weight the removed keys had is shared out among the keys that remain (difference: orange gained, purple lost).",
     "weights",
 )
-show(
-    mp.leak_bars(rep, layers, own_causal=own),
-    "3 · Leaks, layer by layer",
-    leak_caption(layers, base.n_layer, kept, bool(rep.change.any())),
-    "leak",
-)
+show(drawn, "mask_leak", leak_caption(layers, base.n_layer, kept, bool(rep.change.any())), "leak")
 dead = (
     f" In this experiment, query rows {[d.query for d in rep.dead_rows]} have every key masked."
     if rep.dead_rows
     else ""
 )
 show(
-    mp.fill_demo_figure(rep.fills, with_mask.key_tokens, ui.FILL_IDS[fill]),
-    "4 · A row with every key masked",
+    drawn,
+    "fill_demo",
     f"The scaled row of query {rep.demo_query} ({ui.literal(common.readable_tokens(with_mask.tokens)[rep.demo_query])}), softmaxed with each fill value. "
     "With every key masked, a finite fill makes the row uniform (1/n each: the query averages everything); "
     f"−inf gives zeros (it attends to nothing). With some keys visible, every fill gives the same weights.{dead} "

@@ -1,14 +1,11 @@
 """Neuron view: one query token in one head, from its vectors to its weights. Layout only."""
 
-import numpy as np
 import streamlit as st
 
-from attnviz import ui
-from attnviz.analysis import neuron as N
+from attnviz import figures, ui
 from attnviz.errors import AttnvizError
 from attnviz.plots import common
 from attnviz.plots import heatmaps as hm
-from attnviz.plots import neuron as nv
 
 src = ui.current()
 st.title("Neuron view")
@@ -27,29 +24,15 @@ head = ui.head_picker(src, left)
 query = ui.url_choice(right.selectbox, "Query token", dict(enumerate(labels)), key="nv_query")
 keys = ui.key_choice(tr, hm.MAX_SHOWN)  # a long text: a window of keys, key 0 (often a sink) kept on request
 try:
-    view = N.neuron_view(tr, layer, head, query, keys)
+    drawn = figures.neuron(tr, layer, head, query, keys)
 except AttnvizError as e:
     ui.show_error(e, "info")
     ui.stop(tr)
 
 st.subheader(f"{ui.literal(labels[query])} in {src.where}, head {head}", divider="gray")
-ui.chart(nv.vectors(view, tr.tokens, tr.key_tokens), "neuron", layer, head, query)
-
-rows = {
-    "key": [common.numbered(tr.key_tokens)[j] for j in view.keys],
-    "q·k (scores)": view.scores,
-    f"× {view.scale:.4g} (scaled)": view.scaled,
-    "may attend": view.mask,
-    "masked": view.masked,
-    "weight": view.weights,
-}
-values = tr.values(layer, head) if tr.has("values") else None  # [every key, d_value], as the model used them
-if values is not None:
-    weighted, output = view.with_values(values)
-    rows["|weight × v|"] = np.linalg.norm(weighted, axis=-1)
-    rows["‖v W_O‖"] = view.written
-    rows["weight × ‖v W_O‖"] = view.value_norms
-st.dataframe(rows, hide_index=True, key="nv_table")
+ui.chart(drawn["neuron_vectors"], "neuron", layer, head, query)
+st.dataframe(drawn.table, hide_index=True, key="nv_table")
+values = drawn.values
 st.caption(
     "Masked cells hold the fill the model uses (a huge negative number), so their weight is 0. "
     "Weights sum to 1 over the keys."
@@ -73,11 +56,5 @@ else:
         "Each key's value vector v is multiplied by its weight; the sum is this head's output for the query "
         "(before the output projection mixes the heads)."
     )
-    st.dataframe(
-        {
-            "output (sum of weight × v)": output,
-            **{f"v of {label}": values[j] for label, j in zip(rows["key"], view.keys)},
-        },
-        key="nv_values",
-    )
+    st.dataframe(values, key="nv_values")
 ui.provenance(tr)

@@ -2,12 +2,9 @@
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import figures, ui
 from attnviz.analysis import pairs as P
-from attnviz.analysis import values as V
 from attnviz.errors import AttnvizError
-from attnviz.plots import headstats as hp
-from attnviz.plots import pairs as pp
 
 src = ui.current()
 st.title("Sentence pairs")
@@ -38,31 +35,27 @@ st.caption(
 
 layer, where = src.trace_layer, src.where
 view = ui.attention_view(tr)  # the blocks, the crossing share and the heatmap below: weights or value-weighted
-w = V.attention_view(tr, layer, view)  # every head: the blocks compare them all
-shares = P.block_shares(w, boundary, end)
 of = "" if view == "weights" else " (value-weighted)"
-
-st.subheader(f"The four blocks, every head of {where}{of}", divider="gray")
-st.caption(
-    "Each bar: the mean over the block's query rows of the "
-    + ("weight they give" if view == "weights" else "value-weighted share they take from")
-    + " the block's keys."
-)
-ui.chart(pp.block_bars(shares, view=view), "pairs", f"layer{layer}", "blocks", view)
-st.subheader(f"Attention crossing between the sentences{of}", divider="gray")
-st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
-ui.chart(pp.crossing_bars(shares["crossing"], view=view), "pairs", f"layer{layer}", "crossing", view)
-st.dataframe(
-    [{"head": h, **{k: float(v[h]) for k, v in shares.items()}} for h in range(tr.n_head)],
-    hide_index=True,
-    key="pair_table",
-    column_config={k: st.column_config.NumberColumn(k, format="%.3f") for k in shares},
-)
-
+every_head = st.container()  # drawn with the head picked below (the blocks compare every head of the layer)
 st.subheader("One head with the boundary", divider="gray")
 head = ui.head_picker(src)
-fig = hp.weights_matrix(
-    w[head], tr.tokens, f"{where}, head {head}: {view}", "pair_head", tr.key_tokens, boundary, view=view
-)
-ui.chart(fig, "pairs", f"layer{layer}", f"head{head}", view)
+drawn = figures.pairs(tr, layer, head, view, boundary, where)
+with every_head:
+    st.subheader(f"The four blocks, every head of {where}{of}", divider="gray")
+    st.caption(
+        "Each bar: the mean over the block's query rows of the "
+        + ("weight they give" if view == "weights" else "value-weighted share they take from")
+        + " the block's keys."
+    )
+    ui.chart(drawn["pair_blocks"], "pairs", f"layer{layer}", "blocks", view)
+    st.subheader(f"Attention crossing between the sentences{of}", divider="gray")
+    st.caption("Of all the attention the real tokens give, the share that lands on the other sentence.")
+    ui.chart(drawn["pair_crossing"], "pairs", f"layer{layer}", "crossing", view)
+    st.dataframe(
+        drawn.table,
+        hide_index=True,
+        key="pair_table",
+        column_config={k: st.column_config.NumberColumn(k, format="%.3f") for k in drawn.shares},
+    )
+ui.chart(drawn["pair_head"], "pairs", f"layer{layer}", f"head{head}", view)
 ui.provenance(tr)

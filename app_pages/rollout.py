@@ -2,13 +2,12 @@
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import figures, ui
 from attnviz.analysis import rollout as R
 from attnviz.errors import AttnvizError
 from attnviz.plots import common
 from attnviz.plots import headstats as hp
 from attnviz.plots import heatmaps as hm
-from attnviz.plots import rollout as rp
 
 src = ui.current()
 st.title("Rollout")
@@ -27,41 +26,16 @@ if tr.n_tokens != tr.n_keys:
 start, end = 0, tr.n_layer - 1
 if tr.n_layer > 1:
     start, end = st.slider("Layers (start, end)", 0, tr.n_layer - 1, (0, tr.n_layer - 1), key="ro_layers", bind=ui.URL)
-roll = R.rollout(tr, start, end)
-raw = R.layer_mean(tr, end)
 boundary = ui.pair_boundary(src, tr)
 span = ui.token_window(tr, hm.MAX_SHOWN)
+drawn = figures.rollout(tr, end, 0, start, end, span, boundary, hp.HALF_WIDTH_TICKS)  # side by side: fewer labels
 
 left, right = st.columns(2, gap="large")
 with left:
-    ui.chart(
-        hp.weights_matrix(
-            roll,
-            tr.tokens,
-            f"rollout, layers {start}–{end}",
-            "rollout",
-            boundary=boundary,
-            token_range=span,
-            max_ticks=hp.HALF_WIDTH_TICKS,
-        ),
-        "rollout",
-        f"layers{start}-{end}",
-    )
+    ui.chart(drawn["rollout"], "rollout", f"layers{start}-{end}")
     st.caption("Row i: how much output token i draws on each input token. Every row sums to 1.")
 with right:
-    ui.chart(
-        hp.weights_matrix(
-            raw,
-            tr.tokens,
-            f"raw weights of layer {end}, heads averaged",
-            "raw_last",
-            boundary=boundary,
-            token_range=span,
-            max_ticks=hp.HALF_WIDTH_TICKS,
-        ),
-        "raw",
-        f"layer{end}",
-    )
+    ui.chart(drawn["raw_last"], "raw", f"layer{end}")
     st.caption("The same layer's own weights, averaged over its heads: what one layer does, not the whole path.")
 ui.boundary_caption(boundary)
 
@@ -83,11 +57,11 @@ if tr.n_tokens > R.MAX_FLOW_TOKENS:
 else:
     try:
         with st.spinner("Solving one maximum-flow problem per input token…"):
-            flow = R.flow(tr, query, start, end)
+            _, bars = figures.flow(tr, query, start, end, drawn.rollout)
     except AttnvizError as e:
         ui.show_error(e, "info")
     else:
-        ui.chart(rp.flow_bars(tr.tokens, roll[query], flow, query), "flow", f"query{query}")
+        ui.chart(bars, "flow", f"query{query}")
         st.caption(
             "Each input's value is the most that could reach it alone (its maximum flow), divided by the sum over "
             "all inputs, as Abnar & Zuidema's code does: the orange bars sum to 1 like rollout's row. The maximum "

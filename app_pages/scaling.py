@@ -2,14 +2,14 @@
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import figures, ui
 from attnviz.analysis import scaling
 from attnviz.plots import distributions as dp
 from attnviz.plots import heatmaps as hm
 
 
-def show(fig, title: str, why: str, key: str) -> None:
-    ui.section(fig, title, why, key, "scaling", src.model.name, f"layer{src.layer}")
+def show(drawn, name: str, why: str, key: str) -> None:
+    ui.section(drawn[name], drawn.title(name), why, key, "scaling", src.model.name, f"layer{src.layer}")
 
 
 src = ui.current()
@@ -38,7 +38,6 @@ elif tr is not None:
         key="scale",
         help="The scale: 1/√d_k is what the model uses. Multiplying by 1/√d_k divides by √d_k.",
     )
-    cmp = scaling.compare_scale(tr, layer, scale, None if all_heads else head)
     who = f"mean of {tr.n_head} heads" if all_heads else f"head {head}"
     text = scaling.scale_label(scale, d)
     st.caption(
@@ -46,37 +45,41 @@ elif tr is not None:
         f"**What-if:** the scale is applied to this layer's stored scores (`trace.recompute`); no new forward pass, "
         "so later layers still see the model's own weights."
     )
+    first = st.container()  # chart 1 goes above the token window that chart 2 draws
+    drawn = figures.scaling(tr, layer, head, scale, all_heads, ui.token_window(tr, hm.MAX_SHOWN, keys=False))
+    cmp = drawn.compared
+    with first:
+        show(
+            drawn,
+            "score_histograms",
+            f"Multiplying by {text} multiplies the variance by its square, {scale**2:,.4g}: "
+            f"**{cmp.hist_scores.var:.1f} → {cmp.hist_scaled.var:.2f}**. The solid curve is a normal curve with the "
+            f"measured variance; the dotted one is the textbook case of q and k entries with variance 1: N(0, d = {d}) "
+            f"before, N(0, 1) after multiplying by 1/√{d}. Real q and k are not unit-variance, so the spreads differ, "
+            "but the scale shrinks either by the same factor.",
+            "hist",
+        )
     show(
-        dp.score_histograms(cmp, d, text),
-        "1 · The spread of the scores",
-        f"Multiplying by {text} multiplies the variance by its square, {scale**2:,.4g}: "
-        f"**{cmp.hist_scores.var:.1f} → {cmp.hist_scaled.var:.2f}**. The solid curve is a normal curve with the "
-        f"measured variance; the dotted one is the textbook case of q and k entries with variance 1: N(0, d = {d}) "
-        f"before, N(0, 1) after multiplying by 1/√{d}. Real q and k are not unit-variance, so the spreads differ, "
-        "but the scale shrinks either by the same factor.",
-        "hist",
-    )
-    shown = ui.token_window(tr, hm.MAX_SHOWN, keys=False)
-    show(
-        dp.softmax_pair(cmp, tr.tokens, who, text, shown),
-        "2 · What the softmax makes of them",
+        drawn,
+        "softmax_pair",
         "Each row is one query's attention over the keys (rows sum to 1). Without the division the largest score "
         "takes almost everything: rows turn into a single bright cell.",
         "softmax",
     )
     show(
-        dp.row_saturation(cmp, tr.tokens, text),
-        "3 · How peaked each row is",
+        drawn,
+        "row_saturation",
         "A largest weight near 1 and an entropy near 0 mean a one-hot row: there the softmax is flat, its gradients "
         "vanish and the layer stops learning. Scaling keeps the rows spread out."
         + (" Each point is the mean over the heads." if all_heads else "")
         + (f" {note}" if (note := dp.row_saturation_note(tr.n_tokens)) else ""),
         "rows",
     )
-
+if tr is None or not tr.has("scores"):
+    drawn = figures.Drawn((figures.law(tr.d_head if tr is not None else None),))
 show(
-    dp.law_figure(list(scaling.law_rows()), tr.d_head if tr is not None else None),
-    "The law behind it: random vectors",
+    drawn,
+    "sqrt_d_law",
     "If q and k have independent entries of mean 0 and variance 1, q·k is a **sum of d products, each of variance 1**, "
     "so **Var(q·k) = d** (left: the measured points lie on the grey band y = d). Multiplying by 1/√d brings the "
     "variance back to **1** for every d. Unscaled, the softmax input spreads like √d: the largest weight climbs to 1 and the "

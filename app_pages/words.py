@@ -2,13 +2,9 @@
 
 import streamlit as st
 
-from attnviz import ui
+from attnviz import figures, ui
 from attnviz.analysis import heads as H
-from attnviz.analysis import values as V
 from attnviz.analysis import words as W
-from attnviz.plots import headstats as hp
-
-WORD_TICKS = 32  # labels per axis: every word of a sentence of up to 32; more slanted key labels touch at this width
 
 src = ui.current()
 st.title("Words")
@@ -30,56 +26,30 @@ scheme = ui.url_choice(
     key="w_scheme",
 )
 scheme = None if scheme == "auto" else scheme
-groups, key_groups = W.trace_groups(tr, scheme, special)  # cross-attention: target words over source words
-labels, key_labels = W.word_labels(tr.tokens, groups, scheme), W.word_labels(tr.key_tokens, key_groups, scheme)
-st.caption(
+about = st.container()  # the count of words, once they are found below
+notice = st.empty()  # one slot whether it shows or not: the URL-bound controls below never move up a place
+layer, where = src.trace_layer, src.where
+left, right = ui.columns("words-head", [3, 2], vertical_alignment="bottom")
+head = ui.head_picker(src, left)
+view = ui.attention_view(tr, right)  # weights or value-weighted: rows of 1 either way, so merged rows are too
+boundary = ui.pair_boundary(src, tr)
+drawn = figures.words(tr, layer, head, scheme, view, special, boundary, where)  # cross-attention: target over source
+groups, key_groups = drawn.groups, drawn.key_groups
+about.caption(
     f"{tr.n_tokens:,} tokens → {len(groups):,} words. Special tokens ([CLS], [SEP], <s>, padding) stay words of their own."
 )
-notice = st.empty()  # one slot whether it shows or not: the URL-bound controls below never move up a place
 if len(groups) == tr.n_tokens and len(key_groups) == tr.n_keys:
     notice.info(
         "No word of this sentence is cut into pieces, so the two heatmaps below are the same. Try a sentence with a "
         "rare or long word, e.g. *Tokenizers split unbelievably rare words.*",
         icon=":material/info:",
     )
-
-layer, where = src.trace_layer, src.where
-left, right = ui.columns("words-head", [3, 2], vertical_alignment="bottom")
-head = ui.head_picker(src, left)
-view = ui.attention_view(tr, right)  # weights or value-weighted: rows of 1 either way, so merged rows are too
-w = V.attention_view(tr, layer, view, heads=head)[0]  # this head only
-merged = W.merge_words(w, groups, key_groups)
-boundary = ui.pair_boundary(src, tr)
-word_boundary = W.word_position(groups, boundary)
 # one above the other at full width: side by side (half width) each labelled only every other word, and the long
 # merged words this page exists to show were the ones left without a label
-ui.chart(
-    hp.weights_matrix(
-        merged,
-        labels,
-        f"{where}, head {head}: {view}, words",
-        "words_head",
-        key_labels,
-        word_boundary,
-        max_ticks=WORD_TICKS,
-        view=view,
-    ),
-    "words",
-    f"layer{layer}",
-    f"head{head}",
-    view,
-)
+ui.chart(drawn["words_head"], "words", f"layer{layer}", f"head{head}", view)
 st.caption("Row: a word looking (mean of its pieces' rows). Column: a word looked at (sum of its pieces).")
-ui.chart(
-    hp.weights_matrix(
-        w, tr.tokens, f"{where}, head {head}: {view}, tokens", "tokens_head", tr.key_tokens, boundary, view=view
-    ),
-    "tokens",
-    f"layer{layer}",
-    f"head{head}",
-    view,
-)
+ui.chart(drawn["tokens_head"], "tokens", f"layer{layer}", f"head{head}", view)
 st.caption("The same head between the tokens the model really saw.")
-if word_boundary is not None:
-    st.caption(f"Dashed red lines: where sentence A ends (after word {word_boundary - 1}, token {boundary - 1}).")
+if drawn.word_boundary is not None:
+    st.caption(f"Dashed red lines: where sentence A ends (after word {drawn.word_boundary - 1}, token {boundary - 1}).")
 ui.provenance(tr)

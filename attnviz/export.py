@@ -3,13 +3,13 @@ beside its reader); a view as one HTML file.
 
 Pure functions returning bytes or text, so pages can hand them to a download button and tests can read them back.
 
-The whole-trace .npz (`trace_npz`) holds every stage of every layer as [layer, head, query, key] float32, what
-they are made from (scale, fill, mask, bias, softcap, sinks per layer), when the trace keeps them the values
-(`values_<layer>` [kv_head, key, d_value]) and what each head writes from each key (`output_norms_<layer>` [head, key],
-||v W_O||, for value-weighted attention), and a JSON record (`provenance.json`) of what produced it. `load_npz` (attnviz.trace.file, which reads any file within bounds) rebuilds an AttentionTrace
-from the saved scores with the saved scale, mask and fill, through the same stage function, so its arrays equal
-the saved ones (checked on load; a trace saved on a GPU and reopened on a CPU may differ in the last bits, and
-the trace's notes then say by how much).
+The whole-trace .npz (`trace_npz`, format 2: attnviz.trace.save says what each member holds) keeps what each layer's
+stages are made from, as the trace keeps it: q and k (key/value heads not expanded, in their dtype), each row's
+log-sum-exp, the mask by its structure, bias, softcap and sinks, the values and what each head writes from each key
+(||v W_O||) when the trace keeps them, and a JSON record (`provenance.json`) of what produced it, scale and fill per
+layer included. `load_npz` (attnviz.trace.file, which reads any file within bounds) rebuilds the very layer records,
+so the reopened trace computes every stage, window, value and neuron view as the original did. Files of format 1
+(every stage dense, before format 2) still open, recomputed from their saved scores.
 """
 
 from __future__ import annotations
@@ -67,14 +67,15 @@ def file_name(trace: AttentionTrace, layer: int, ext: str) -> str:
     return f"attnviz_{model_slug(trace)}_layer{layer}.{ext}"
 
 
+@checks.public(name="attnviz.export.layer_csv")
 def layer_csv(trace: AttentionTrace, layer: int) -> bytes:
     """One row per (head, query, key): positions, tokens and the value of every available stage.
 
     Built column-wise with pandas (comes with streamlit): a 512-token, 12-head layer is 3 M rows.
     """
+    layer = check_index("layer", layer, trace.n_layer)
     import pandas as pd
 
-    layer = check_index("layer", layer, trace.n_layer)
     shape = (trace.n_head, trace.n_tokens, trace.n_keys)
     h, q, k = (a.ravel() for a in np.meshgrid(*(np.arange(n) for n in shape), indexing="ij"))
     cell = lambda tokens: np.array([_cell(t) for t in tokens], dtype=object)  # noqa: E731
@@ -95,6 +96,7 @@ def layer_csv(trace: AttentionTrace, layer: int) -> bytes:
     return pd.DataFrame(cols).to_csv(index=False, float_format="%.7g", lineterminator="\n").encode("utf-8")
 
 
+@checks.public(name="attnviz.export.layer_npz")
 def layer_npz(trace: AttentionTrace, layer: int) -> bytes:
     """Arrays [head, query, key] for every available stage, plus tokens, scale, fill and mask of the layer."""
     layer = check_index("layer", layer, trace.n_layer)
@@ -165,11 +167,27 @@ def _jsonable(v):
 
 @checks.public(name="attnviz.export.trace_npz")
 def trace_npz(trace: AttentionTrace, text: str | None = None, pair: str | None = None) -> bytes:
-    """The whole trace as .npz with its provenance record (written by attnviz.trace.save, beside its reader).
-
-    Needs every layer's stages at once: a 512-token, 6 x 12 trace is about 300 MB before compression.
-    """
+    """The whole trace as .npz with its provenance record (written by attnviz.trace.save, beside its reader): what
+    each layer's stages are made from, not the stages (a 512-token trace of the bundled model: 13 MB, where the four
+    dense stages took 271 MB)."""
     return write_npz(trace, provenance_record(trace, text, pair))
+
+
+def npz_contents(trace: AttentionTrace) -> str:
+    """What the trace file of `trace` holds, in Markdown of fixed words and numbers (no user text), for the Export
+    page: its arrays and their size before compression against what the four dense stages would take."""
+    dims = f"[{trace.n_layer}, {trace.n_head}, {trace.n_tokens}, {trace.n_keys}]"
+    dense = len(trace.available_stages) * trace.n_layer * trace.n_head * trace.n_tokens * trace.n_keys * 4 / 1e6
+    if not trace.has("scores"):
+        return f"The array `weights` [layer, head, query, key] = {dims} (float32, about {dense:,.1f} MB before compression)"
+    values = "values `values_<layer>` and ‖v W_O‖ `output_norms_<layer>`, " if trace.has("values") else ""
+    return (
+        "Per layer what its stages are made from: `q_<layer>` [head, query, d_head] and `k_<layer>` [key/value head, "
+        f"key, d_head] as the model used them (or `scores_<layer>`), each row's log-sum-exp `norms_<layer>`, {values}"
+        "the mask by its structure, any bias, softcap or sinks; scale and fill in the record. About "
+        f"{trace.nbytes / 1e6:,.1f} MB before compression, where the stages {dims} would take {dense:,.1f} MB: "
+        "every stage is computed again, exactly, when the file is reopened"
+    )
 
 
 # --- the provenance record as a table ----------------------------------------------------------------------

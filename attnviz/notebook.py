@@ -26,10 +26,14 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import plotly.offline
 
+from . import checks
+from .analysis import compare, geometry, heads, values, words
+from .checks.objects import instance
 from .figures import page_figures
+from .plots.colours import COLOUR_RANGES
 from .plots.common import chart_config
 from .static import static_html
-from .trace import NOTEBOOK_VIEW, AttentionTrace
+from .trace import NOTEBOOK_VIEW, STAGES, AttentionTrace
 
 _IDS = itertools.count()
 PLOTLY_MIME = "application/vnd.plotly.v1+json"  # plotly's own notebook type: JupyterLab, VS Code, Colab draw it
@@ -181,9 +185,45 @@ def show(trace: AttentionTrace, page: str = "heads", layer: int = 0, head: int =
 
     page: heads, scaling, masks, headstats, rollout, neuron, words, pairs, compare or geometry (see attnviz.figures
     for each page's own options, e.g. stage= on heads, scale= on scaling, unmasked= on masks, other= on compare,
-    method= and colour= on geometry, view="value-weighted" on headstats, words, pairs and compare).
+    method= and colour= on geometry, query= on rollout (attention flow), view="value-weighted" on headstats, words,
+    pairs and compare). The dashboard's page draws the same figures from the same call.
     """
+    instance("trace", trace, AttentionTrace, "an AttentionTrace (from attnviz.trace)")
+    for name, value in options.items():  # an option no page takes: page_figures says which the page takes
+        if name in OPTIONS and value is not None:
+            OPTIONS[name](trace, name, value)
     return Figures(tuple(page_figures(trace, page, layer, head, **options)), summary(trace))
+
+
+def _trace_or_none(trace, name, value):
+    return instance(name, value, AttentionTrace, "an AttentionTrace (from attnviz.trace)")
+
+
+def _among(options):
+    return lambda trace, name, value: checks.choice(name, value, tuple(options))
+
+
+#: The pages' own options (attnviz.figures), each checked before anything is drawn; None means the page's default.
+OPTIONS = {
+    "stage": _among(STAGES),
+    "colours": _among(COLOUR_RANGES),
+    "scale": lambda t, name, v: checks.number(name, v, nonzero=True, high=1e4),  # as attnviz.trace's scale
+    "all_heads": lambda t, name, v: checks.flag(name, v),
+    "unmasked": _trace_or_none,
+    "other": _trace_or_none,
+    "statistic": _among(heads.STATISTICS),
+    "special": lambda t, name, v: checks.tokens(name, v),
+    "view": _among(values.VIEWS),
+    "start": lambda t, name, v: checks.whole(name, v, low=0, high=t.n_layer - 1),
+    "end": lambda t, name, v: checks.whole(name, v, low=0, high=t.n_layer - 1),
+    "query": lambda t, name, v: checks.check_index(name, v, t.n_tokens),
+    "scheme": _among(words.SCHEMES),
+    "other_layer": lambda t, name, v: checks.check_index(name, v, t.n_layer),
+    "measure": _among(compare.MEASURES),
+    "method": _among(geometry.METHODS),
+    "colour": _among(geometry.COLOURS),
+    "normalised": lambda t, name, v: checks.flag(name, v),
+}
 
 
 def trace_view(trace: AttentionTrace) -> Figures:

@@ -48,15 +48,62 @@ TINY_TEXT = "the cat sat on the mat because it was tired ."
 torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
 
 
+# Work units. xdist's own groups (--dist loadgroup with xdist_group marks) do nothing here: xdist 3.8 writes the
+# group into item._nodeid, which pytest 9 no longer reads, so the marks were dropped and every browser file ran on
+# both workers. The scheduler below takes its units from the test ids instead.
+#: Files whose tests share the venv built by pip (fresh_venv; executed_notebook builds on it): one unit, one venv.
+FRESH_VENV_FILES = {"test_readme.py", "test_notebook.py", "test_packaging.py", "test_jupyterlab.py"}
+#: Browser files whose tests are units of their own (their module fixtures are cheap or serve one test), so that
+#: their slow tests start first, each on whichever worker is free. Every other browser file is one unit: its module
+#: fixtures (a second server, a copied model) are built once.
+BROWSER_SPLIT = {"test_links.py", "test_long_pages.py"}
+#: The order units start in, slowest first (seconds in the last CI run): the head-slider session x20 444, the
+#: 2,048-token pages 143, the overlap checks 123/113/90, then whole files. Units not named here follow in
+#: collection order, so the quick single tests fill in around the long ones at the end.
+FIRST = ("test_the_head_slider", "test_every_page_draws_a_2048", "test_every_page_at_10_128_and_512", "test_links.py",
+         "test_browser.py", "test_screenshots.py", "test_small_screens.py", "test_robustness.py", "fresh_venv",
+         "test_chart_clicks.py", "test_embed.py", "test_hostile_links_in_chromium.py", "test_conditions.py")  # fmt: skip
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit a test runs in under xdist: 'fresh_venv', 'browser-<file>', or the test alone."""
+    path = nodeid.split("::")[0]
+    name = path.rsplit("/", 1)[-1]
+    if name in FRESH_VENV_FILES:
+        return "fresh_venv"
+    if path.startswith("tests/browser/") and name not in BROWSER_SPLIT:
+        return f"browser-{name}"
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n 2 --dist loadgroup` (as .ci/run runs it): the units of work_unit(), handed out in the order the workers
+    collected them (pytest_collection_modifyitems) rather than largest first. Each worker that runs browser tests
+    starts its own streamlit server and chromium (session fixtures; its own log, browserkit.SERVER_LOG)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return Units(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests that share one costly session resource run on one worker (--dist loadgroup): the real-browser tests
-    (one streamlit server and one chromium per session) and the fresh-install tests (one venv built by pip)."""
-    browser = ROOT / "tests" / "browser"
-    for item in items:
-        if item.path.is_relative_to(browser):
-            item.add_marker(pytest.mark.xdist_group("browser"))
-        elif "fresh_venv" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("fresh_venv"))
+    """Under xdist, the units named in FIRST come first (a serial run keeps the collection order)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+
+    def rank(item) -> int:
+        unit = work_unit(item.nodeid)
+        name = unit if unit == "fresh_venv" else item.nodeid
+        return next((i for i, key in enumerate(FIRST) if key in name), len(FIRST))
+
+    items.sort(key=rank)  # stable: within a rank, collection order
 
 
 # --- tiny model builders (plain functions, < 1 s each) ------------------------------------------------

@@ -22,7 +22,7 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from attnviz.attention import stages_from_scores
-from attnviz.trace import AttentionTrace, Provenance
+from attnviz.trace import AttentionTrace, LayerRecord, Provenance, Values
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -147,6 +147,22 @@ def make_trace(tokens, n_layer=2, n_head=3, causal=False, only_weights=False, se
         weights = stages_from_scores(scores, scale, mask[:, None]).weights.numpy()
         return AttentionTrace.from_weights(tokens, weights, provenance=provenance)
     return AttentionTrace.from_scores(tokens, scores.numpy(), scale, mask.numpy(), provenance=provenance)
+
+
+def vector_trace(tokens, n_head=4, n_kv=2, d_head=3, hidden=(3,), dtypes=(torch.float32, torch.bfloat16), seed=0):
+    """A trace of recorded layers as the seam keeps them, one per dtype: q [head, query, d], k and values of `n_kv`
+    shared heads, a causal mask with the `hidden` keys hidden (kept by its structure), scale 0.25, fill -1e9."""
+    g = torch.Generator().manual_seed(seed)
+    T = len(tokens)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    mask[:, list(hidden)] = False
+    mask[:, 0] = True  # every query sees a key
+    layers = []
+    for dtype in dtypes:
+        q, k, v = (torch.randn(n, T, d_head, generator=g).to(dtype) for n in (n_head, n_kv, n_kv))
+        values = Values(v, torch.rand(n_head, T, generator=g))
+        layers.append(LayerRecord(q, k, 0.25, mask, -1e9, values=values))
+    return AttentionTrace(tokens, layers, d_head=d_head, provenance=Provenance(model="synthetic"))
 
 
 def npz_members(data: bytes) -> dict[str, np.ndarray]:

@@ -181,3 +181,51 @@ def test_no_class_is_longer_than_150_lines():
         if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 150
     ]
     assert not too_long, too_long
+
+
+def _figure_builders() -> set[str]:
+    """'module.function' of every public function of attnviz.plots written to return a Figure."""
+    found = set()
+    for path in (PACKAGE / "plots").glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and node.returns is not None:
+                if "Figure" in ast.unparse(node.returns):
+                    found.add(f"{path.stem}.{node.name}")
+    return found
+
+
+def _plots_aliases(tree) -> dict[str, str]:
+    """{name in the page: attnviz.plots module it names} ('hm' -> 'heatmaps'), and names imported from one."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "attnviz.plots":
+            out |= {a.asname or a.name: a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnviz.plots."):
+            module = node.module.rsplit(".", 1)[1]
+            out |= {a.asname or a.name: f"{module}.{a.name}" for a in node.names}
+    return out
+
+
+def test_pages_draw_their_figures_through_attnviz_figures():
+    """A page with a figures function calls it and builds no figure itself, so the dashboard and attnviz.show draw
+    one composition: the page lays out what figures.<page>(trace, **controls) returns."""
+    import attnviz.figures
+
+    builders = _figure_builders()
+    assert {"heatmaps.head_grid", "headstats.weights_matrix", "masks.leak_bars"} <= builders  # the scan finds them
+    wrong = []
+    for page in attnviz.figures.PAGES:
+        tree = ast.parse((ROOT / "app_pages" / f"{page}.py").read_text())
+        aliases = _plots_aliases(tree)
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        names = {ast.unparse(c.func) for c in calls}
+        if f"figures.{page}" not in names:
+            wrong.append(f"{page}: never calls figures.{page}")
+        for call in calls:
+            func = ast.unparse(call.func)
+            alias, _, attr = func.partition(".")
+            target = aliases.get(alias)
+            built = target if not attr else f"{target}.{attr}" if target and "." not in target else None
+            if built in builders:
+                wrong.append(f"{page}:{call.lineno} builds a figure itself ({func})")
+    assert not wrong, wrong

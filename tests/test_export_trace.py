@@ -41,8 +41,12 @@ def test_npz_of_a_pretrained_trace_loads_back_identical_with_its_provenance(bund
     assert back.provenance == tr.provenance  # model, revision, dtype, device, implementation, options, ids
     assert not back.notes or back.notes == tr.notes
     with np.load(io.BytesIO(data)) as z:
-        assert z["weights"].shape == (6, 12, 16, 16) and z["mask"].dtype == bool
+        # format 2: each layer's q, k and values (not the stages), the mask by its structure, shared by every layer
+        assert z["q_0"].shape == z["k_0"].shape == z["values_0"].shape == (12, 16, 32)
+        assert z["norms_0"].shape == (2, 12, 16) and z["mask_keys_0"].dtype == bool
+        assert not {"scores", "weights", "mask", "mask_keys_1"} & set(z.files)
         rec = json.loads(str(z["provenance.json"]))
+    assert rec["format"] == "attnviz-trace/2" and rec["masks"] == [{"ahead": 0, "behind": None}] + [{"same_as": 0}] * 5
     assert rec["text"] == TEXT and rec["input_ids"] == list(tr.provenance.input_ids)
     assert rec["attn_implementation"] and rec["revision"] == tr.provenance.revision
     assert rec["scale"] == pytest.approx([1 / np.sqrt(32)] * 6)

@@ -9,6 +9,7 @@ by an entry point that refuses everything.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 import attnviz
 from attnviz import checks, export
-from attnviz.analysis import neuron, rollout, sinks, values
+from attnviz.analysis import geometry, neuron, rollout, sinks, values
 from attnviz.module import multihead
 from attnviz.trace import file
 
@@ -47,7 +48,21 @@ KINDS = {
     "window": [5, NAN, "ab", (NAN, 2), (0, "x"), (0.5, 2), ODD, (1, 2, 3)],
     "choice": [1, NAN, "no-such-thing", ODD, b"heads"],
     "array": ["x", 1.0, NAN, ODD, np.zeros(7), np.zeros((2,) * 7), np.array(["a", "b"]), np.full((2, 8), NAN)],
-}
+    "model": [123, NAN, b"gpt2", ["gpt2"], ODD, None, torch.nn.Linear(2, 2)],
+    "hf_model": [123, NAN, "gpt2", ODD, None, torch.nn.Linear(2, 2)],
+    "tokenizer": [123, NAN, "gpt2", ODD, None, torch.nn.Linear(2, 2)],
+    "head_pairs": ["ab", NAN, 1.5, [NAN], [(0, NAN)], [(0, 1.5)], [(0, "1")], [(2**40, 0)], [(0, 10**30)],
+                   [(0, 1, 2)], [], range(10**7), ODD, [1, 2]],
+    "target": [NAN, INF, 1.5, True, ODD, [1], 2**40, 10**5000, "ok\ud800", "x" * 101, "two words"],
+    "trace": [123, "x", NAN, ODD, np.zeros((2, 2))],
+    "tokens": [123, "ab", NAN, [1], [NAN], ODD, range(10**7)],
+    "path": [123, NAN, ODD, ["a"], b"x", "\ud800"],
+    "callable": [123, "x", NAN, ODD],
+    "limits": [123, "x", ODD, {"max_bytes": 1}],
+    "corpus": [123, NAN, ODD, b"x", [1, 2], ["ok", 3], [NAN], "\ud800", "no/such/corpus.txt"],
+    "layer_or_none": [NAN, INF, "1", 1.5, 2.0, True, [1], ODD, *HUGE, -(2**40)],
+    "most": [NAN, INF, "3", 2.0, True, ODD, -1, 0, -(2**40)],
+}  # fmt: skip
 
 
 def hostile(kind: str):
@@ -55,12 +70,20 @@ def hostile(kind: str):
 
 
 @pytest.fixture(scope="module")
-def world(bundled):
-    """The things the calls act on: the bundled model, one small trace of it, our module and a given-weights trace."""
+def world(bundled, tiny_gpt2, tiny_gpt2_dir):
+    """The things the calls act on: the bundled model, small traces of it (one of a pair), our module, a
+    given-weights trace, a causal language model (the tiny GPT-2) and a transformers model of our own for from_model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     trace = attnviz.trace(bundled, "The cat sat.")
     mha = attnviz.MultiHeadAttention(8, 2)
     src = attnviz.ModuleSource(bundled, inputs="random", d_model=8, n_head=2)
-    return dict(model=bundled, trace=trace, mha=mha, src=src, x=torch.randn(3, 8), weights=trace.weights)
+    return dict(
+        model=bundled, trace=trace, mha=mha, src=src, x=torch.randn(3, 8), weights=trace.weights, lm=tiny_gpt2,
+        pair=attnviz.trace(bundled, "The cat sat.", pair="A dog ran."), other=attnviz.trace(bundled, "The dog sat."),
+        lm_dir=str(tiny_gpt2_dir), hf=AutoModelForCausalLM.from_pretrained(tiny_gpt2_dir),
+        tokenizer=AutoTokenizer.from_pretrained(tiny_gpt2_dir),
+    )  # fmt: skip
 
 
 # entry point -> (call taking the world and keyword arguments, good keyword arguments, {argument: kind})
@@ -133,6 +156,59 @@ ENTRIES = {
     "sink_share": (lambda w, **a: sinks.sink_share(w["trace"], **a), dict(), dict(keys="heads")),
     "sqrt_d_law": (lambda w, **a: attnviz.sqrt_d_law(**a), dict(dims=(4,), n_queries=4, n_keys=4),
                    dict(dims="sizes", n_queries="count", n_keys="count", seed="seed")),
+    "ablate": (lambda w, **a: attnviz.ablate(**dict(dict(loaded=w["lm"]), **a)), dict(text="the cat sat", heads=[(0, 1)]),
+               dict(loaded="model", text="text", heads="head_pairs", mode="choice", target="target", top_k="count",
+                    max_tokens="count")),
+    "generate": (lambda w, **a: attnviz.generate(**dict(dict(loaded=w["lm"]), **a)),
+                 dict(prompt="the cat sat", max_new_tokens=2),
+                 dict(loaded="model", prompt="text", max_new_tokens="count", sample="flag", seed="seed", chat="flag",
+                      max_tokens="count")),
+    "load_model": (lambda w, **a: attnviz.load_model(**a), dict(name="tiny"),
+                   dict(name="text", device="choice", dtype="choice")),
+    "from_model": (lambda w, **a: attnviz.from_model(**dict(dict(model=w["hf"], tokenizer=w["tokenizer"]), **a)),
+                   dict(), dict(model="hf_model", tokenizer="tokenizer", name="text")),
+    "module_from_layer": (lambda w, **a: attnviz.module_from_layer(**dict(dict(loaded=w["model"]), **a)),
+                          dict(layer=0), dict(loaded="model", layer="index")),
+    "attention_inputs": (lambda w, **a: attnviz.attention_inputs(**dict(dict(loaded=w["model"]), **a)),
+                         dict(text="The cat sat.", layer=0),
+                         dict(loaded="model", text="text", layer="index", pair="text", max_tokens="count")),
+    "show trace": (lambda w, **a: attnviz.show(**dict(dict(trace=w["trace"]), **a)), dict(), dict(trace="trace")),
+    "show heads": (lambda w, **a: attnviz.show(w["trace"], "heads", **a), dict(),
+                   dict(stage="choice", colours="choice")),
+    "show scaling": (lambda w, **a: attnviz.show(w["trace"], "scaling", **a), dict(),
+                     dict(scale="scale", all_heads="flag")),
+    "show masks": (lambda w, **a: attnviz.show(w["trace"], "masks", **a), dict(), dict(unmasked="trace")),
+    "show headstats": (lambda w, **a: attnviz.show(w["trace"], "headstats", **a), dict(),
+                       dict(statistic="choice", special="tokens", view="choice")),
+    "show rollout": (lambda w, **a: attnviz.show(w["trace"], "rollout", **a), dict(),
+                     dict(start="count", end="count")),
+    "show neuron": (lambda w, **a: attnviz.show(w["trace"], "neuron", **a), dict(), dict(query="index")),
+    "show words": (lambda w, **a: attnviz.show(w["trace"], "words", **a), dict(),
+                   dict(scheme="choice", view="choice")),
+    "show pairs": (lambda w, **a: attnviz.show(w["pair"], "pairs", **a), dict(), dict(view="choice")),
+    "show compare": (lambda w, **a: attnviz.show(w["trace"], "compare", **a), dict(other=None),
+                     dict(other="trace", other_layer="layer_or_none", measure="choice", view="choice")),
+    "show geometry": (lambda w, **a: attnviz.show(w["trace"], "geometry", **a), dict(),
+                      dict(method="choice", colour="choice", normalised="flag")),
+    "head_geometry": (lambda w, **a: geometry.head_geometry(w["trace"], **a), dict(layer=0, head=0),
+                      dict(layer="index", head="index", method="choice", normalised="flag", most="most",
+                           seed="seed")),
+    "layer_geometry": (lambda w, **a: geometry.layer_geometry(w["trace"], **a), dict(layer=0),
+                       dict(layer="index", most="most", seed="seed")),
+    "points_geometry": (lambda w, **a: geometry.points_geometry(**a), dict(q=np.ones((3, 4)), k=np.ones((3, 4))),
+                        dict(q="array", k="array", mask="array", scale="scale", method="choice", normalised="flag",
+                             most="most", seed="seed")),
+    "layer_csv": (lambda w, **a: export.layer_csv(w["trace"], **a), dict(layer=0), dict(layer="index")),
+    "layer_npz": (lambda w, **a: export.layer_npz(w["trace"], **a), dict(layer=0), dict(layer="index")),
+    "provenance_record": (lambda w, **a: export.provenance_record(w["trace"], **a), dict(),
+                          dict(text="text", pair="text")),
+    "profile": (lambda w, **a: attnviz.profile(**dict(dict(model=w["model"]), **a)),
+                dict(corpus=["the cat sat."], max_shards=0),
+                dict(model="model", corpus="corpus", out="path", column="text", engine="choice", progress="callable",
+                     max_shards="count", limits="limits", workers="count", max_tokens="count", shard_size="count",
+                     bins="count", top="count", intervals="count", per_interval="count", example_keys="count",
+                     seed="seed", distances="flag")),
+    "open_profile": (lambda w, **a: attnviz.open_profile(**a), dict(folder="x"), dict(folder="path")),
 }  # fmt: skip
 
 CASES = [(entry, arg) for entry, (_, _, kinds) in ENTRIES.items() for arg in kinds]
@@ -146,10 +222,15 @@ def refused(world, entry: str, arg: str, value) -> Exception:
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
-def test_each_entry_point_takes_its_good_call(world, entry):
+def test_each_entry_point_takes_its_good_call(world, entry, tmp_path):
     call, good, _ = ENTRIES[entry]
     if entry.endswith("load_npz"):  # its good call needs a file; the file's own tests are in test_trace_file.py
         good = dict(data=export.trace_npz(world["trace"]))
+    if entry == "load_model":  # a folder of a model (the tiny GPT-2), loaded once more
+        good = dict(name=world["lm_dir"])
+    if entry == "open_profile":  # a profile of one short text, saved
+        attnviz.profile(world["model"], ["the cat sat."], out=tmp_path, distances=False)
+        good = dict(folder=tmp_path)
     call(world, **good)
 
 
@@ -187,3 +268,16 @@ def test_sizes_past_the_documented_limits_never_reach_the_allocator():
         with pytest.raises(attnviz.ArgumentError, match=name):
             call()
     assert attnviz.causal_mask(3).shape == (3, 3)  # and a small one is still made
+
+
+def test_every_public_function_is_called_here():
+    """A function added to attnviz.__all__ without an entry above fails here, and the profile's bounded settings are
+    its Settings' fields (a new setting without a bound would reach the run unchecked)."""
+    from dataclasses import fields
+
+    from attnviz.checks.objects import PROFILE_SETTINGS
+    from attnviz.corpus.state import Settings
+
+    public = {name for name in attnviz.__all__ if inspect.isfunction(getattr(attnviz, name))}
+    assert public - {entry.split()[0] for entry in ENTRIES} == set()
+    assert set(PROFILE_SETTINGS) == {f.name for f in fields(Settings)}

@@ -37,8 +37,8 @@ def test_values_and_output_norms_travel_in_the_file_and_come_back(llama_trace):
         np.testing.assert_array_equal(back.output_norms(layer), tr.output_norms(layer))
         for head in range(tr.n_head):  # each query head reads its key/value head's values, as the model shares them
             np.testing.assert_array_equal(back.values(layer, head), tr.values(layer, head))
-        # value-weighted attention of the reopened trace, against numpy on the file's own arrays
-        norms = saved["weights"][layer].astype(np.float64) * written[:, None, :]
+        # value-weighted attention of the reopened trace, against numpy on the original's weights and the file's norms
+        norms = tr.stages(layer).weights.astype(np.float64) * written[:, None, :]
         want = norms / norms.sum(-1, keepdims=True)
         np.testing.assert_allclose(value_share(back, layer), want, atol=1e-6)
         np.testing.assert_allclose(value_share(back, layer), value_share(tr, layer), atol=1e-6)

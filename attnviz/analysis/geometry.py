@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import AttnvizError, InputError, check_index
+from .. import checks
+from ..errors import ArgumentError, AttnvizError, InputError, check_index
 from ..trace import AttentionTrace
 
 METHODS = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}
@@ -188,6 +189,7 @@ def sample(n: int, most: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, most, replace=False))
 
 
+@checks.public(name="attnviz.analysis.geometry.points_geometry")
 def points_geometry(
     q,
     k,
@@ -203,11 +205,15 @@ def points_geometry(
     `mask` [n_q, n_k] (True = may attend) picks the pairs the correlations are computed over; `normalised` projects
     the normalised vectors (the default) or the raw ones. Above `most` points (MAX_POINTS[method] by default),
     queries and keys are sampled in proportion, seeded, and the note says so."""
-    q, k = np.asarray(q, np.float32), np.asarray(k, np.float32)
-    if q.ndim != 2 or k.ndim != 2 or q.shape[1] != k.shape[1] or not len(q) or not len(k):
+    own = lambda a: np.array(a, np.float32) if isinstance(a, np.ndarray) and a.dtype.kind in "fiub" else a  # noqa: E731
+    q, k = (checks.array(n, own(a), (2,)).numpy().astype(np.float32, copy=False) for n, a in (("q", q), ("k", k)))
+    mask = None if mask is None else checks.array("mask", np.array(mask), (2,), finite=False).numpy()  # a copy
+    checks.number("scale", scale, nonzero=True, high=1e4)
+    check_options(method, normalised, most, seed)
+    if q.shape[1] != k.shape[1] or not len(q) or not len(k):
         raise InputError(f"queries and keys must be [n, d] arrays of the same d; got {q.shape} and {k.shape}.")
-    if method not in METHODS:
-        raise InputError(f"unknown projection {method!r}; choose one of {', '.join(METHODS)}.")
+    if mask is not None and mask.shape != (len(q), len(k)):
+        raise ArgumentError("mask", f"mask must be [queries, keys], {(len(q), len(k))}; got {mask.shape}.")
     most = MAX_POINTS[method] if most is None else int(most)
     norm = normalise(q, k)
     before, after = correlation(q, k, mask, scale, seed=seed), correlation(norm.q, norm.k, mask, scale, seed=seed)
@@ -229,6 +235,7 @@ def points_geometry(
     return Geometry(xy, is_key, np.r_[qi, ki], n_q, n_k, before, after, norm.a, method, explained, note)
 
 
+@checks.public(name="attnviz.analysis.geometry.head_geometry")
 def head_geometry(
     trace: AttentionTrace,
     layer: int,
@@ -241,17 +248,32 @@ def head_geometry(
     """One head of a trace: its q and k as the model used them (after rotary embeddings; a grouped-query head with
     its group's shared keys), the layer's mask and scale."""
     layer = check_index("layer", layer, trace.n_layer)
+    check_options(method, normalised, most, seed)
     q, k = trace.vectors(layer, head)  # InputError with the reason where the trace keeps no vectors
     scale = trace.facts(layer).scale
     return points_geometry(q, k, trace.layer_mask(layer), scale, method, normalised, most, seed)
+
+
+def check_options(method, normalised, most, seed) -> None:
+    """The projection's options, checked before any vector is read (ArgumentError naming the option)."""
+    if not isinstance(method, str):
+        checks.choice("method", method, tuple(METHODS))  # a wrong type, said as one
+    if method not in METHODS:
+        raise ArgumentError("method", f"unknown projection {checks.shown(method)}; choose one of {', '.join(METHODS)}.")
+    checks.flag("normalised", normalised)
+    checks.whole("most", most, low=1, none=True)
+    checks.whole("seed", seed, low=0, high=2**62)
 
 
 #: Points per panel in the small multiples of every head of a layer.
 PANEL_POINTS = 1_000
 
 
+@checks.public(name="attnviz.analysis.geometry.layer_geometry")
 def layer_geometry(trace: AttentionTrace, layer: int, most: int = PANEL_POINTS, seed: int = 0) -> list[Geometry]:
     """Every head of a layer, normalised and projected with PCA, at most `most` points each."""
+    layer = check_index("layer", layer, trace.n_layer)
+    check_options("pca", True, most, seed)
     return [head_geometry(trace, layer, h, "pca", True, most, seed) for h in range(trace.n_head)]
 
 

@@ -15,8 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import checks
+from ..checks.objects import PROFILE_SETTINGS, profile_call
 from ..errors import InputError
-from ..hf import load_model
+from ..hf import LoadedModel, load_model, trace_pretrained
+from .qk_sample import take
+from .qk_store import QKSample
 from .shard import run_shard
 from .state import ProfileState, Settings
 from .store import PROVENANCE, VERSION, HeadProfile
@@ -27,6 +31,7 @@ DEFAULT_LIMITS = Limits()
 PACKAGE_VERSION = "0.2.0"  # attnviz's, as pyproject.toml has it (tests/corpus checks they agree)
 
 
+@checks.public(name="attnviz.profile", extra=tuple(PROFILE_SETTINGS))
 def profile(
     model,
     corpus=None,
@@ -48,6 +53,8 @@ def profile(
     cluster RAY_ADDRESS names; `workers` actors). progress(texts_done, texts_total, tokens, seconds) is called after
     every shard. max_shards: do at most that many new shards now and return None if the profile is not finished.
     settings: see attnviz.corpus.state.Settings (max_tokens, shard_size, distances, seed, top, intervals, ...)."""
+    types = dict(model=LoadedModel, corpus=Corpus, limits=Limits)
+    profile_call(model, corpus, out, column, engine, progress, max_shards, limits, workers, settings, types)
     loaded = load_model(model) if isinstance(model, str) else model
     if loaded.is_seq2seq:
         raise InputError(f"{loaded.label} is an encoder-decoder: profiling its parts is not supported yet.")
@@ -157,7 +164,24 @@ def finish(total: ProfileState, loaded, corpus: Corpus, s: Settings) -> HeadProf
         "versions": _versions(),
     }
     divergence = total.divergence.result() if s.distances else None
-    return HeadProfile(total.means.result(), total.histogram.counts, divergence, examples, texts, provenance)
+    qk = _qk_sample(total, loaded, corpus, s, provenance)
+    return HeadProfile(total.means.result(), total.histogram.counts, divergence, examples, texts, provenance, qk=qk)
+
+
+def _qk_sample(total: ProfileState, loaded, corpus: Corpus, s: Settings, provenance: dict) -> QKSample | None:
+    """The query-key sample's vectors, from its chosen texts traced once more (see attnviz.corpus.qk_sample)."""
+    if not s.qk_samples:
+        return None
+    texts = dict(_texts_of(corpus, {i for i, _ in total.qk.chosen()}))
+    taken = take(
+        total.qk, lambda t: trace_pretrained(loaded, t, max_tokens=s.max_tokens, values=False), texts, s.qk_dtype
+    )
+    if isinstance(taken, str):
+        provenance["qk_sample"] = {"why_not": taken}
+        return None
+    sample = QKSample(taken)
+    provenance["qk_sample"] = {"samples": sample.n, "texts": len(sample.per_text())}
+    return sample
 
 
 def _texts_of(corpus: Corpus, wanted: set):

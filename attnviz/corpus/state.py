@@ -14,6 +14,7 @@ import numpy as np
 from ..analysis.heads import punctuation_keys
 from ..trace import AttentionTrace
 from .examples import Examples
+from .qk_sample import Choice, check_settings
 from .reducers import Divergence, Histogram, Means
 from .rows import CELLS, TextSums, windows
 
@@ -33,6 +34,12 @@ class Settings:
     seed: int = 0
     distances: bool = True  # Jensen-Shannon divergence between every pair of heads
     shard_size: int = 64
+    qk_samples: int = 1_000  # tokens whose query and key every head keeps (attnviz.corpus.qk_sample); 0: none
+    qk_per_text: int = 32  # at most this many of them from one text
+    qk_dtype: str = "float16"  # how they are stored (float32 doubles the bytes)
+
+    def __post_init__(self):
+        check_settings(self.qk_samples, self.qk_per_text, self.qk_dtype)
 
 
 @dataclass
@@ -44,6 +51,7 @@ class ProfileState:
     histogram: Histogram | None = None
     divergence: Divergence | None = None
     examples: Examples | None = None
+    qk: Choice | None = None
     counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
 
     def __post_init__(self):
@@ -54,6 +62,7 @@ class ProfileState:
         self.examples = self.examples or Examples.empty(
             *shape, s.top, s.intervals, s.per_interval, s.example_keys, s.seed
         )
+        self.qk = self.qk or Choice.empty(s.qk_samples, s.qk_per_text, s.seed, s.qk_dtype)
 
     def observe(self, trace: AttentionTrace, text_id: int, special, cells: int = CELLS) -> None:
         """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""
@@ -74,6 +83,7 @@ class ProfileState:
             if self.settings.distances:
                 self.divergence.update(win.weights, win.rows, cells)
         self.means.update(*sums.values())
+        self.qk.update(text_id, trace.n_tokens, trace)
         cut = trace.provenance.n_dropped
         self.counts["texts"] += 1
         self.counts["tokens"] += trace.n_tokens
@@ -94,6 +104,7 @@ class ProfileState:
             self.histogram.merge(other.histogram),
             self.divergence.merge(other.divergence),
             self.examples.merge(other.examples),
+            self.qk.merge(other.qk),
             counts,
         )
 
@@ -103,6 +114,7 @@ class ProfileState:
             "histogram": self.histogram.arrays(),
             "divergence": self.divergence.arrays(),
             "examples": self.examples.arrays(),
+            "qk": self.qk.arrays(),
         }
         return {f"{p}/{k}": np.asarray(v) for p, a in parts.items() for k, v in a.items()}
 
@@ -136,6 +148,7 @@ class ProfileState:
             Histogram(hist["counts"]),
             Divergence(div["sums"], div["rows"]),
             Examples.from_arrays(part("examples")),
+            Choice.from_arrays(part("qk"), settings.qk_samples, settings.qk_per_text, settings.seed, settings.qk_dtype),
             {k: int(meta["counts"][k]) for k in COUNTS},
         )
         return state, meta

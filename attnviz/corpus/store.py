@@ -14,7 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import checks
+from ..checks.objects import path
 from ..errors import InputError
+from .qk_store import QKSample, check_files
 
 FORMAT = "attnviz-head-profile"
 VERSION = 1
@@ -29,7 +32,8 @@ class HeadProfile:
     stats: statistic -> [layer, head] float64 (NaN where no text defined it); histogram [layer, head, bin]: rows by
     their largest weight; divergence [layer x head, layer x head]: mean Jensen-Shannon divergence per row (None when
     not computed); examples: one dict per kept row; texts: text id -> text, for the examples; provenance: model,
-    corpus, counts, settings, versions."""
+    corpus, counts, settings, versions; qk: every head's sampled queries and keys (attnviz.corpus.qk_store), or None
+    (the provenance's "qk_sample" says why)."""
 
     stats: dict
     histogram: np.ndarray
@@ -37,6 +41,7 @@ class HeadProfile:
     examples: list
     texts: dict
     provenance: dict
+    qk: QKSample | None = None
 
     n_layer = property(lambda self: self.histogram.shape[0])
     n_head = property(lambda self: self.histogram.shape[1])
@@ -80,6 +85,8 @@ class HeadProfile:
             pq.write_table(table, folder / f"{name}.parquet")
             digests[name] = _sha256(folder / f"{name}.parquet")
         record = {**self.provenance, "format": FORMAT, "version": VERSION, "tables": digests}
+        if self.qk is not None:
+            record["qk_sample"] = self.qk.save(folder)
         record["checksum"] = _record_checksum(record)
         (folder / PROVENANCE).write_text(json.dumps(record, indent=1, sort_keys=True))
         return folder
@@ -170,13 +177,15 @@ def check_folder(folder) -> dict:
     return record
 
 
+@checks.public(name="attnviz.open_profile")
 def open_profile(folder) -> HeadProfile:
     """Reopen a saved profile (no model needed). An InputError says why when the folder is from another version of
     the layout, was edited by hand or is not a profile."""
     import pyarrow.parquet as pq
 
-    folder = Path(folder)
+    folder = Path(path("folder", folder))
     record = check_folder(folder)
+    declared = check_files(folder, record)  # the sample's files are the sizes declared, before any read
     heads = pq.read_table(folder / "heads.parquet").to_pylist()
     n_layer, n_head = int(record["n_layer"]), int(record["n_head"])
     names = [k for k in heads[0] if k not in ("layer", "head", "kv_head", "max_weight_histogram")]
@@ -188,4 +197,7 @@ def open_profile(folder) -> HeadProfile:
     texts = {r["text_id"]: r["text"] for r in pq.read_table(folder / "texts.parquet").to_pylist()}
     examples = pq.read_table(folder / "examples.parquet").to_pylist()
     provenance = {k: v for k, v in record.items() if k not in ("format", "version", "tables", "checksum")}
-    return HeadProfile(stats, hist, divergence, examples, texts, provenance)
+    qk = None if declared is None else QKSample(folder=folder, declared=declared)
+    if declared is not None:
+        provenance["qk_sample"] = {k: declared[k] for k in ("samples", "texts")}
+    return HeadProfile(stats, hist, divergence, examples, texts, provenance, qk=qk)

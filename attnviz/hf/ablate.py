@@ -16,8 +16,11 @@ import numbers
 
 import torch
 
+from .. import checks
 from ..ablation import MODES, Ablation, top_changes
-from ..errors import InputError, check_index
+from ..checks.objects import head_pairs
+from ..checks.objects import target as target_token
+from ..errors import ArgumentError, ArgumentTypeError, InputError, check_index
 from .layers import output_projection
 from .load import LoadedModel
 from .tracing import trace_pretrained
@@ -30,6 +33,7 @@ OUTPUT_NAMES = ("o_proj", "c_proj", "out_proj", "o", "dense", "wo", "out")
 _ACTIVE: contextvars.ContextVar[object | None] = contextvars.ContextVar("attnviz_ablation", default=None)
 
 
+@checks.public(name="attnviz.ablate")
 def ablate(
     loaded: LoadedModel,
     text: str,
@@ -47,15 +51,23 @@ def ablate(
     attnviz cannot intervene in or predict with, and for heads that do not exist.
     """
     check_model(loaded)
+    checks.text("text", text)
+    if not isinstance(mode, str):
+        raise ArgumentTypeError("mode", f"mode must be a str, one of {', '.join(MODES)}; not {type(mode).__name__}.")
     if mode not in MODES:
-        raise InputError(f"Unknown ablation mode {mode!r}: use one of {', '.join(MODES)}.")
+        raise ArgumentError("mode", f"Unknown ablation mode {checks.shown(mode)}: use one of {', '.join(MODES)}.")
     heads = check_heads(loaded, heads)
+    target, top_k = target_token("target", target), checks.whole("top_k", top_k, low=1, high=TOP_K)
+    n_vocab = getattr(getattr(loaded.model, "config", None), "vocab_size", None)
+    if isinstance(n_vocab, int) and not (target is None or isinstance(target, str) and not target.strip()):
+        target_id(loaded, target, torch.zeros(n_vocab))  # a token not in the vocabulary: said before any forward
+    checks.whole("max_tokens", max_tokens, low=1, high=checks.MAX_TOKENS, none=True)
     projections = {layer: projection(loaded, layer) for layer in sorted({layer for layer, _ in heads})}
     options = dict(max_tokens=max_tokens)
     logits_before, before = _predict(loaded, text, options, None)
     logits_after, after = _predict(loaded, text, options, (projections, heads, mode, loaded.n_head))
     target = target_id(loaded, target, logits_before)
-    k = max(1, min(int(top_k), TOP_K))
+    k = top_k
     token_of = lambda i: str(loaded.tokenizer.convert_ids_to_tokens(i))  # noqa: E731
     top = top_changes(logits_before.numpy(), logits_after.numpy(), k, token_of)
     return Ablation(
@@ -75,7 +87,9 @@ def ablate(
 def check_model(loaded) -> None:
     """InputError, in words, for a model whose heads attnviz cannot remove or whose prediction it cannot read."""
     if not isinstance(loaded, LoadedModel):
-        raise InputError(f"attnviz.ablate needs a model from attnviz.load_model(), got {type(loaded).__name__}.")
+        raise ArgumentTypeError(
+            "loaded", f"attnviz.ablate needs a model from attnviz.load_model() as loaded, not {type(loaded).__name__}."
+        )
     name = loaded.label
     if loaded.is_seq2seq:
         raise InputError(
@@ -98,22 +112,7 @@ def check_model(loaded) -> None:
 
 def check_heads(loaded: LoadedModel, heads) -> tuple[tuple[int, int], ...]:
     """The heads as sorted unique (layer, head) pairs, each checked against the model."""
-    if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
-        heads = [heads]  # one (layer, head) pair given without the list around it
-    try:
-        pairs = list(heads)
-    except TypeError:
-        raise InputError("heads must be a list of (layer, head) pairs, such as [(0, 1), (2, 3)].") from None
-    if not pairs:
-        raise InputError("Choose at least one head to remove, as (layer, head).")
-    if len(pairs) > MAX_HEADS:
-        raise InputError(f"{len(pairs)} heads asked for; remove at most {MAX_HEADS} at once.")
-    out = set()
-    for pair in pairs:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise InputError(f"Each head is a (layer, head) pair, such as (0, 1); got {pair!r}.")
-        out.add((check_index("layer", pair[0], loaded.n_layer), check_index("head", pair[1], loaded.n_head)))
-    return tuple(sorted(out))
+    return head_pairs("heads", heads, loaded.n_layer, loaded.n_head, MAX_HEADS)
 
 
 def projection(loaded: LoadedModel, layer: int) -> torch.nn.Module:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import InputError, first_line
+from .. import checks
+from ..errors import ArgumentError, ArgumentTypeError, InputError, first_line
 from ..trace import AttentionTrace
 from ..trace.generation import Generation, Segment
 from .encode import Encoded, cut_text, encode, token_limit
@@ -48,6 +49,7 @@ def can_generate(loaded: LoadedModel) -> str | None:
     return None
 
 
+@checks.public(name="attnviz.generate")
 def generate(
     loaded,
     prompt: str,
@@ -67,10 +69,16 @@ def generate(
     the prompt, which the model wrote, and the chat template's spans.
     """
     if not isinstance(loaded, LoadedModel):
-        raise InputError(
-            f"attnviz.generate needs a model from attnviz.load_model() or attnviz.from_model(), not "
-            f"{type(loaded).__name__}: our own module has no language-model head."
+        raise ArgumentTypeError(
+            "loaded",
+            f"attnviz.generate needs a model from attnviz.load_model() or attnviz.from_model() as loaded, not "
+            f"{type(loaded).__name__}: our own module has no language-model head.",
         )
+    checks.text("prompt", prompt)
+    sample, chat = checks.flag("sample", sample), checks.flag("chat", chat)
+    checks.whole("seed", seed, low=0, high=2**62, none=True)
+    checks.whole("max_tokens", max_tokens, low=1, high=checks.MAX_TOKENS, none=True)
+    checks.whole("max_new_tokens", max_new_tokens)  # its range below, once the token limit is known
     if (why := can_generate(loaded)) is not None:
         raise InputError(why)
     limit = token_limit(loaded.max_tokens, max_tokens)
@@ -93,15 +101,13 @@ def generate(
 
 
 def _checked_new_tokens(max_new_tokens, limit: int) -> int:
-    try:
-        n = int(max_new_tokens)
-    except (TypeError, ValueError):
-        raise InputError(f"max_new_tokens must be a whole number, got {max_new_tokens!r}.") from None
+    n = checks.whole("max_new_tokens", max_new_tokens)
     most = min(MAX_NEW_TOKENS, limit - 1)
     if not 1 <= n <= most:
-        raise InputError(
+        raise ArgumentError(
+            "max_new_tokens",
             f"max_new_tokens must be 1..{most} (at most {MAX_NEW_TOKENS}, and the prompt needs one of the "
-            f"{limit} tokens the trace may hold), got {n}."
+            f"{limit} tokens the trace may hold), got {checks.shown(n)}.",
         )
     return n
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import InputError, first_line
-from .capture import call_kwargs
+from .passes import call_kwargs
 
 #: Class name endings of language-model heads, and what each predicts.
 HEAD_SUFFIXES = {"ForCausalLM": "causal", "LMHeadModel": "causal", "ForMaskedLM": "masked"}

@@ -14,8 +14,10 @@ from typing import Any
 
 import torch
 
-from ..errors import AttnvizError, ModelLoadError, first_line
-from . import capture
+from .. import checks
+from ..checks.objects import path
+from ..errors import ArgumentTypeError, AttnvizError, ModelLoadError, first_line
+from . import capture, passes
 from .access import check_before_loading
 from .encode import forward_inputs
 from .failures import explain, reported
@@ -115,12 +117,15 @@ def choose_device(device: str = "auto", dtype: str | None = None) -> tuple[str, 
     return device, dtype
 
 
+@checks.public(name="attnviz.load_model")
 def load_model(name: str | None = None, *, device: str = "auto", dtype: str | None = None) -> LoadedModel:
     """Load a model to trace: None (or "bundled") is the offline all-MiniLM-L6-v2; otherwise a hub id or folder.
 
     device: "auto" (the GPU when there is one), "cpu" or "cuda"; dtype: "float32" (CPU default), "bfloat16"
     (GPU default) or "float16". Raises ModelLoadError with a message that says what to do.
     """
+    path("name", name, none=True)  # a hub id or a folder: a str or a pathlib.Path
+    checks.text("device", device), checks.text("dtype", dtype, none=True)  # which ones: choose_device says
     with reported(name):
         return _load(name, device, dtype)
 
@@ -159,6 +164,7 @@ def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
     return _built(subject, label, dtype, found, head)
 
 
+@checks.public(name="attnviz.from_model")
 def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
     """Trace a transformers model you already have in memory (any device and dtype), with its tokenizer.
 
@@ -167,6 +173,17 @@ def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
     `output_attentions=True` on your model still works after a trace. A family that refuses switching altogether
     (one that computes attention in its own code, such as BLOOM) stays on eager.
     """
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    if not isinstance(model, PreTrainedModel):
+        raise ArgumentTypeError(
+            "model", f"model must be a transformers model (PreTrainedModel), not {type(model).__name__}."
+        )
+    if not isinstance(tokenizer, PreTrainedTokenizerBase):
+        raise ArgumentTypeError(
+            "tokenizer", f"tokenizer must be a transformers tokenizer (AutoTokenizer), not {type(tokenizer).__name__}."
+        )
+    checks.text("name", name)
     capture.register()
     theirs = model.config._attn_implementation  # read only; transformers' own docs read it, no public getter exists
     try:
@@ -182,7 +199,7 @@ def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
         name, model, tokenizer, _max_tokens(model.config, tokenizer), str(param.device), forward_inputs(model), captures
     )
     found = probe(subject)
-    capture.lend(model, capture.CAPTURE_NAME if found.route == "seam" else "eager", theirs)
+    passes.lend(model, capture.CAPTURE_NAME if found.route == "seam" else "eager", theirs)
     return _built(subject, name, dtype, found, head_of(model))
 
 

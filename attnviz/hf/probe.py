@@ -14,7 +14,7 @@ from typing import Any, Literal
 import torch
 
 from ..errors import InputError, ModelLoadError, first_line
-from . import capture, output_projection, readers
+from . import output_projection, passes, readers, recorder
 from .encode import encode
 
 INSTEAD = "Use a model with softmax attention, such as 'bert-base-uncased' or 'gpt2', or the bundled all-MiniLM-L6-v2."
@@ -88,10 +88,10 @@ def probe(subject: Subject) -> Found:
 def _seam_probe(subject: Subject, inputs: dict) -> tuple:
     """(the Recorder of one forward through the seam, why the seam refused it or ""); a model that fails on the
     sentence or calls attention twice per layer is refused."""
-    rec, refused = capture.Recorder(), ""
+    rec, refused = recorder.Recorder(), ""
     try:
-        capture.forward(subject.model, inputs, rec)
-    except capture.CaptureRefused as e:
+        passes.forward(subject.model, inputs, rec)
+    except recorder.CaptureRefused as e:
         rec.layers.clear()
         refused = str(e)
     except Exception as e:  # noqa: BLE001 - a model that cannot run one sentence cannot be traced
@@ -124,7 +124,7 @@ def _eager_shapes(subject: Subject) -> tuple[int, int, int]:
         subject, encode(subject.tokenizer, " ".join(["hello world"] * 8), limit=subject.max_tokens).inputs
     )
     try:
-        att = [a for a in capture.forward_eager(subject.model, inputs) if a is not None]  # hybrids: attention only
+        att = [a for a in passes.forward_eager(subject.model, inputs) if a is not None]  # hybrids: attention only
     except InputError as e:
         raise ModelLoadError(f"{subject.label!r} cannot be traced: {e} {INSTEAD}") from None
     if not att:
@@ -150,8 +150,8 @@ def _calls_per_forward(subject: Subject, inputs: dict, rec) -> float:
     runs = []
     hooks = [m.register_forward_pre_hook(lambda *_: runs.append(1)) for m in set(rec.modules)]
     try:
-        again = capture.Recorder()
-        capture.forward(subject.model, inputs, again)
+        again = recorder.Recorder()
+        passes.forward(subject.model, inputs, again)
     finally:
         for h in hooks:
             h.remove()

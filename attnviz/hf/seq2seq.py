@@ -16,7 +16,7 @@ import torch
 from .. import checks
 from ..errors import InputError
 from ..trace import AttentionTrace, Provenance
-from . import capacity, capture
+from . import capacity, passes, recorder
 from .encode import cut_text, encode, token_facts, token_limit
 from .load import LoadedModel
 from .probe import decoder_start, model_inputs
@@ -95,7 +95,7 @@ def trace_seq2seq(
     """Trace an encoder-decoder model: `source` through the encoder, `target` (or a greedy generation) through
     the decoder. Returns a Seq2SeqTrace with .encoder, .decoder and .cross.
 
-    options: an experiment (causal, hide, layers, scale, fill, pad_mask; see capture.Experiment) applied to `part`'s
+    options: an experiment (causal, hide, layers, scale, fill, pad_mask; see recorder.Experiment) applied to `part`'s
     attention inside the forward pass, so it reaches that part's later layers and the parts that read its output.
     hide indexes the part's keys (source tokens for encoder and cross, target tokens for the decoder). values: as
     attnviz.hf.tracing.trace_pretrained's, counting the source and target tokens."""
@@ -121,7 +121,7 @@ def trace_seq2seq(
     inputs["decoder_input_ids"] = torch.tensor([ids], device=loaded.device)
     exp = _experiment(loaded, part, len(ids if part == "decoder" else enc.tokens), options)
     left_out = capacity.values_left_out(loaded, len(enc.ids) + len(ids), values)
-    rec = capture.Recorder(experiment=exp, roles=loaded.roles, outputs=loaded.outputs, values_left_out=left_out)
+    rec = recorder.Recorder(experiment=exp, roles=loaded.roles, outputs=loaded.outputs, values_left_out=left_out)
     parts = _recorded_parts(loaded, inputs, rec)
     tgt = [str(t) for t in loaded.tokenizer.convert_ids_to_tokens(ids)]
     asked = {k: getattr(exp, k) for k in options} | ({"experiment on": part} if options else {})
@@ -129,11 +129,11 @@ def trace_seq2seq(
     return _assemble(loaded, parts, enc, (tgt, ids, *tgt_facts), target, asked)
 
 
-def _recorded_parts(loaded: LoadedModel, inputs: dict, rec: capture.Recorder) -> dict[str, list]:
+def _recorded_parts(loaded: LoadedModel, inputs: dict, rec: recorder.Recorder) -> dict[str, list]:
     """One forward pass through the seam; each recorded layer under its part (encoder, decoder, cross)."""
     try:
-        capture.forward(loaded.model, inputs, rec)
-    except capture.CaptureRefused as e:
+        passes.forward(loaded.model, inputs, rec)
+    except recorder.CaptureRefused as e:
         raise InputError(f"{loaded.label} asked for {e}, which attnviz cannot capture.") from None
     parts = {role: [] for role in ROLES}
     for module, record in zip(rec.modules, rec.layers):
@@ -141,7 +141,7 @@ def _recorded_parts(loaded: LoadedModel, inputs: dict, rec: capture.Recorder) ->
     return parts
 
 
-def _experiment(loaded: LoadedModel, part: str | None, n_keys: int, options: dict) -> capture.Experiment:
+def _experiment(loaded: LoadedModel, part: str | None, n_keys: int, options: dict) -> recorder.Experiment:
     """The checked experiment on `part`; one that changes attention needs a part (it is never applied to all three)."""
     if part is not None and part not in ROLES:
         raise InputError(f"Choose one of {', '.join(ROLES)}, not {part!r}.")

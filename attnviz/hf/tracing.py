@@ -7,9 +7,9 @@ import torch
 
 from .. import checks
 from ..attention import check_scale
-from ..errors import InputError
+from ..errors import ArgumentTypeError, InputError
 from ..trace import AttentionTrace, Provenance
-from . import capacity, capture, readers
+from . import capacity, passes, readers, recorder
 from .encode import Encoded, encode, token_limit
 from .load import LoadedModel
 from .probe import model_inputs
@@ -38,7 +38,7 @@ def experiment(
     pad_mask=True,
     part=None,
     n_layer=None,
-) -> capture.Experiment:
+) -> recorder.Experiment:
     """A checked Experiment: positions and layers in range, a usable scale.
 
     part / n_layer: an encoder-decoder's attention under the experiment and its number of layers (n_tokens is then
@@ -51,13 +51,13 @@ def experiment(
     hide = checks.positions("hide", hide, n_tokens, "token positions")
     n_layer = loaded.n_layer if n_layer is None else n_layer
     layers = None if layers is None else checks.positions("layers", layers, n_layer, "layers")
-    return capture.Experiment(causal, hide, scale, fill, pad_mask, layers, part)
+    return recorder.Experiment(causal, hide, scale, fill, pad_mask, layers, part)
 
 
 def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, max_tokens=None, **options):
     """Trace `text` (and an optional second sentence) through `loaded`.
 
-    options: causal, hide, layers, scale, fill, pad_mask (see capture.Experiment); values (True keeps the values, False
+    options: causal, hide, layers, scale, fill, pad_mask (see recorder.Experiment); values (True keeps the values, False
     leaves them out, None keeps them unless the trace would then hold more than capacity.VALUES_BUDGET); max_tokens
     caps the text.
     """
@@ -102,7 +102,7 @@ def trace_encoded(
     return _given_weights(loaded, enc, exp, common)
 
 
-def _check_own(loaded: LoadedModel, exp: capture.Experiment) -> None:
+def _check_own(loaded: LoadedModel, exp: recorder.Experiment) -> None:
     """Own-code families run their own attention code: an experiment it would not apply is refused, never ignored."""
     if exp.changes_attention or (not exp.pad_mask and exp.layers is not None):
         raise InputError(
@@ -112,14 +112,14 @@ def _check_own(loaded: LoadedModel, exp: capture.Experiment) -> None:
         )
 
 
-def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, values_left_out: str | None) -> tuple:
+def _captured(loaded: LoadedModel, enc: Encoded, exp: recorder.Experiment, values_left_out: str | None) -> tuple:
     inputs = model_inputs(loaded, enc.inputs)
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(
             inputs["attention_mask"]
         )  # layers outside the experiment put it back
     own_code = loaded.route == "readers"
-    rec = capture.Recorder(
+    rec = recorder.Recorder(
         experiment=exp,
         pad_keys=enc.pad_keys,
         own_code=own_code,
@@ -127,15 +127,15 @@ def _captured(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, values
         values_left_out=values_left_out,
     )
     try:
-        capture.forward(loaded.model, inputs, rec)
-    except capture.CaptureRefused as e:
+        passes.forward(loaded.model, inputs, rec)
+    except recorder.CaptureRefused as e:
         raise InputError(f"{loaded.label} asked for {e}, which attnviz cannot capture.") from None
     if len(rec.layers) != loaded.n_layer:
         raise InputError(f"Captured {len(rec.layers)} attention calls, expected {loaded.n_layer}.")
     return tuple(rec.layers)
 
 
-def _given_weights(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, common: dict) -> AttentionTrace:
+def _given_weights(loaded: LoadedModel, enc: Encoded, exp: recorder.Experiment, common: dict) -> AttentionTrace:
     if exp.changes_attention:
         raise InputError(
             f"{loaded.label} computes attention inside its own code, so attnviz cannot change its mask or scale: "
@@ -144,7 +144,7 @@ def _given_weights(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, c
     inputs = model_inputs(loaded, enc.inputs)
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(inputs["attention_mask"])
-    attentions = [a for a in capture.forward_eager(loaded.model, inputs) if a is not None]  # hybrids: attention only
+    attentions = [a for a in passes.forward_eager(loaded.model, inputs) if a is not None]  # hybrids: attention only
     if readers.eager_gives_scores(loaded.model):  # SqueezeBERT returns its masked scores: the weights are their softmax
         attentions = [a.float().softmax(-1) for a in attentions]
     weights = np.stack([a[0].float().cpu().numpy() for a in attentions])
@@ -153,12 +153,20 @@ def _given_weights(loaded: LoadedModel, enc: Encoded, exp: capture.Experiment, c
     return AttentionTrace.from_weights(enc.tokens, weights, loaded.note or OWN_CODE, notes=notes, **common)
 
 
+@checks.public(name="attnviz.attention_inputs")
 def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, max_tokens=None):
     """The vectors that enter layer `layer`'s attention for this text: ([T, d_model] tensor, tokens, notes).
 
     Layer 0's input is the embedding output; for pre-LayerNorm models (GPT-2) it is the normed input,
     i.e. exactly what the attention projections see.
     """
+    if not isinstance(loaded, LoadedModel):
+        raise ArgumentTypeError(
+            "loaded",
+            f"attention_inputs needs a model from attnviz.load_model() as loaded, not {type(loaded).__name__}.",
+        )
+    checks.text("text", text), checks.text("pair", pair, none=True)
+    checks.whole("max_tokens", max_tokens, low=1, high=checks.MAX_TOKENS, none=True)
     layer = checks.check_index("layer", layer, loaded.n_layer)
     if not loaded.attention_modules:
         raise InputError(f"{loaded.label} computes attention in its own code; its attention inputs cannot be read.")
@@ -169,12 +177,12 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
         x = (args[0] if args else kwargs.get("hidden_states")).detach()[0]
         reader = readers.reader_of(module)
         seen.setdefault("x", (x.T if reader and reader.channels_first else x).float().cpu().clone())
-        raise capture.InputsRead  # the layers after this one would be computed for nothing
+        raise recorder.InputsRead  # the layers after this one would be computed for nothing
 
     handle = loaded.attention_modules[layer].register_forward_pre_hook(grab, with_kwargs=True)
     try:
-        capture.forward(loaded.model, model_inputs(loaded, enc.inputs), capture.Recorder())
-    except capture.InputsRead:
+        passes.forward(loaded.model, model_inputs(loaded, enc.inputs), recorder.Recorder())
+    except recorder.InputsRead:
         pass
     finally:
         handle.remove()

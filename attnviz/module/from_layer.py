@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import InputError, check_index
+from .. import checks
+from ..errors import ArgumentTypeError, InputError, check_index
 from ..hf.layers import projections
 from ..hf.load import LoadedModel
 from .multihead import MultiHeadAttention
 
 
+@checks.public(name="attnviz.module_from_layer")
 def module_from_layer(loaded: LoadedModel, layer: int) -> MultiHeadAttention:
     """Our module with the projections of `loaded`'s attention layer `layer`.
 
@@ -18,7 +20,10 @@ def module_from_layer(loaded: LoadedModel, layer: int) -> MultiHeadAttention:
     weights and output (before the residual connection).
     """
     if not isinstance(loaded, LoadedModel):
-        raise InputError("module_from_layer needs a model from attnviz.load_model().")
+        raise ArgumentTypeError(
+            "loaded",
+            f"module_from_layer needs a model from attnviz.load_model() as loaded, not {type(loaded).__name__}.",
+        )
     if not loaded.attention_modules:
         raise InputError(f"{loaded.label} computes attention in its own code; its layers cannot be copied.")
     layer = check_index("layer", layer, loaded.n_layer)

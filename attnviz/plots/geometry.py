@@ -45,11 +45,28 @@ def context(tokens: list[str], i: int, width: int = CONTEXT) -> str:
     )
 
 
-def _hover(geo: Geometry, queries: list[str], keys: list[str]) -> list[str]:
+def _hover(geo: Geometry, queries: list[str], keys: list[str], hovers=None) -> list[str]:
     out = []
     for is_key, pos in zip(geo.is_key, geo.position):
         side = keys if is_key else queries
-        out.append(f"{KIND[bool(is_key)]} {pos}: {escape(side[pos])}<br>{context(side, int(pos))}")
+        if hovers is not None:  # a sample of many texts: each token's own line (sample_hovers)
+            out.append(f"{KIND[bool(is_key)]}, {hovers[pos]}")
+        else:
+            out.append(f"{KIND[bool(is_key)]} {pos}: {escape(side[pos])}<br>{context(side, int(pos))}")
+    return out
+
+
+def sample_hovers(tokens: list[dict]) -> list[str]:
+    """The hover line of each token of a corpus sample (dicts with text_id, position, token, before, after): its text
+    and position, the token in bold with the tokens either side, escaped for Plotly."""
+    out = []
+    for t in tokens:
+        shown = readable_tokens([*t["before"], t["token"], *t["after"]])
+        i = len(t["before"])
+        out.append(
+            f"text {t['text_id']}, position {t['position']}: {escape(shown[i])}<br>"
+            f"{escape(' '.join(shown[:i]))} <b>{escape(shown[i])}</b> {escape(' '.join(shown[i + 1 :]))}"
+        )
     return out
 
 
@@ -74,17 +91,28 @@ def _axes_titles(geo: Geometry) -> tuple[str, str]:
 
 
 def query_key_space(
-    geo: Geometry, tokens, key_tokens=None, colour: str = "position", groups=None, title: str = ""
+    geo: Geometry,
+    tokens,
+    key_tokens=None,
+    colour: str = "position",
+    groups=None,
+    title: str = "",
+    positions=None,
+    hovers=None,
 ) -> go.Figure:
     """Queries (circles) and keys (diamonds) of one head in 2-D; `colour` "position" (a colour scale), "token",
-    "sentence" or "role" (categories; `groups`: (query labels, key labels) for the last two). A point's customdata is
-    [0 for a query or 1 for a key, its token position], which a click hands back."""
+    "sentence" or "role" (categories; `groups`: (query labels, key labels) for these and any other category). A
+    point's customdata is [0 for a query or 1 for a key, its token index], which a click hands back.
+
+    A sample of many texts gives each token's position in its own text (`positions`, coloured instead of the index)
+    and its hover line (`hovers`, from sample_hovers) instead of neighbours in `tokens`."""
     queries = readable_tokens(tokens)
     keys = queries if key_tokens is None else readable_tokens(key_tokens)
-    hover, xy = np.array(_hover(geo, queries, keys), dtype=object), f32(geo.xy)
+    hover, xy = np.array(_hover(geo, queries, keys, hovers), dtype=object), f32(geo.xy)
     custom = np.c_[geo.is_key.astype(np.int32), geo.position.astype(np.int32)]
     scatter, fig = _scatter(len(xy)), go.Figure()
-    top = max(1, max(geo.n_queries, geo.n_keys) - 1)
+    shade = geo.position if positions is None else np.asarray(positions)[geo.position]
+    top = max(1, max(geo.n_queries, geo.n_keys) - 1) if positions is None else max(1, int(np.max(positions)))
     cats = None if colour == "position" else np.array(_categories(geo, colour, queries, keys, groups), dtype=object)
     palette, shown = {}, set()
     if cats is not None:
@@ -96,7 +124,7 @@ def query_key_space(
         side = geo.is_key == is_key
         if cats is None:
             marker = dict(
-                color=f32(geo.position[side]),
+                color=f32(shade[side]),
                 colorscale="Viridis",
                 cmin=0,
                 cmax=top,

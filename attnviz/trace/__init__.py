@@ -10,7 +10,9 @@ output_norms  how much each head writes from each key, ||v W_O[h]||
 given         final weights handed in (transformers' `attentions`, an array)
 generation    which tokens a model wrote
 window_cache  the dashboard's recently read windows, beside the traces (weak references)
-file          the .npz trace file: writing and reading back within bounds
+save          the .npz trace file written (format 2: what each layer's stages are made from)
+file          the .npz trace file read back within bounds (file_bounds: directory and headers; file_layers: format 2;
+              file_dense: format 1's dense stages and given weights)
 """
 
 from .record import NOTEBOOK_VIEW, STAGES, AttentionTrace, GivenWeights, LayerFacts, LayerRecord, Provenance, Values

@@ -11,6 +11,10 @@ made from the figure, not from the page's styles, so it stays white.
 
 from __future__ import annotations
 
+# Imported whole before any page draws: Plotly's figure checks look pandas up in sys.modules without importing it,
+# so a session that builds a figure while another session's thread is still importing pandas met a half-initialised
+# module ("partially initialized module 'pandas' has no attribute 'Series'"; eight sessions on a cold server).
+import pandas  # noqa: F401
 import streamlit as st
 
 from ..export import short_model_name

@@ -1,4 +1,4 @@
-"""The Masks page's experiment: the three traces it compares, the window of rows it draws and the copy that names
+"""The Masks page's experiment: the three traces it compares and the copy that names
 what the numbers of attnviz.analysis.masks mean. The page itself only lays the controls and charts out."""
 
 from __future__ import annotations
@@ -25,12 +25,6 @@ def mask_traces(src: Selection, opts: dict) -> MaskTraces | None:
     traces = (get_trace(src, **o) for o in (opts, analysis.unmasked_options(opts), analysis.model_options(opts)))
     found = tuple(traces)
     return None if any(t is None for t in found) else MaskTraces(*found)
-
-
-def row_window(a: int, b: int, cross: bool) -> tuple[slice, slice]:
-    """(query rows, key columns) to draw for the token window a..b: every row keeps all of its keys on a
-    cross-attention (the source text is drawn whole)."""
-    return slice(a, b), slice(None) if cross else slice(a, b)
 
 
 def dead_note(rows, fill_name: str, n_keys: int, layer: int, head: int) -> str:

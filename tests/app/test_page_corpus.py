@@ -100,3 +100,27 @@ def test_an_edited_profile_is_refused_in_words(monkeypatch, profiles_root, tmp_p
     at = run_page(PAGE)
     assert not at.exception
     assert any("edited by hand" in str(w.value) for w in at.warning)
+
+
+def test_the_chosen_heads_query_key_space_is_drawn_from_the_stored_sample(monkeypatch, profiles_root):
+    monkeypatch.setenv("ATTNVIZ_PROFILES_DIR", str(profiles_root))
+    at = run_page(PAGE, cp_head="2-5", cp_qk_colour="text")
+    assert not at.exception, [e.value for e in at.exception]
+    fig = figures(at)["query_key_space"]
+    folder = profiles_root / "tiny" / "qk"
+    tokens = pq.read_table(folder / "tokens.parquet").to_pylist()  # the stored sample, read apart
+    assert {t["text_id"] for t in tokens} == set(range(len(TEXTS)))  # 6 short texts: every token is sampled
+    drawn = [t for t in fig["data"] if t.get("hovertext") is not None]
+    assert sum(len(t["hovertext"]) for t in drawn) == 2 * len(tokens)  # a query and a key of every token
+    hovers = {h.split(": ")[0].split(", ", 1)[1] for t in drawn for h in t["hovertext"]}
+    assert hovers == {f"text {t['text_id']}, position {t['position']}" for t in tokens}
+    assert {t["name"] for t in drawn} == {f"text {i}" for i in range(len(TEXTS))}  # coloured by text
+    # the correlation the page states: q.k x scale vs -distance over pairs of one text, from the stored arrays
+    q, k = (np.load(folder / f"{s}-002.npy")[5].astype(np.float64) for s in "qk")
+    ids = np.array([t["text_id"] for t in tokens])
+    i, j = np.nonzero(ids[:, None] == ids[None])  # BERT: every key of its own text, never another text's
+    score, dist = np.einsum("pd,pd->p", q[i], k[j]) / np.sqrt(32), -np.linalg.norm(q[i] - k[j], axis=1)
+    for v in (score, dist):
+        v -= np.array([v[i == r].mean() for r in i])
+    r = np.corrcoef(score, dist)[0, 1]
+    assert any(f"r = **{r:.2f}** raw" in str(c.value) and "across texts is not" in str(c.value) for c in at.caption)

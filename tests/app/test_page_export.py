@@ -63,7 +63,7 @@ def test_malformed_and_oversized_uploads_give_a_message_and_the_page_stays_usabl
     members = npz_members(good)
     bad = {
         "record as a list": {**members, "provenance.json": [1, 2]},
-        "string mask": {**members, "mask": members["mask"].astype(str)},
+        "string queries": {**members, "q_0": members["q_0"].astype(str)},
         "a scale of 1e30": {**members, "provenance.json": {**members["provenance.json"], "scale": [1e30] * 6}},
     }
     files = {name: npz_of(m) for name, m in bad.items()}

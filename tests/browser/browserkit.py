@@ -12,6 +12,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "test-output" / "screens"
+#: The session server's log. Under pytest-xdist each worker that runs browser tests starts its own server (session
+#: fixtures are per worker), so each writes its own log: streamlit-server-gw0.log, streamlit-server-gw1.log.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+SERVER_LOG = OUT.parent / f"streamlit-server{'-' + WORKER if WORKER else ''}.log"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

@@ -10,15 +10,16 @@ import shutil
 import subprocess
 
 import pytest
-from browserkit import CHROMIUM_ARGS, OUT, Tab, free_port, start_server
+from browserkit import CHROMIUM_ARGS, OUT, SERVER_LOG, Tab, free_port, start_server
 
 
 @pytest.fixture(scope="session")
 def streamlit_server():
-    """(url, process) of one real `streamlit run app.py` for the whole session."""
+    """(url, process) of one real `streamlit run app.py` for the whole session (one per xdist worker, each with its
+    own log, browserkit.SERVER_LOG)."""
     OUT.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    proc = start_server(port, OUT.parent / "streamlit-server.log")
+    proc = start_server(port, SERVER_LOG)
     yield f"http://127.0.0.1:{port}", proc
     proc.terminate()
     try:

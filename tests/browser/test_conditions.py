@@ -115,9 +115,9 @@ def test_dark_theme_figures_keep_their_text_and_lines_legible(browser, server):
 
 
 def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings(tab):
-    from browserkit import OUT
+    from browserkit import SERVER_LOG
 
-    log = OUT.parent / "streamlit-server.log"
+    log = SERVER_LOG
     tab.open("?text=The+cat+sat+on+the+mat", charts=4)
     before = log.read_text()
     x, y = tab.page.evaluate(

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from browserkit import IDLE, OUT, rss_mb
+from browserkit import IDLE, OUT, SERVER_LOG, rss_mb
 
 import attnviz
 
@@ -112,7 +112,7 @@ def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, st
     finally:
         for ctx in contexts:
             ctx.close()
-    log = (OUT.parent / "streamlit-server.log").read_text()
+    log = SERVER_LOG.read_text()
     assert len(re.findall(r"attnviz: loaded model 'bundled'", log)) == 1, "the bundled model was loaded more than once"
     rss = rss_mb(proc.pid)
     (OUT.parent / "concurrency.txt").write_text(f"server RSS after 8 concurrent sessions: {rss:.0f} MB\n")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from browserkit import CLIPPED_TITLES_JS, OUT, UNDER_MODEBAR_JS, Tab
+from browserkit import CLIPPED_TITLES_JS, OUT, SERVER_LOG, UNDER_MODEBAR_JS, Tab
 
 TEXT, PAIR = "The cat sat on the mat because it was tired.", "It slept all day."
 PAIR_QUERY = f"?text={quote(TEXT)}&pair={quote(PAIR)}"
@@ -45,7 +45,7 @@ def shoot(tab: Tab, name: str) -> None:
 def test_every_analysis_page_renders_cleanly_in_both_themes(browser, server, theme):
     context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme=theme)
     (OUT / "answers").mkdir(parents=True, exist_ok=True)
-    log = OUT.parent / "streamlit-server.log"
+    log = SERVER_LOG
     problems = []
     try:
         tab = Tab(context.new_page(), server)

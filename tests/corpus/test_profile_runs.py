@@ -103,3 +103,6 @@ def test_ray_data_with_two_workers_equals_the_in_process_run(tiny_gpt2, tmp_path
     on_ray = profile(tiny_gpt2, TEXTS, shard_size=3, engine="ray", workers=2)
     assert not ray.is_initialized()  # the local runtime it started is shut down
     assert_same(on_ray, one, exact=False)
+    # the query-key sample: texts chosen on the workers (whose states carry no vectors) are traced again here
+    assert on_ray.qk.tokens == one.qk.tokens and one.qk.n > 0
+    np.testing.assert_allclose(on_ray.qk.vectors(1, 2)[0], one.qk.vectors(1, 2)[0], rtol=2**-10, atol=1e-6)

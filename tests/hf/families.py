@@ -551,7 +551,7 @@ def _run(model_type: str, root: Path) -> Result:
 
 def _eager_fails(folder: Path) -> str:
     """Why a forward pass of the tiny model with transformers' eager attention fails, or "" when it runs."""
-    from attnviz.hf.capture import call_kwargs  # no key/value cache, as attnviz runs the model
+    from attnviz.hf.passes import call_kwargs  # no key/value cache, as attnviz runs the model
 
     try:
         with _quiet(), torch.no_grad():
@@ -592,7 +592,7 @@ def eager_attentions(folder: Path, ids, n_real: int | None = None) -> np.ndarray
     model = eager_model(folder)
     n_real = len(ids) if n_real is None else n_real
     mask = torch.tensor([[1] * n_real + [0] * (len(ids) - n_real)])
-    from attnviz.hf.capture import call_kwargs  # no key/value cache, as attnviz runs the model
+    from attnviz.hf.passes import call_kwargs  # no key/value cache, as attnviz runs the model
 
     with torch.no_grad():
         out = model(input_ids=torch.tensor([ids]), attention_mask=mask, output_attentions=True, **call_kwargs(model))
@@ -605,7 +605,7 @@ EAGER_GIVES_SCORES = {"squeezebert"}
 
 def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
     """What differs from transformers' eager attention: weights per part, labels, and the model's output."""
-    from attnviz.hf import capture
+    from attnviz.hf import passes, recorder
 
     ref_model = eager_model(folder)
     problems = []
@@ -620,7 +620,7 @@ def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
     else:
         ids = torch.tensor([trace.provenance.input_ids])
         inputs = dict(input_ids=ids, attention_mask=torch.ones_like(ids))
-        kw = {"use_cache": False} if "use_cache" in capture.call_kwargs(ref_model) else {}
+        kw = {"use_cache": False} if "use_cache" in passes.call_kwargs(ref_model) else {}
         with torch.no_grad():
             ref = ref_model(**inputs, output_attentions=True, **kw)
         attentions = ref.attentions
@@ -631,7 +631,7 @@ def compare_with_eager(loaded, trace, folder: Path) -> list[str]:
             d = trace.layers[0].q.shape[-1]
             if loaded.d_head != d:
                 problems.append(f"d_head {loaded.d_head} but q.k sums over {d}")
-    ours = capture.forward(loaded.model, {k: v.to(loaded.device) for k, v in inputs.items()}, capture.Recorder())
+    ours = passes.forward(loaded.model, {k: v.to(loaded.device) for k, v in inputs.items()}, recorder.Recorder())
     diff = (_main_output(ours).float() - _main_output(ref).float()).abs().max().item()
     if not diff <= 1e-4:
         problems.append(f"model output differs from eager by {diff:.2e}")

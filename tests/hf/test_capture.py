@@ -230,7 +230,7 @@ def test_from_model_leaves_the_users_model_on_its_own_attention(tiny_llama_dir, 
 def test_a_mask_with_a_head_axis_keeps_its_values_per_head_and_one_set_of_hidden_cells():
     """Doge and Falcon (ALiBi) pass additive masks with one slice per head: the values differ by head, the hidden
     cells must not (a layer has one mask), else the capture is refused rather than showing one head's mask for all."""
-    from attnviz.hf import capture
+    from attnviz.hf import capture, recorder
 
     low = torch.finfo(torch.float32).min
     values = torch.tensor([[[0.0, 1.0, low], [2.0, 3.0, low]], [[5.0, 6.0, low], [7.0, 8.0, low]]])[
@@ -240,5 +240,5 @@ def test_a_mask_with_a_head_axis_keeps_its_values_per_head_and_one_set_of_hidden
     assert allowed.shape == (1, 1, 2, 3) and allowed[0, 0].tolist() == [[True, True, False]] * 2
     assert bias.shape == (1, 2, 2, 3) and bias[0, 1, 1, 1].item() == 8.0 and bias[0, 0, 0, 2].item() == 0.0
     values[0, 1, 0, 1] = low  # head 1 now hides a cell head 0 shows
-    with pytest.raises(capture.CaptureRefused, match="different heads"):
+    with pytest.raises(recorder.CaptureRefused, match="different heads"):
         capture.split_mask(values, 3)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.hf import capture
+from attnviz.hf import capture, recorder
 
 SOURCE, TARGET = "the cat sat on the mat", "a dog ran away"
 
@@ -110,5 +110,5 @@ def test_softcapping_and_sinks_are_captured_as_the_model_computes_them(kind, fam
 
 def test_an_attention_argument_nobody_handles_refuses_the_capture():
     capture.check_arguments({"sliding_window": 4, "position_ids": torch.arange(3), "flag": None})  # known or empty
-    with pytest.raises(capture.CaptureRefused, match="mystery_bias"):
+    with pytest.raises(recorder.CaptureRefused, match="mystery_bias"):
         capture.check_arguments({"mystery_bias": torch.zeros(2)})

@@ -11,7 +11,7 @@ from scipy.special import logsumexp
 
 import attnviz
 from attnviz import AttentionTrace
-from attnviz.hf import capture
+from attnviz.hf import passes, recorder
 
 TEXT = "the cat sat on the mat because it was tired ."
 
@@ -22,7 +22,7 @@ def _eager_weights(model, ids, attention_mask=None, **extra) -> np.ndarray:
     if attention_mask is not None:
         inputs["attention_mask"] = torch.tensor([attention_mask])
     with torch.no_grad():
-        out = model(**inputs, **extra, output_attentions=True, **capture.call_kwargs(model))
+        out = model(**inputs, **extra, output_attentions=True, **passes.call_kwargs(model))
     return np.stack([a[0].float().numpy() for a in out.attentions])
 
 
@@ -112,8 +112,8 @@ def test_a_hide_experiment_is_a_key_vector(bundled):
 def test_left_padding_gives_dead_rows_that_the_lse_spreads_evenly_as_eager_does(tiny_llama, tiny_llama_dir, eager_copy):
     ids = tiny_llama.tokenizer(TEXT)["input_ids"][:9]
     am = [0, 0, 0] + [1] * 6
-    rec = capture.Recorder()
-    capture.forward(tiny_llama.model, {"input_ids": torch.tensor([ids]), "attention_mask": torch.tensor([am])}, rec)
+    rec = recorder.Recorder()
+    passes.forward(tiny_llama.model, {"input_ids": torch.tensor([ids]), "attention_mask": torch.tensor([am])}, rec)
     tr = AttentionTrace([str(i) for i in ids], tuple(rec.layers))
     weights = _eager_weights(eager_copy(tiny_llama_dir), ids, am)
     for layer in range(tr.n_layer):

@@ -95,7 +95,7 @@ def test_outputs_stay_the_eager_ones_and_padding_can_be_dropped(family, folders)
     ids = list(tr.provenance.input_ids)
     ref, hidden = _reference(folders[family], ids, len(ids))
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=ATOL)
-    out = attnviz.hf.capture.forward(loaded.model, {"input_ids": torch.tensor([ids])}, attnviz.hf.capture.Recorder())
+    out = attnviz.hf.passes.forward(loaded.model, {"input_ids": torch.tensor([ids])}, attnviz.hf.recorder.Recorder())
     np.testing.assert_allclose(out.last_hidden_state[0], hidden, rtol=0, atol=1e-5)
 
 

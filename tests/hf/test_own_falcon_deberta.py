@@ -18,7 +18,7 @@ import torch
 
 import attnviz
 from attnviz.analysis.scale_site import scale_site
-from attnviz.hf import capture, readers
+from attnviz.hf import readers, recorder
 from attnviz.hf.readers import alibi, deberta
 from tests.hf import families as fm
 
@@ -304,5 +304,5 @@ def test_deberta_v2_separate_query_states_are_refused(folders):
     """The enhanced mask decoder passes query states of its own: not a reading of the layer's self-attention."""
     loaded = attnviz.load_model(str(folders["deberta-v3"]), device="cpu")
     module, x = loaded.attention_modules[0], torch.zeros(1, 3, 32)
-    with pytest.raises(capture.CaptureRefused, match="enhanced mask decoder"):
+    with pytest.raises(recorder.CaptureRefused, match="enhanced mask decoder"):
         deberta.deberta_v2(module, dict(hidden_states=x, attention_mask=torch.ones(1, 1, 3, 3), query_states=x))

@@ -103,7 +103,7 @@ def test_has_and_why_not_for_every_kind_of_trace(bundled, tiny_xlnet_dir, tiny_t
         "our module": (attnviz.trace(module, TEXT), ()),
         "our module, additive score": (attnviz.trace(attnviz.ModuleSource(**{**module.__dict__, "score": "additive"}), TEXT), ("vectors",)),
         "from scores": (AttentionTrace.from_scores(list("abc"), np.zeros((1, 2, 3, 3)), 0.5), ("vectors", "values")),
-        "reopened file": (load_npz(trace_npz(attnviz.trace(bundled, "a b"))), ("vectors",)),  # the file keeps the values
+        "reopened file": (load_npz(trace_npz(attnviz.trace(bundled, "a b"))), ()),  # the file keeps q, k and values
         "given weights": (AttentionTrace.from_attentions([torch.from_numpy(w)], list("abc")), ("scores", "scaled", "masked", "vectors", "values")),
         "own code (XLNet)": (attnviz.trace(attnviz.load_model(str(tiny_xlnet_dir)), tiny_text), ("scores", "scaled", "masked", "vectors", "values")),
     }  # fmt: skip

@@ -6,7 +6,7 @@ Such a family never calls the capture seam, so it runs with eager attention. For
 forward pre-hook on every attention module reads what the module is about to use (its input, its ALiBi bias, its
 mask) and records one LayerRecord per layer: q and k from the module's own projections, computed as its code
 computes them, the module's own scale, the boolean mask, the fill and the bias. The hook changes nothing: the model
-runs its own code and its outputs stay the eager ones. The hooks record only inside `capture.recording`, into that
+runs its own code and its outputs stay the eager ones. The hooks record only inside `recorder.recording`, into that
 thread's Recorder and only when it asks for them (`own_code`), so one model shared by several sessions is safe.
 
 A reproduction is trusted only once checked: `install` runs the model with output_attentions=True and compares

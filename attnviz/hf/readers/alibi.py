@@ -8,7 +8,7 @@ import math
 import torch
 
 from ...attention import DEFAULT_FILL
-from .. import capture
+from .. import capture, recorder
 from .call import Call, Reader, additive, fill_of
 
 
@@ -22,7 +22,7 @@ def bloom(module, a: dict) -> Call:
     fused = module.query_key_value(x).view(b, n, module.num_heads, 3, module.head_dim)
     q, k = fused[..., 0, :].transpose(1, 2), fused[..., 1, :].transpose(1, 2)
     if mask is not None and mask.dtype == torch.bool:
-        raise capture.CaptureRefused("a boolean mask where BLOOM adds an additive one")
+        raise recorder.CaptureRefused("a boolean mask where BLOOM adds an additive one")
     allowed, extra = capture.split_mask(mask, n)
     bias = module.beta * a["alibi"].view(b, module.num_heads, 1, -1)
     fill = DEFAULT_FILL if mask is None else float(torch.finfo(mask.dtype).min)
@@ -67,7 +67,7 @@ def falcon_heads(module, fused: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
         q, k = fused[:, :, :-2], fused[:, :, -2:-1]
     else:
         if module.num_kv_heads != h:  # the model's own reshape of k to num_kv_heads heads would mix them up
-            raise capture.CaptureRefused("a Falcon config with num_kv_heads != num_attention_heads in neither layout")
+            raise recorder.CaptureRefused("a Falcon config with num_kv_heads != num_attention_heads in neither layout")
         fused = fused.view(b, n, h, 3, d)
         q, k = fused[..., 0, :], fused[..., 1, :]
     return q.transpose(1, 2), k.transpose(1, 2)
@@ -85,7 +85,7 @@ def mpt(module, a: dict) -> Call:
         qkv = qkv.clamp(min=-module.clip_qkv, max=module.clip_qkv)
     q, k, _ = (t.reshape(b, n, module.n_heads, module.head_dim).transpose(1, 2) for t in qkv.chunk(3, dim=2))
     if mask is not None and mask.dtype != torch.bool:
-        raise capture.CaptureRefused("an additive mask where MPT expects a boolean one")
+        raise recorder.CaptureRefused("an additive mask where MPT expects a boolean one")
     if bias is not None:  # [head, 1, max_seq_len], cut to the keys as the model cuts it
         bias = bias[:, max(0, bias.size(1) - n) :, max(0, bias.size(2) - n) :].unsqueeze(0)
     allowed = None if mask is None else ~mask

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .. import capture
+from .. import recorder
 from .call import Call, Projected, Reader, additive, fill_of, heads
 
 #: BERT's own code before the attention interface (MegatronBERT, RemBERT, BigBird full, ConvBERT): q = query(x),
@@ -43,7 +43,7 @@ def ibert(module, a: dict) -> Call:
     """IBertSelfAttention, float path (quant_mode off): as `bert`, q and k through the module's QuantLinear and QuantAct
     (identities there). The integer path (quant_mode on) approximates softmax in integers: refused."""
     if module.quant_mode:
-        raise capture.CaptureRefused("I-BERT's integer-only mode (its softmax is an integer approximation)")
+        raise recorder.CaptureRefused("I-BERT's integer-only mode (its softmax is an integer approximation)")
     x, mask, sf = a["hidden_states"], a.get("attention_mask"), a.get("hidden_states_scaling_factor")
     h = module.num_attention_heads
     q = heads(module.query_activation(*module.query(x, sf))[0], h)
@@ -57,7 +57,7 @@ def nystromformer(module, a: dict) -> Call:
     approximates softmax through landmark means and an iterative pseudo-inverse (Nyström), which no q.k map
     reproduces: refused."""
     if module.num_landmarks != module.seq_len:
-        raise capture.CaptureRefused("Nyström-approximated attention (fewer landmarks than segment_means_seq_len)")
+        raise recorder.CaptureRefused("Nyström-approximated attention (fewer landmarks than segment_means_seq_len)")
     return _NYSTROMFORMER_EXACT(module, a)
 
 

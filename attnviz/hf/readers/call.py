@@ -12,7 +12,7 @@ import torch
 
 from ...attention import DEFAULT_FILL
 from ...trace.layers import ScaleOn
-from .. import capture
+from .. import capture, recorder
 
 
 class Call(NamedTuple):
@@ -46,7 +46,7 @@ def heads(t: torch.Tensor, n_head: int) -> torch.Tensor:
 def additive(mask: torch.Tensor | None, n: int, family: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(allowed, extra bias) of an additive mask; a boolean one is refused (these families add theirs)."""
     if mask is not None and mask.dtype == torch.bool:
-        raise capture.CaptureRefused(f"a boolean mask where {family} adds an additive one")
+        raise recorder.CaptureRefused(f"a boolean mask where {family} adds an additive one")
     return capture.split_mask(mask, n)
 
 
@@ -56,7 +56,7 @@ def both(allowed: torch.Tensor | None, own: torch.Tensor, family: str) -> torch.
     """
     both = own if allowed is None else allowed & own
     if bool((~both).all(-1).any()):
-        raise capture.CaptureRefused(f"padding that hides every key a query may see in {family}'s own mask")
+        raise recorder.CaptureRefused(f"padding that hides every key a query may see in {family}'s own mask")
     return both
 
 
@@ -85,7 +85,7 @@ class Projected:
 
     def __call__(self, module, a: dict) -> Call:
         if a.get(self.cross) is not None:
-            raise capture.CaptureRefused("cross-attention")
+            raise recorder.CaptureRefused("cross-attention")
         x, mask, h = a["hidden_states"], a.get("attention_mask"), getattr(module, self.heads)
         q, k = heads(getattr(module, self.q)(x), h), heads(getattr(module, self.k)(x), h)
         if self.rotary and a.get("sinusoidal_pos") is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import capture
+from .. import recorder
 from .call import Call, Reader
 
 
@@ -15,9 +15,9 @@ def deberta(module, a: dict) -> Call:
     own disentangled_att_bias computes from the scaled q, k and the relative embeddings: recorded as the bias. The
     boolean mask hides cells with dtype min. Talking-heads projections (head_logits_proj) mix heads: refused."""
     if module.head_logits_proj is not None or module.head_weights_proj is not None:
-        raise capture.CaptureRefused("talking-heads projections that mix the heads' scores")
+        raise recorder.CaptureRefused("talking-heads projections that mix the heads' scores")
     if a.get("query_states") is not None:
-        raise capture.CaptureRefused("separate query states (enhanced mask decoder)")
+        raise recorder.CaptureRefused("separate query states (enhanced mask decoder)")
     x, mask = a["hidden_states"], a["attention_mask"]
     q, k, _ = module.transpose_for_scores(module.in_proj(x)).chunk(3, dim=-1)
     q = q + module.transpose_for_scores(module.q_bias[None, None, :])
@@ -39,7 +39,7 @@ def deberta_v2(module, a: dict) -> Call:
     Separate query states (the enhanced mask decoder of a masked-LM head) are refused.
     """
     if a.get("query_states") is not None:
-        raise capture.CaptureRefused("separate query states (enhanced mask decoder)")
+        raise recorder.CaptureRefused("separate query states (enhanced mask decoder)")
     x, mask = a["hidden_states"], a["attention_mask"]
     b, n, _ = x.shape
     h = module.num_attention_heads

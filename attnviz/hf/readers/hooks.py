@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from ...errors import first_line
-from .. import capture
+from .. import passes, recorder
 from .table import reader_of
 
 _HOOKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> its hook handle (never hooked twice)
@@ -19,14 +19,14 @@ def recording_hook(read):
     """A forward pre-hook that records the module's Call into this thread's Recorder (none outside `recording`)."""
 
     def hook(module, args, kwargs):
-        rec = capture.current()
+        rec = recorder.current()
         if rec is None or not rec.own_code:  # the seam's own probe and forwards of other kinds: not ours to record
             return None
         a = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments
         if any(a.get(name) is not None for name in ("layer_past", "past_key_values")):
-            raise capture.CaptureRefused("a key/value cache")
+            raise recorder.CaptureRefused("a key/value cache")
         if rec.experiment.changes_attention:
-            raise capture.CaptureRefused("an experiment this family's own attention code does not apply")
+            raise recorder.CaptureRefused("an experiment this family's own attention code does not apply")
         call = read(module, a)
         extra = dict(bias=call.bias, softcap=None, sinks=None)
         rec.keep(module, call.q, call.k, call.scale, call.allowed, call.fill, extra, call.scale_on)
@@ -35,7 +35,7 @@ def recording_hook(read):
     return hook
 
 
-def install(model, checks: list[dict]) -> tuple[capture.Recorder | None, str]:
+def install(model, checks: list[dict]) -> tuple[recorder.Recorder | None, str]:
     """Hook the attention modules of a family in READERS and check the records against the model's own weights
     on every input of `checks`.
 
@@ -65,13 +65,13 @@ def install(model, checks: list[dict]) -> tuple[capture.Recorder | None, str]:
     return None, f"attnviz's reading of {family} attention did not match the model's own weights ({problem})"
 
 
-def check(model, inputs: dict) -> tuple[capture.Recorder | None, str]:
+def check(model, inputs: dict) -> tuple[recorder.Recorder | None, str]:
     """(the Recorder, "") when the weights computed from its records equal the model's, else (None, what).
 
     A family whose output_attentions gives the masked scores (Reader.returns) is compared on that stage."""
-    rec = capture.Recorder(own_code=True)
-    with capture.recording(rec):
-        attentions = [a for a in capture.forward_eager(model, inputs) if a is not None]
+    rec = recorder.Recorder(own_code=True)
+    with recorder.recording(rec):
+        attentions = [a for a in passes.forward_eager(model, inputs) if a is not None]
     if len(attentions) != len(rec.layers):
         return None, f"{len(rec.layers)} layers recorded, {len(attentions)} returned"
     tolerance = 1e-4 if attentions and attentions[0].dtype == torch.float32 else 3e-2

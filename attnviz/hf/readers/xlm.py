@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .. import capture
+from .. import recorder
 from .call import Call, Reader, heads
 
 
@@ -17,9 +17,9 @@ def xlm(module, a: dict) -> Call:
     """
     x, mask, cache = a["input"], a["mask"], a.get("cache")
     if a.get("kv") is not None:
-        raise capture.CaptureRefused("cross-attention")
+        raise recorder.CaptureRefused("cross-attention")
     if cache is not None and cache.get_seq_length(module.layer_id) > 0:
-        raise capture.CaptureRefused("a key/value cache")
+        raise recorder.CaptureRefused("a key/value cache")
     q, k = heads(module.q_lin(x), module.n_heads), heads(module.k_lin(x), module.n_heads)
     b, n = x.shape[:2]
     allowed = (mask != 0).view((b, 1, n, -1) if mask.dim() == 3 else (b, 1, 1, -1))

@@ -1,0 +1,214 @@
+"""A sample of every head's queries and keys across a corpus, for one head's query-key space on the Corpus page.
+
+Which tokens: texts in the order of a seeded priority per text, and from each text at most `per_text` of its tokens
+(by a seeded priority per position), until `samples` tokens are taken. Of every sampled token both its query and its
+key are kept, so a head's keys come from the same texts (the same tokens) as its queries. Why by text, not token by
+token: q·k is attention only between a query and the keys of its own text, so the correlation of q·k with −distance
+is computed over pairs within a text; a token-uniform sample of a large corpus puts nearly every token in a text of its
+own and leaves no pair. Why the same tokens in every head: one table of tokens, and heads compared point for point.
+Tokens of long texts are under-represented against a token-uniform sample (a text gives at most `per_text`).
+
+The reducer (`Choice`) decides which texts are chosen by (priority, text id, tokens it offers), at most `samples`
+entries, a bounded selection that merges exactly (the total order (priority, text id) decides every tie), so one
+pass, shards, a resumed run and Ray agree. Only that choice is written with a shard's state: the vectors in every
+shard file would make each as large as the whole sample (an 8B model's 1,024 heads in every one of its shards). The
+vectors of a chosen text are kept in memory from the trace that was read anyway (a text that cannot be chosen any
+more is never copied, and one that drops out is let go); texts chosen in a shard read back from disk or done by a Ray
+worker are traced once more at the end (`take`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..analysis.geometry import layer_notes
+from ..errors import InputError
+from ..trace import AttentionTrace
+from .reducers import priorities
+
+TEXT_SALT, POSITION_SALT = 0x51C7E47, 0x9051710  # these draws apart from the examples' (same seed)
+MAX_SAMPLES = 5_000  # tokens: 10,000 points, half of what PCA draws on the page
+MAX_PER_TEXT = 512
+DTYPES = ("float16", "float32")
+CONTEXT = 4  # tokens kept either side of a sampled token, for its hover
+
+
+def text_priority(seed: int, text: int) -> float:
+    return float(priorities(seed ^ TEXT_SALT, text, (1, 1, 1), 0)[0, 0, 0])
+
+
+def eligible(seed: int, text: int, n_tokens: int, per_text: int) -> np.ndarray:
+    """A text's at most `per_text` sampled positions, in the order of their seeded priority (the first n are taken)."""
+    prio = priorities(seed ^ POSITION_SALT, text, (1, 1, n_tokens), 0)[0, 0]
+    return np.lexsort((np.arange(n_tokens), prio))[: min(per_text, n_tokens)]
+
+
+def check_settings(samples: int, per_text: int, dtype: str) -> None:
+    if not 0 <= int(samples) <= MAX_SAMPLES or not 1 <= int(per_text) <= MAX_PER_TEXT or dtype not in DTYPES:
+        raise InputError(
+            f"qk_samples must be 0 (no sample) to {MAX_SAMPLES:,}, qk_per_text 1 to {MAX_PER_TEXT} and qk_dtype one "
+            f"of {', '.join(DTYPES)}; got {samples}, {per_text}, {dtype!r}."
+        )
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One text's sampled tokens, in priority order: per layer q [head, e, d], k [kv_head, e, d] (the keys a group of
+    query heads shares, once), the layer's mask between them [e, e]; a dict per token; the layers' scale and notes."""
+
+    q: list
+    k: list
+    masks: list
+    tokens: list
+    scale: list
+    notes: list
+
+    def stored(self, dtype: str) -> Drawn:
+        """In `dtype`, or float32 where a value is past float16's range (65,504)."""
+        big = max(float(np.abs(a).max()) for a in (*self.q, *self.k)) > float(np.finfo(np.float16).max)
+        cast = np.float32 if big else np.dtype(dtype)
+        q, k = [a.astype(cast) for a in self.q], [a.astype(cast) for a in self.k]
+        return Drawn(q, k, self.masks, self.tokens, self.scale, self.notes)
+
+    def first(self, n: int) -> Drawn:
+        """The first n tokens, in position order."""
+        order = np.argsort([t["position"] for t in self.tokens[:n]], kind="stable")
+        pick = lambda a: a[:, :n][:, order]  # noqa: E731
+        return Drawn(
+            [pick(a) for a in self.q],
+            [pick(a) for a in self.k],
+            [m[:n, :n][np.ix_(order, order)] for m in self.masks],
+            [self.tokens[i] for i in order],
+            self.scale,
+            self.notes,
+        )
+
+
+def draw(tr: AttentionTrace, text_id: int, seed: int, per_text: int) -> Drawn | str:
+    """A traced text's sampled tokens, or why its trace has no vectors."""
+    if not tr.has("vectors"):
+        return tr.why_not("vectors")
+    pos = eligible(seed, text_id, tr.n_tokens, per_text)
+    q, k, masks, at = [], [], [], torch.as_tensor(pos)
+    with torch.inference_mode():
+        for layer in range(tr.n_layer):
+            # what trace.vectors reads (q and k as the model used them, after rotary say), every head at once, and
+            # the keys once per key/value head (a query head h of g per group uses key/value head h // g)
+            record = tr.layers[layer]
+            q.append(record.q[:, at.to(record.q.device)].float().cpu().numpy())
+            k.append(record.k[:, at.to(record.k.device)].float().cpu().numpy())
+            masks.append(tr.layer_mask(layer)[np.ix_(pos, pos)])
+    scale = [float(tr.facts(y).scale) for y in range(tr.n_layer)]
+    notes = [layer_notes(tr, y) for y in range(tr.n_layer)]
+    return Drawn(q, k, masks, [_token(tr, text_id, int(p)) for p in pos], scale, notes)
+
+
+def _token(tr: AttentionTrace, text_id: int, p: int) -> dict:
+    t = tr.tokens
+    before, after = t[max(0, p - CONTEXT) : p], t[p + 1 : p + 1 + CONTEXT]
+    return {"text_id": text_id, "position": p, "token": t[p], "before": list(before), "after": list(after)}
+
+
+class Choice:
+    """The texts a sample takes its tokens from: the smallest priorities, as many as `samples` tokens need; `held`:
+    the drawn tokens of chosen texts this process traced."""
+
+    def __init__(self, prio, text, count, samples: int, per_text: int, seed: int, dtype: str = "float32"):
+        self.prio, self.text, self.count = np.asarray(prio, np.float64), np.asarray(text, np.int64), np.asarray(count)
+        self.samples, self.per_text, self.seed, self.dtype = int(samples), int(per_text), int(seed), dtype
+        self.held: dict[int, Drawn] = {}
+
+    @classmethod
+    def empty(cls, samples: int, per_text: int, seed: int, dtype: str = "float32") -> Choice:
+        return cls(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), samples, per_text, seed, dtype)
+
+    def _full(self) -> bool:
+        return int(self.count.sum()) >= self.samples
+
+    def update(self, text: int, n_tokens: int, trace: AttentionTrace | None = None) -> None:
+        """Offer a text of n_tokens; its trace, when given, gives the vectors if the text is chosen."""
+        if not self.samples or n_tokens <= 0:
+            return
+        prio = text_priority(self.seed, text)
+        if self._full() and (prio, text) > (self.prio[-1], self.text[-1]):
+            return  # comes after every kept text, which already give enough tokens: never chosen
+        self._keep(np.r_[self.prio, prio], np.r_[self.text, text], np.r_[self.count, min(self.per_text, n_tokens)])
+        if trace is not None and text in set(self.text.tolist()):
+            drawn = draw(trace, text, self.seed, self.per_text)
+            if isinstance(drawn, Drawn):
+                self.held[int(text)] = drawn.stored(self.dtype)
+
+    def _keep(self, prio, text, count) -> None:
+        """The entries whose tokens are still needed: fewer than `samples` tokens come before them."""
+        order = np.lexsort((text, prio))
+        before = np.cumsum(count[order]) - count[order]
+        order = order[before < self.samples]
+        self.prio, self.text, self.count = prio[order], text[order].astype(np.int64), count[order].astype(np.int64)
+        kept = set(self.text.tolist())
+        self.held = {t: d for t, d in self.held.items() if t in kept}
+
+    def merge(self, other: Choice) -> Choice:
+        out = Choice.empty(self.samples, self.per_text, self.seed, self.dtype)
+        out.held = {**self.held, **other.held}
+        out._keep(np.r_[self.prio, other.prio], np.r_[self.text, other.text], np.r_[self.count, other.count])
+        return out
+
+    def chosen(self) -> list[tuple[int, int]]:
+        """(text id, tokens taken from it), in priority order: the last text may give fewer than it offers."""
+        before = np.cumsum(self.count) - self.count
+        take = np.minimum(self.count, self.samples - before)
+        return [(int(t), int(n)) for t, n in zip(self.text, take) if n > 0]
+
+    def arrays(self) -> dict:
+        meta = np.array([self.samples, self.per_text, self.seed], np.int64)
+        return {"prio": self.prio, "text": self.text, "count": self.count, "meta": meta}
+
+    @classmethod
+    def from_arrays(cls, a: dict, samples: int, per_text: int, seed: int, dtype: str = "float32") -> Choice:
+        if not a:  # a state written without a sample
+            return cls.empty(samples, per_text, seed, dtype)
+        if a["meta"].tolist() != [samples, per_text, seed]:
+            raise InputError("A shard's query-key sample was drawn with other settings: profile again.")
+        return cls(a["prio"], a["text"], a["count"], samples, per_text, seed, dtype)
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The sampled vectors: q [layer] -> [head, n, d], k [layer] -> [kv_head, n, d], `allowed` [layer, cells]: per
+    text in order, its [m, m] block of the layer's mask between its sampled tokens (True = the query may attend the
+    key), flattened; `tokens`: one dict per sampled token (text_id, position, token, before, after); `scale` and
+    `notes` per layer."""
+
+    q: list
+    k: list
+    allowed: np.ndarray
+    tokens: list
+    scale: list
+    notes: list
+
+
+def take(choice: Choice, trace_text, texts: dict, dtype: str) -> Taken | str:
+    """The vectors of the chosen tokens: held from the run, or from `trace_text(text)` for a text it does not hold;
+    a sentence saying why there are none when the model's traces keep no vectors."""
+    parts = []
+    for text_id, n in choice.chosen():
+        drawn = choice.held.get(text_id) or draw(trace_text(texts[text_id]), text_id, choice.seed, choice.per_text)
+        if isinstance(drawn, str):
+            return drawn
+        parts.append(drawn.stored(dtype).first(n))
+    if not parts:
+        return "No text of the corpus gave a token to sample."
+    # float16 unless a text's values are past its range: then the whole sample is float32
+    cast = np.result_type(*(d.q[0] for d in parts))
+    layers = range(len(parts[0].q))
+    return Taken(
+        [np.concatenate([d.q[y] for d in parts], axis=1).astype(cast) for y in layers],
+        [np.concatenate([d.k[y] for d in parts], axis=1).astype(cast) for y in layers],
+        np.stack([np.concatenate([d.masks[y].ravel() for d in parts]) for y in layers]),
+        [t for d in parts for t in d.tokens],
+        parts[0].scale,
+        parts[0].notes,
+    )
