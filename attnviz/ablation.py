@@ -13,6 +13,7 @@ import numpy as np
 
 from .analysis.compare import compare_layers
 from .trace import AttentionTrace
+from .trace.window_cache import remembered
 
 MODES = {"zero": "the heads' outputs set to zero", "mean": "the heads' outputs replaced by their mean over positions"}
 
@@ -81,11 +82,16 @@ class Ablation:
     def attention_change(self) -> np.ndarray:
         """[layer, head]: the Jensen-Shannon divergence (nats) of each head's weights after vs before, averaged over
         its query rows (attnviz.analysis.compare); layers before `first_changed_layer` are 0 by construction."""
-        out = np.zeros((self.before.n_layer, self.before.n_head))
-        for layer in range(self.first_changed_layer, self.before.n_layer):
-            a, b = self.before.stages(layer).weights, self.after.stages(layer).weights
-            out[layer] = compare_layers(a, b).change["js"]
-        return out
+        return attention_change(self.before, self.after, self.first_changed_layer)
+
+
+@remembered  # the page asks on every rerun (a slider moved elsewhere): each layer's full maps, compared once
+def attention_change(before: AttentionTrace, after: AttentionTrace, first_changed_layer: int) -> np.ndarray:
+    out = np.zeros((before.n_layer, before.n_head))
+    for layer in range(first_changed_layer, before.n_layer):
+        a, b = before.stages(layer).weights, after.stages(layer).weights
+        out[layer] = compare_layers(a, b).change["js"]
+    return out
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

@@ -65,19 +65,22 @@ def machine() -> dict:
 
 
 @contextlib.contextmanager
-def served(log: Path, nice: int = 0, timeout: float = 120):
+def served(log: Path, nice: int = 0, timeout: float = 120, root: Path = ROOT, env: dict | None = None):
     """scripts/serve.sh (hosted mode, as the container starts it) on a free loopback port: (the server, its URL),
     stopped on the way out. nice < 0 (root) puts it ahead of other work on a shared host; nice and the script exec,
-    so the pid is the server's."""
+    so the pid is the server's. `root`: the checkout to serve (another tree, to compare); `env`: more settings.
+    proc.started is the perf_counter() of the start."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # the script runs `python`
-    env = dict(os.environ, PATH=path, PORT=str(port), ATTNVIZ_ADDRESS="127.0.0.1", HF_HUB_OFFLINE="1")
-    cmd = (["nice", "-n", str(nice)] if nice else []) + [str(ROOT / "scripts" / "serve.sh")]
+    env = dict(os.environ, PATH=path, PORT=str(port), ATTNVIZ_ADDRESS="127.0.0.1", HF_HUB_OFFLINE="1") | (env or {})
+    cmd = (["nice", "-n", str(nice)] if nice else []) + [str(root / "scripts" / "serve.sh")]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc.started = started
     url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and proc.poll() is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench import speed
+
 BEGIN = "<!-- bench:begin (written by `python -m bench`; edit outside these markers) -->"
 END = "<!-- bench:end -->"
 ms, mb = "{:,.1f} ms".format, lambda n: f"{n / 1e6:.2f} MB"  # noqa: E731
@@ -159,7 +161,7 @@ def llama8b(res: dict) -> str:
 SECTIONS = {"cpu": lambda g: _traces(g, "### attnviz.trace against the forwards it replaces (bundled model, CPU)"),
             "mha": _mha, "llama": lambda g: _traces(g, "### Long texts on Llama shapes (CPU)"),
             "gpu": lambda g: _traces(g, "### Long texts on Llama shapes (GPU)"), "geometry": _geometry,
-            "browser": _browser}  # fmt: skip
+            "browser": _browser, "speed": speed.render}  # fmt: skip
 
 
 def render(res: dict) -> str:

@@ -28,7 +28,9 @@ export ATTNVIZ_HOSTED="${ATTNVIZ_HOSTED:-1}"
 export ATTNVIZ_TRACE_CACHE_MB="${ATTNVIZ_TRACE_CACHE_MB:-256}"
 export PYTHONUNBUFFERED=1
 
-exec python -m streamlit run app.py \
+# scripts/serve.py is `streamlit run` that imports torch, transformers and Plotly and loads the model as the server
+# starts, so the first visitor does not wait for them.
+exec python scripts/serve.py run app.py \
   --server.address "${ATTNVIZ_ADDRESS:-0.0.0.0}" \
   --server.port "${PORT:-8501}" \
   --server.headless true \

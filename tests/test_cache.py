@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from attnviz.ui.cache import BytesLRU, nbytes
+from attnviz.cache import BytesLRU, nbytes
 
 
 def test_bounded_by_bytes_and_evicts_least_recently_used():

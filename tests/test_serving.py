@@ -1,5 +1,6 @@
 """Where the server listens: `streamlit run app.py` with the committed config binds loopback only, and the
-container's start script binds the address it is given. Read from the kernel's socket table (/proc/net/tcp*)."""
+container's start script binds the address it is given. Read from the kernel's socket table (/proc/net/tcp*).
+The start script also loads the model before its first visitor."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from browser.browserkit import free_port, stop, wait_healthy  # the browser tests' server helpers
@@ -57,9 +59,16 @@ def test_the_start_script_binds_the_address_it_is_given(tmp_path):
         HF_HUB_OFFLINE="1",
         STREAMLIT_SERVER_COOKIE_SECRET=secrets.token_hex(32),
     )  # a real secret starts it
-    proc = serve([str(ROOT / "scripts" / "serve.sh")], port, "127.0.0.2", env, tmp_path / "serve.log")
+    log = tmp_path / "serve.log"
+    proc = serve([str(ROOT / "scripts" / "serve.sh")], port, "127.0.0.2", env, log)
     try:
         assert listening(port) == {"127.0.0.2"}, listening(port)
+        # before any visitor (none comes here), the server loads the model in the background (scripts/serve.py)
+        deadline, loaded = time.monotonic() + 240, "attnviz: loaded model 'bundled'"
+        while loaded not in log.read_text() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+        assert loaded in log.read_text(), log.read_text()[-2000:]
+        assert "warm-up skipped" not in log.read_text()
     finally:
         stop(proc)
     script = (ROOT / "scripts" / "serve.sh").read_text()

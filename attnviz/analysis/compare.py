@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..trace import AttentionTrace
+from ..trace.window_cache import remembered
 from .values import VALUE_WEIGHTED, attention_view
 
 MEASURES = {
@@ -94,6 +95,7 @@ def heads_pair(a: AttentionTrace, b: AttentionTrace) -> bool:
     return a.n_head == b.n_head
 
 
+@remembered
 def compare_traces(
     a: AttentionTrace,
     b: AttentionTrace,

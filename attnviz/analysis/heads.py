@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..trace import AttentionTrace
+from ..trace.window_cache import remembered
 
 #: Statistic id -> (label, what it means, colour range or None for 0..max). Shares and scores lie in 0..1.
 STATISTICS = {
@@ -221,6 +222,7 @@ def left_out_keys(n_keys: int, special: np.ndarray | None = None, keys=()) -> np
     return out
 
 
+@remembered
 def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = False, leave_out=()) -> HeadStats:
     """Every statistic of STATISTICS for every layer x head of `trace`.
 

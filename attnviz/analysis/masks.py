@@ -13,6 +13,7 @@ import torch
 
 from ..attention import DEFAULT_FILL, stages_from_scores
 from ..trace import AttentionTrace
+from ..trace.window_cache import remembered
 
 #: Fill values people meet in the wild, by name: Hugging Face models use the float32 minimum, many
 #: tutorials -10000 or -1e9, some code -inf.
@@ -241,6 +242,7 @@ def dead_rows(weights: np.ndarray, mask: np.ndarray, n_real: int, future: np.nda
     return tuple(DeadRow(r, float(w[r].sum()), float(w[r, future[r]].sum())) for r in rows)
 
 
+@remembered
 def mask_report(
     with_mask: AttentionTrace,
     without: AttentionTrace,

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..trace import AttentionTrace
+from ..trace.window_cache import remembered
 
 SEPARATORS = ("[SEP]", "</s>", "<|endoftext|>", "<eos>", "<sep>", "<|eot_id|>")
 BLOCKS = ("A->A", "A->B", "B->A", "B->B")
@@ -96,6 +97,7 @@ def real_length(mask: np.ndarray | None, n_tokens: int) -> int:
     return int(seen[-1]) + 1 if seen.size else n_tokens
 
 
+@remembered  # keyed by the weights' digest
 def block_shares(weights: np.ndarray, boundary: int, end: int | None = None) -> dict:
     """Per head: the four blocks' mean row shares and the crossing share. weights [head, query, key].
 

@@ -23,6 +23,7 @@ import numpy as np
 from .. import checks
 from ..errors import InputError
 from ..trace import AttentionTrace
+from ..trace.window_cache import remembered
 
 MAX_FLOW_TOKENS = 32  # 32 tokens x 6 layers: ~3 s on 2 cores; 64 tokens took 28 s
 
@@ -48,6 +49,7 @@ def layer_range(trace: AttentionTrace, start: int = 0, end: int | None = None) -
 
 
 @checks.public(name="attnviz.analysis.rollout.rollout")
+@remembered
 def rollout(trace: AttentionTrace, start: int = 0, end: int | None = None) -> np.ndarray:
     """[query, key] attention rollout from layer `start` up to layer `end` (inclusive): A'_end @ ... @ A'_start."""
     out = None
@@ -71,7 +73,14 @@ def flow_graph(mats: list[np.ndarray]):
     return g
 
 
+@remembered
+def layer_mean(trace: AttentionTrace, layer: int) -> np.ndarray:
+    """[query, key]: one layer's weights averaged over its heads (what one layer does, beside the rollout)."""
+    return trace.stages(layer).weights.mean(axis=0)
+
+
 @checks.public(name="attnviz.analysis.rollout.flow")
+@remembered
 def flow(trace: AttentionTrace, query: int, start: int = 0, end: int | None = None) -> np.ndarray:
     """[key] attention flow from output token `query` (after layer `end`) to every input token (before `start`).
 

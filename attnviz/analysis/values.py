@@ -18,6 +18,7 @@ from .. import checks
 from ..errors import InputError
 from ..trace import AttentionTrace
 from ..trace.reads import frozen
+from ..trace.window_cache import remembered
 
 #: The value-weighted view's stage name in the pages and their URLs (its numbers: `value_share`).
 VALUE_WEIGHTED = "value-weighted"
@@ -67,6 +68,7 @@ def value_share(trace: AttentionTrace, layer: int, heads=None, queries=None, key
         return frozen(value_share_tensor(trace, layer, heads, queries, keys))
 
 
+@remembered  # every session's revisit of a view reads it once
 def attention_view(trace: AttentionTrace, layer: int, view: str = "weights", heads=None, queries=None, keys=None):
     """float32 [head, query, key] of one of VIEWS: the weights, or value-weighted attention (`value_share`).
 

@@ -27,6 +27,7 @@ import re
 import numpy as np
 
 from ..trace import AttentionTrace
+from ..trace.window_cache import remembered
 
 SCHEMES = {
     "wordpiece": "WordPiece: a piece starting with ## continues the word before it",
@@ -148,6 +149,7 @@ def membership(groups, n_tokens: int) -> np.ndarray:
     return s
 
 
+@remembered  # keyed by the weights' digest: a revisit hashes, never sums
 def merge_words(weights: np.ndarray, groups, key_groups=None) -> np.ndarray:
     """weights [..., query, key] -> [..., query word, key word]: sum over a word's keys, mean over its queries.
 

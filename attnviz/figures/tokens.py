@@ -43,7 +43,7 @@ def rollout(
     if trace.n_tokens != trace.n_keys:
         raise InputError("Rollout needs self-attention: this trace has different query and key tokens.")
     end = trace.n_layer - 1 if end is None else check_index("end layer", end, trace.n_layer)
-    roll, raw = R.rollout(trace, start, end), trace.stages(end).weights.mean(axis=0)
+    roll, raw = R.rollout(trace, start, end), R.layer_mean(trace, end)  # both kept for every session
     drawn = dict(boundary=boundary, token_range=token_range, max_ticks=max_ticks)
     out = [
         (

@@ -217,15 +217,15 @@ class AttentionTrace(ValueReads):
             q, k = self.layers[check_index("layer", layer, self.n_layer)].vectors(head_index(head, self.n_head))
         return frozen(q[0]), frozen(k[0])
 
-    def recompute(self, layer: int, scale: float | None = None, mask=None, fill: float | None = None) -> Stages:
-        """One layer's stages (numpy [head, query, key]) with another scale, mask or fill, without a forward pass."""
+    def recompute(self, layer: int, scale: float | None = None, mask=None, fill=None, heads=None) -> Stages:
+        """One layer's stages [head (`heads`; None: all), query, key] with another scale, mask or fill, no forward."""
         if not self.has("scores"):
             raise AttnvizError(f"{self.why_not('scores')} There are no scores to recompute from.")
         record = self.layers[check_index("layer", layer, self.n_layer)]
         scale = None if scale is None else check_scale(scale)
         mask, fill = what_if(mask, fill, (self.n_tokens, self.n_keys))
         with torch.inference_mode():
-            return frozen_stages(record.stages(head_index(None, self.n_head), scale=scale, mask=mask, fill=fill))
+            return frozen_stages(record.stages(head_index(heads, self.n_head), scale=scale, mask=mask, fill=fill))
 
     # --- whole-trace arrays (small traces); None where the trace has no such thing ---
     weights = property(lambda self: self.stage("weights"))

@@ -20,7 +20,7 @@ from .clicks import (
     take_click,
     toggle_head,
 )
-from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text
+from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text, warm_up
 from .generation import generation_settings, generation_steps
 from .heavy import LIGHT_TOKENS, heavy
 from .kv_groups import grid_groups
@@ -123,6 +123,7 @@ __all__ = [
     "text_inputs",
     "token_window",
     "trace_of_text",
+    "warm_up",
     "url_choice",
     "grid_groups",
     "who_reads",

@@ -13,6 +13,7 @@ from streamlit import config
 
 from .. import settings
 from ..analysis import heads
+from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.generate import generate
@@ -20,20 +21,34 @@ from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
 from ..trace import AttentionTrace
 from ..trace import file as trace_file
-from .cache import BytesLRU
 from .generation import generation_request
 from .heavy import LIGHT_TOKENS, heavy
 from .literal import literal, show_error
-from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs
+from .state import DEFAULT_TEXT, TEXT_LIMITS, Selection, max_tokens, text_inputs
 
 
 def setup() -> None:
     """Once per process: torch threads. Every run: the address the server binds, which turns hosted mode on
     when it is not a loopback address (attnviz.settings)."""
     settings.serving_on(config.get_option("server.address"))
-    if not getattr(setup, "done", False):
+    _threads()
+
+
+def _threads() -> None:
+    if not getattr(_threads, "done", False):
         torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
-        setup.done = True
+        _threads.done = True
+
+
+def warm_up() -> None:
+    """At server start, before any visitor (attnviz.serve): torch's threads, the bundled model in the shared model
+    cache, and one trace and one figure of the default sentence, so that the first forward pass and Plotly's first
+    figure (each much slower than the next) are paid here."""
+    from ..plots import heatmaps  # a page's figure module, imported by the first page anyway
+
+    _threads()
+    trace = trace_pretrained(get_model(BUNDLED), DEFAULT_TEXT)
+    heatmaps.head_grid(trace, 0).to_json()
 
 
 _LOADED: set[str] = set()  # models this process has loaded (the cache may have dropped some since)

@@ -8,6 +8,7 @@ import streamlit as st
 from ..plots.columns import who_reads as who_reads_figure
 from ..plots.common import numbered, tick_labels
 from ..trace import AttentionTrace
+from ..trace.window_cache import remembered
 from .charts import chart
 from .state import url_choice
 from .widgets import columns
@@ -32,6 +33,11 @@ def who_reads(trace: AttentionTrace, layer: int, where: str) -> None:
         "A sink (often key 0) is bright in every row; a previous-token head lights one diagonal cell per head. "
         "**Clicking a column** of the one-head view above picks its key."
     )
-    column = trace.column(layer, key)  # [head, query], exact: each row's softmax over all its keys
+    column = key_column(trace, layer, key)  # [head, query], exact: each row's softmax over all its keys
     fig = who_reads_figure(column, trace.tokens, key, tick_labels(trace.key_tokens)[key], where.capitalize())
     chart(fig, f"layer{layer}", f"key{key}", "readers")
+
+
+@remembered  # read once for every session: a revisit or a redraw of the same key reads it from here
+def key_column(trace: AttentionTrace, layer: int, key: int):
+    return trace.column(layer, key)

@@ -1,0 +1,156 @@
+"""Issue 28's speed targets in Chromium, this checkout side by side with another (BENCH_BASELINE, e.g. /work/main).
+
+Both trees are served at once by their own scripts/serve.sh (token limit 2,048, hosted mode off so that a local
+model folder opens) and every measurement alternates between them, so that a shared host's load weighs on both alike:
+- cold_s: from the server's start to the Heads page's first heatmap (the bundled model, the default sentence; the
+  browser opens the page as soon as the server answers its health check);
+- link_s: a new visitor (a fresh browser context) opening a link to Heads with a new sentence on the running server;
+- sentence_s / layer_s: a new sentence, then a layer change, redrawn in an open tab (bench.browser's clock);
+- first_s / again_s per page: every page at 2,048 tokens of the grouped-query tiny Llama, opened by a link in a fresh
+  context, then the same link again in another (a second visit to the same view), with the bytes each visit received.
+Seconds are to the charts drawn (the script run over and the page's Plotly charts on screen).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+from bench.browser import act, chromium, marker, new_sentence, open_page
+from bench.measure import OUT, ROOT, load, served
+
+N = 2048
+WORDS = "the cat sat on the mat a dog ran away .".split()
+#: page path -> the charts it draws at least (Export draws its charts on request)
+PAGES = {"": 3, "scaling": 4, "masks": 4, "module": 2, "headstats": 2, "rollout": 2, "neuron": 1, "scores": 5,
+         "words": 2, "pairs": 3, "compare": 1, "ablation": 2, "export": 0}  # fmt: skip
+DRAWN = """(charts) => {
+  const app = document.querySelector("[data-testid='stApp']");
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  if (!document.querySelector("[data-testid='stMain'] h1")) return false;
+  return document.querySelectorAll('.js-plotly-plot .main-svg').length >= charts;
+}"""
+
+
+def long_text(round_: int, n_words: int) -> str:
+    """Words of the tiny Llama's vocabulary, turned by `round_` so that each round is a new text."""
+    words = WORDS[round_ % len(WORDS) :] + WORDS[: round_ % len(WORDS)]
+    return " ".join((words * (n_words // len(words) + 1))[:n_words])
+
+
+def tiny_llama(folder: Path) -> Path:
+    """The long-context tiny Llama of the tests (grouped-query: 4 query heads, 2 key/value heads; 8,192 positions)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tiny_families import build
+
+    return build("long_llama", folder, lm_head=True)  # Ablation predicts
+
+
+async def visit(browser, url: str, charts: int) -> tuple[float, int]:
+    """Seconds from opening `url` in a fresh context to its charts drawn, and the bytes its WebSocket received."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    page = await context.new_page()
+    page.set_default_timeout(600_000)
+    got = [0]
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda d: got.__setitem__(0, got[0] + len(d))))
+    t0 = time.perf_counter()
+    await page.goto(url, wait_until="domcontentloaded")
+    await page.wait_for_timeout(300)  # the run starts
+    await page.wait_for_function(DRAWN, arg=charts, polling=50)
+    seconds = time.perf_counter() - t0
+    await context.close()
+    return seconds, got[0]
+
+
+async def run(baseline: str | None = None, pages=tuple(PAGES), rounds: int = 1, n_words: int = N, redraws: int = 3):
+    """{tree: {row: seconds}} for this checkout ("branch") and BENCH_BASELINE or `baseline` ("baseline")."""
+    baseline = baseline or os.environ.get("BENCH_BASELINE")
+    trees = {"branch": ROOT} | ({"baseline": Path(baseline).resolve()} if baseline else {})
+    env = {"ATTNVIZ_HOSTED": "0", "ATTNVIZ_MAX_TOKENS": str(N)}
+    out = {name: {"tree": str(root), "pages": {}} for name, root in trees.items()} | {"load_start": load()}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        folder = str(tiny_llama(Path(tmp) / "long_llama"))
+        async with chromium() as browser:
+            bases = {}
+            for name, root in trees.items():  # one cold start after the other, each with the browser ready
+                proc, bases[name] = stack.enter_context(served(OUT / f"speed-{name}.log", root=root, env=env))
+                seconds, _ = await visit(browser, bases[name] + "/", 2)
+                out[name]["cold_s"] = time.perf_counter() - proc.started
+                out[name]["cold_after_healthy_s"] = seconds
+                say(name, "cold_s", out[name]["cold_s"])
+            for i, name in enumerate(trees):
+                text, _ = marker(100 + i)
+                out[name]["link_s"], _ = await visit(browser, f"{bases[name]}/?{urlencode({'text': text})}", 2)
+                say(name, "link_s", out[name]["link_s"])
+            await redraw(browser, bases, out, redraws)
+            for r in range(rounds):
+                for path in pages:
+                    for name in trees:
+                        row = await page_row(browser, bases[name], path, folder, r, n_words, out[name]["pages"])
+                        say(name, path or "heads", row["first_s"][-1], row["again_s"][-1], row["bytes"])
+    return out | {"load_end": load()}
+
+
+async def redraw(browser, bases: dict, out: dict, rounds: int) -> None:
+    """Median seconds of a new sentence and of a layer change in an open tab, alternating trees every round."""
+    tabs = {name: await open_page(browser, base, *marker(200)) for name, base in bases.items()}
+    times = {name: {"sentence_s": [], "layer_s": []} for name in bases}
+    for r in range(rounds + 1):  # the first round warms up
+        for name, page in tabs.items():
+            key, layer = ("ArrowRight", 1) if r % 2 == 0 else ("ArrowLeft", 0)
+            _, sentence = await new_sentence(page, *marker(201 + r))
+            slider = page.locator("[data-testid='stSidebar']").get_by_role("slider").first
+            _, moved = await act(page, lambda s=slider, k=key: s.press(k), layer=layer)
+            if r:
+                times[name]["sentence_s"].append(sentence)
+                times[name]["layer_s"].append(moved)
+    for name, page in tabs.items():
+        await page.context.close()
+        out[name] |= {k: sorted(v)[len(v) // 2] for k, v in times[name].items()}
+        say(name, "sentence_s, layer_s", out[name]["sentence_s"], out[name]["layer_s"])
+
+
+async def page_row(browser, base: str, path: str, folder: str, round_: int, n_words: int, rows: dict) -> dict:
+    pair = ("the dog ran away .",) if path == "pairs" else ("",)
+    text = long_text(round_, n_words - 60 if path == "pairs" else n_words)
+    query = urlencode(dict(source="hub", model=folder, text=text, pair=pair[0], max_tokens=N))
+    url = f"{base}/{path}?{query}"
+    first, nbytes = await visit(browser, url, PAGES[path])
+    again, _ = await visit(browser, url, PAGES[path])
+    row = rows.setdefault(path or "heads", {"first_s": [], "again_s": [], "bytes": nbytes})
+    row["first_s"].append(first)
+    row["again_s"].append(again)
+    return row
+
+
+def say(*parts) -> None:
+    """Progress on stderr: a run cut short on a busy host still leaves its numbers."""
+    print("[speed]", *(f"{p:.2f}" if isinstance(p, float) else p for p in parts), file=sys.stderr, flush=True)
+
+
+GOALS = {"cold_s": 5.0, "link_s": 2.0, "sentence_s": 0.3, "layer_s": 0.3}
+
+
+def render(group: dict) -> str:
+    """A table per target: this checkout, the baseline, their ratio, the goal (issue 28) and whether it is met."""
+    names = [n for n in ("branch", "baseline") if n in group]
+    head = ["row", *(f"{n} (s)" for n in names), "baseline / branch" if len(names) == 2 else "", "goal (s)", "met"]
+
+    def line(label: str, values: list[float], goal: float) -> list[str]:
+        ratio = f"{values[1] / values[0]:.1f}x" if len(values) == 2 and values[0] > 0 else ""
+        return [label, *(f"{v:.2f}" for v in values), ratio, f"< {goal:g}", "met" if values[0] < goal else "**no**"]
+
+    rows = [line(k, [group[n][k] for n in names], goal) for k, goal in GOALS.items()]
+    for page in group[names[0]]["pages"]:
+        med = lambda n, k, p=page: sorted(group[n]["pages"][p][k])[len(group[n]["pages"][p][k]) // 2]  # noqa: E731
+        rows.append(line(f"{page}: first visit", [med(n, "first_s") for n in names], 3.0))
+        rows.append(line(f"{page}: again", [med(n, "again_s") for n in names], 1.0))
+    body = "\n".join("| " + " | ".join(r) + " |" for r in [head, ["---"] * len(head), *rows])
+    loads = f"load {group['load_start']} at the start, {group['load_end']} at the end"
+    trees = ", ".join(f"{n}: {group[n]['tree']}" for n in names)
+    return f"### Pages at {N:,} tokens, side by side ({trees}; {loads})\n\n{body}"
