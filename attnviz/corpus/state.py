@@ -15,7 +15,7 @@ from ..analysis.heads import punctuation_keys
 from ..trace import AttentionTrace
 from .examples import Examples
 from .reducers import Divergence, Histogram, Means
-from .rows import CELLS, TextSums, windows
+from .rows import CELLS, Scratch, TextSums, windows
 
 COUNTS = ("texts", "tokens", "rows", "cut", "dropped_tokens", "empty", "undecodable")
 
@@ -45,6 +45,7 @@ class ProfileState:
     divergence: Divergence | None = None
     examples: Examples | None = None
     counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    scratch: Scratch = field(default_factory=Scratch, repr=False, compare=False)  # reused memory, never saved
 
     def __post_init__(self):
         s, shape = self.settings, (self.n_layer, self.n_head)
@@ -57,22 +58,20 @@ class ProfileState:
 
     def observe(self, trace: AttentionTrace, text_id: int, special, cells: int = CELLS) -> None:
         """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""
-        sums = TextSums(
-            self.n_layer,
-            self.n_head,
-            special,
-            punctuation_keys(trace),
-            trace.provenance.input_ids,
-            _device(trace),
-            trace.has("values"),
+        has_values, punct = trace.has("values"), punctuation_keys(trace)
+        text = lambda device: TextSums(  # noqa: E731 - made where the first window lives
+            self.n_layer, self.n_head, special, punct, trace.provenance.input_ids, device, has_values, self.scratch
         )
-        for win in windows(trace, cells):
+        sums = None
+        for win in windows(trace, cells, has_values, self.scratch):
+            sums = sums or text(win.weights.device)
             sums.add(win)
-            rows = win.rows.cpu().numpy()
-            self.histogram.update(win.weights.amax(-1).cpu().numpy(), rows)
-            self.examples.update(win.weights, win.rows, text_id, win.start)
+            maxw = win.weights.amax(-1).double().cpu().numpy()
+            self.histogram.update(maxw, win.rows.cpu().numpy())
+            self.examples.update(win.weights, win.rows, text_id, win.start, maxw)
             if self.settings.distances:
                 self.divergence.update(win.weights, win.rows, cells)
+        sums = sums or text("cpu")
         self.means.update(*sums.values())
         cut = trace.provenance.n_dropped
         self.counts["texts"] += 1
@@ -139,7 +138,3 @@ class ProfileState:
             {k: int(meta["counts"][k]) for k in COUNTS},
         )
         return state, meta
-
-
-def _device(trace: AttentionTrace):
-    return "cpu" if trace.n_layer == 0 else str(trace.weights_tensor(0, queries=(0, 1)).device)
