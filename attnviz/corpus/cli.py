@@ -26,6 +26,12 @@ def parser() -> argparse.ArgumentParser:
     prof.add_argument("--max-tokens", type=int, default=Settings.max_tokens, help="texts longer are cut and counted")
     prof.add_argument("--shard-size", type=int, default=Settings.shard_size)
     prof.add_argument("--no-distances", action="store_true", help="skip the Jensen-Shannon distances between heads")
+    prof.add_argument(
+        "--distance-rows",
+        type=int,
+        default=Settings.distance_rows,
+        help="rows per text (seeded) the head distances are averaged over; 0: every row",
+    )
     prof.add_argument("--device", default="auto", help="auto, cpu or cuda")
     prof.add_argument("--ray", action="store_true", help="run on Ray Data: a local runtime, or RAY_ADDRESS's cluster")
     prof.add_argument("--workers", type=int, default=2, help="Ray actors")
@@ -59,6 +65,7 @@ def main(argv=None) -> int:
             max_tokens=args.max_tokens,
             shard_size=args.shard_size,
             distances=not args.no_distances,
+            distance_rows=args.distance_rows,
         )
     except AttnvizError as e:
         print(f"attnviz: {e}", file=sys.stderr)

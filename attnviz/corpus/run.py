@@ -53,8 +53,8 @@ def profile(
         raise InputError(f"{loaded.label} is an encoder-decoder: profiling its parts is not supported yet.")
     corpus = corpus if isinstance(corpus, Corpus) else open_corpus(corpus, column, limits)
     s = Settings(**settings)
-    if s.shard_size < 1 or s.max_tokens < 2:
-        raise InputError("shard_size must be at least 1 and max_tokens at least 2.")
+    if s.shard_size < 1 or s.max_tokens < 2 or s.distance_rows < 0:
+        raise InputError("shard_size must be at least 1, max_tokens at least 2 and distance_rows at least 0.")
     key = run_key(loaded, corpus, s)
     shards = Path(out) / "shards" if out is not None else None
     if shards is not None:

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ..analysis.heads import punctuation_keys
 from ..trace import AttentionTrace
 from .examples import Examples
-from .reducers import Divergence, Histogram, Means
+from .reducers import Divergence, Histogram, Means, sampled_rows
 from .rows import CELLS, Scratch, TextSums, windows
 
 COUNTS = ("texts", "tokens", "rows", "cut", "dropped_tokens", "empty", "undecodable")
@@ -32,6 +33,7 @@ class Settings:
     example_keys: int = 8  # strongest keys stored with each example (the whole row reopens from the text)
     seed: int = 0
     distances: bool = True  # Jensen-Shannon divergence between every pair of heads
+    distance_rows: int = 4  # rows per text (seeded) the divergence is averaged over; 0: every row
     shard_size: int = 64
 
 
@@ -62,7 +64,8 @@ class ProfileState:
         text = lambda device: TextSums(  # noqa: E731 - made where the first window lives
             self.n_layer, self.n_head, special, punct, trace.provenance.input_ids, device, has_values, self.scratch
         )
-        sums = None
+        sums, s = None, self.settings
+        sample = sampled_rows(s.seed, text_id, trace.n_tokens, s.distance_rows) if s.distances else None
         for win in windows(trace, cells, has_values, self.scratch):
             sums = sums or text(win.weights.device)
             sums.add(win)
@@ -70,7 +73,8 @@ class ProfileState:
             self.histogram.update(maxw, win.rows.cpu().numpy())
             self.examples.update(win.weights, win.rows, text_id, win.start, maxw)
             if self.settings.distances:
-                self.divergence.update(win.weights, win.rows, cells)
+                keep = sample[win.start : win.start + win.weights.shape[2]]
+                self.divergence.update(win.weights, win.rows, cells, torch.as_tensor(keep, device=win.weights.device))
         sums = sums or text("cpu")
         self.means.update(*sums.values())
         cut = trace.provenance.n_dropped
