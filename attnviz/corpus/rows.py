@@ -121,14 +121,16 @@ class TextSums:
     depends only on the positions, the tokens and the padding, so one window's sums are one batched product with F
     (the linear statistics, TransformerLens's pattern cells and the live keys that their scores divide by)."""
 
-    def __init__(self, n_layer: int, n_head: int, special, punct, ids, device, has_values=False, scratch=None):
+    def __init__(self, n_layer, n_head, special, punct, ids, device, has_values=False, scratch=None, square=True):
+        """square: queries and keys are the same tokens (self-attention); cross-attention has no pattern scores,
+        as the per-text code gives none (they are then undefined: NaN in the profile)."""
         self.has_values, self.ids, self.scratch = has_values, ids, scratch or Scratch()
         zeros = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
         self.special = torch.as_tensor(np.asarray(special, bool), device=device)
         self.punct = torch.as_tensor(np.asarray(punct, bool), device=device)
         self.linear, self.entropy = zeros(2, n_layer, n_head, len(LINEAR)), zeros(2, n_layer, n_head)
         self.rows, self.neighbours = zeros(n_layer), zeros(n_layer, len(OFFSETS))
-        self.patterns = [name for name in PATTERNS if name == "previous_score" or len(ids)]
+        self.patterns = [name for name in PATTERNS if square and (name == "previous_score" or len(ids))]
         self.hits, self.totals = zeros(n_layer, n_head, len(self.patterns)), zeros(n_layer, n_head)
         self.cells = torch.zeros(n_layer, len(self.patterns), dtype=torch.bool, device=device)
 
@@ -141,7 +143,7 @@ class TextSums:
         i = torch.arange(win.start, win.start + n, device=dev)[:, None]
         j = torch.arange(n_keys, device=dev)[None, :]
         ids = self.ids if len(self.ids) else np.zeros(n_keys)
-        found = token_patterns(ids, win.start, win.start + n, n_keys)
+        found = token_patterns(ids, win.start, win.start + n, n_keys) if self.patterns else {}
         cols = [(i - j).abs(), self.special[None, :], self.punct[None, :], j == 0, j == i - 1, j == i + 1, j == i]
         one = torch.ones(1, 1, dtype=torch.bool, device=dev)
         cols += [found[name].to(dev) for name in self.patterns] + [one, one]  # live keys; every key (set below)
@@ -188,6 +190,8 @@ class TextSums:
                 total = self.entropy[k] if c == 0 else self.linear[k, :, :, c - 1]
                 out[prefix + name] = total / n.clamp(min=1)[:, None]
                 defined[prefix + name] = (n > 0)[:, None].expand(shape)
+        for name in PATTERNS if not self.patterns else ():
+            out[name], defined[name] = torch.zeros(shape), torch.zeros(shape, dtype=torch.bool)
         for c, name in enumerate(self.patterns):
             ok = self.totals > 0
             out[name] = torch.where(ok, self.hits[..., c] / torch.where(ok, self.totals, 1.0), 0.0)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..hf import load_model
-from .shard import run_shard
+from .shard import check_part, layers_of, run_shard
 from .state import ProfileState, Settings
 from .store import PROVENANCE, VERSION, HeadProfile
 from .texts import Corpus, Limits, open_corpus
@@ -47,12 +47,12 @@ def profile(
     resumes from its last finished shard. engine: "local" (this process) or "ray" (Ray Data: a local runtime, or the
     cluster RAY_ADDRESS names; `workers` actors). progress(texts_done, texts_total, tokens, seconds) is called after
     every shard. max_shards: do at most that many new shards now and return None if the profile is not finished.
-    settings: see attnviz.corpus.state.Settings (max_tokens, shard_size, distances, seed, top, intervals, ...)."""
+    settings: see attnviz.corpus.state.Settings (max_tokens, shard_size, distances, seed, top, intervals, ...); an
+    encoder-decoder needs part="encoder", "decoder" or "cross" (a profile per attention)."""
     loaded = load_model(model) if isinstance(model, str) else model
-    if loaded.is_seq2seq:
-        raise InputError(f"{loaded.label} is an encoder-decoder: profiling its parts is not supported yet.")
-    corpus = corpus if isinstance(corpus, Corpus) else open_corpus(corpus, column, limits)
     s = Settings(**settings)
+    check_part(loaded, s)
+    corpus = corpus if isinstance(corpus, Corpus) else open_corpus(corpus, column, limits)
     if s.shard_size < 1 or s.max_tokens < 2 or s.distance_rows < 0:
         raise InputError("shard_size must be at least 1, max_tokens at least 2 and distance_rows at least 0.")
     key = run_key(loaded, corpus, s)
@@ -115,12 +115,12 @@ def _todo(shards: Path | None, n_shards: int) -> list[int]:
 def _fold(loaded, corpus, s, key, shards, n_shards, states, progress, max_shards) -> ProfileState | None:
     """The shards' states folded in shard order: read from disk when finished before, taken from Ray's results, or
     computed here (and written before the next starts)."""
-    total, done, started, tokens = ProfileState(loaded.n_layer, loaded.n_head, s), 0, time.monotonic(), 0
+    total, done, started, tokens = ProfileState(layers_of(loaded, s), loaded.n_head, s), 0, time.monotonic(), 0
     new = 0
     for k in range(n_shards):
         path = None if shards is None else _shard_path(shards, k)
         if path is not None and path.exists():
-            state, _ = ProfileState.load(path, loaded.n_layer, loaded.n_head, s)
+            state, _ = ProfileState.load(path, layers_of(loaded, s), loaded.n_head, s)
         elif states is not None:
             state = states[k]
         else:
@@ -148,7 +148,8 @@ def finish(total: ProfileState, loaded, corpus: Corpus, s: Settings) -> HeadProf
         "revision": loaded.revision,
         "dtype": loaded.dtype,
         "device": loaded.device,
-        "n_layer": loaded.n_layer,
+        "n_layer": layers_of(loaded, s),
+        "part": s.part,
         "n_head": loaded.n_head,
         "kv_groups": _kv_groups(loaded),
         "corpus": corpus.describe(),

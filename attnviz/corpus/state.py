@@ -35,6 +35,7 @@ class Settings:
     distances: bool = True  # Jensen-Shannon divergence between every pair of heads
     distance_rows: int = 4  # rows per text (seeded) the divergence is averaged over; 0: every row
     shard_size: int = 64
+    part: str | None = None  # an encoder-decoder's attention: "encoder", "decoder" or "cross" (None: any other model)
 
 
 @dataclass
@@ -62,7 +63,15 @@ class ProfileState:
         """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""
         has_values, punct = trace.has("values"), punctuation_keys(trace)
         text = lambda device: TextSums(  # noqa: E731 - made where the first window lives
-            self.n_layer, self.n_head, special, punct, trace.provenance.input_ids, device, has_values, self.scratch
+            self.n_layer,
+            self.n_head,
+            special,
+            punct,
+            trace.provenance.input_ids,
+            device,
+            has_values,
+            self.scratch,
+            trace.n_tokens == trace.n_keys,
         )
         sums, s = None, self.settings
         sample = sampled_rows(s.seed, text_id, trace.n_tokens, s.distance_rows) if s.distances else None
