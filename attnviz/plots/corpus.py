@@ -1,5 +1,5 @@
 """Figures of the Corpus page: every head of a profile as a point (on two statistics, or on the map of their
-distances), and one stored example of a head as bars over its strongest keys."""
+distances), and one stored example of a head as a small heatmap with its query row marked."""
 
 from __future__ import annotations
 
@@ -107,3 +107,48 @@ def example_bars(example: dict, title: str, tokens=None) -> go.Figure:
         showlegend=False,
         meta={"query": int(example["query"]), "text_id": int(example["text_id"])},
     )
+
+
+def example_heatmap(example: dict, title: str, rows: dict | None = None, tokens=None) -> go.Figure:
+    """One example of a head as a small heatmap, its query row marked (a red frame, the row labelled "query").
+
+    rows (attnviz.corpus.maps.example_rows): the query and the rows around it, live, over a window of keys; without
+    them (the sidebar's model is not the profile's), the stored row alone: its strongest keys' weights and blank
+    cells for the keys it did not keep, over the positions up to the furthest of them (named by `tokens` if given)."""
+    q = int(example["query"])
+    if rows is not None:
+        z = np.asarray(rows["weights"], np.float64)
+        (a, b), (k0, k1) = rows["queries"], rows["keys"]
+        ylabels = [f"{i} {t}" for i, t in zip(range(a, b), readable_tokens(rows["query_tokens"]))]
+        xlabels = [f"{j} {t}" for j, t in zip(range(k0, k1), readable_tokens(rows["key_tokens"]))]
+        marked, note = q - a, "" if (k0, k1) == (0, rows["n_keys"]) else f"keys {k0}-{k1 - 1} of {rows['n_keys']}"
+    else:
+        keys = [int(k) for k in example["keys"]]
+        width = max([q, *keys]) + 1
+        z = np.full((1, width), np.nan)
+        z[0, keys] = example["key_weights"]
+        shown = readable_tokens(tokens) if tokens else []
+        xlabels = [f"{j} {shown[j]}" if j < len(shown) else str(j) for j in range(width)]
+        ylabels = [f"{q} {shown[q]}" if q < len(shown) else str(q)]
+        marked, note = 0, "stored row: its strongest keys"
+    ylabels[marked] = f"query {ylabels[marked]}"
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[escape(v) for v in xlabels],
+            y=[escape(v) for v in ylabels],
+            zmin=0,
+            zmax=1,
+            colorscale="Blues",
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.add_shape(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=marked - 0.5, y1=marked + 0.5,
+                  line=dict(color="#d62728", width=2))  # fmt: skip
+    fig.update_xaxes(type="category", showticklabels=len(xlabels) <= 24, tickangle=-45, title_text=escape(note))
+    fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=10))
+    fig.update_layout(title=dict(text=escape(title), font=dict(size=13)))
+    meta = {"query": q, "text_id": int(example["text_id"]), "live": rows is not None, "marked_row": marked}
+    return finish(fig, "corpus_example", 150 + 14 * len(ylabels), top=40, showlegend=False, meta=meta)

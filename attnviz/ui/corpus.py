@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..corpus import open_profile, profile
+from ..corpus import maps, open_profile, profile
 from ..errors import AttnvizError
 from .literal import show_error
 
@@ -15,6 +15,12 @@ from .literal import show_error
 def opened_profile(folder: str, stamp: float):
     """open_profile, kept while the folder's record is unchanged (`stamp`: its modification time)."""
     return open_profile(folder)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def example_rows(_loaded, _prof, model: str, folder: str, stamp: float, example: dict):
+    """attnviz.corpus.maps.example_rows, kept per (model, profile, example): each one is a trace of its text."""
+    return maps.example_rows(_loaded, _prof, example)
 
 
 def build_profile(model, root: Path) -> str | None:
