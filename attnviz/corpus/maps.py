@@ -111,4 +111,6 @@ def profile_summary(prof) -> str:
         return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
 
     model = str(prof.provenance.get("model", "?"))[:200]
+    part = prof.provenance.get("part")
+    model += f" ({part} attention)" if part in ("encoder", "decoder", "cross") else ""
     return f"{model}: {prof.n_layer} layers x {prof.n_head} heads, {count('texts')} texts, {count('tokens')} tokens."
