@@ -83,7 +83,8 @@ else:
         "Classical multidimensional scaling of the Jensen-Shannon distances between every two heads' "
         "attention rows, averaged over the corpus: heads close together attend alike."
     )
-    _head_chart(cp.head_map(maps.classical_mds(prof.distance), prof, colour, picked), "cp-map", "map")
+    coords = corpus_ui.head_map(prof, str(folder), (folder / "provenance.json").stat().st_mtime)
+    _head_chart(cp.head_map(coords, prof, colour, picked), "cp-map", "map")
 
 st.subheader("One head's examples", divider="gray")
 choice = ui.url_choice(st.selectbox, "Head", heads, key="cp_head")

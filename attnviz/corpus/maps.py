@@ -36,9 +36,8 @@ def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
     roots of their eigenvalues (negative ones, from distances no plane holds exactly, count as 0). Each axis's sign
     is fixed so that its largest coordinate is positive, so the same distances give the same picture."""
     d = np.asarray(distance, np.float64)
-    n = d.shape[0]
-    j = np.eye(n) - 1.0 / n
-    b = -0.5 * j @ (d**2) @ j
+    sq = d**2  # J D² J with J = I - 1/n: each squared distance less its row's and its column's means, plus the mean
+    b = -0.5 * (sq - sq.mean(0, keepdims=True) - sq.mean(1, keepdims=True) + sq.mean())
     values, vectors = np.linalg.eigh((b + b.T) / 2)
     top = np.argsort(values)[::-1][:dims]
     coords = vectors[:, top] * np.sqrt(np.clip(values[top], 0.0, None))

@@ -17,6 +17,13 @@ def opened_profile(folder: str, stamp: float):
     return open_profile(folder)
 
 
+@st.cache_data(max_entries=8, show_spinner=False)
+def head_map(_prof, folder: str, stamp: float):
+    """The classical-MDS map of a profile's head distances, kept per profile folder and record (a second for 32 x 32
+    heads, so not on every rerun)."""
+    return maps.classical_mds(_prof.distance)
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def example_rows(_loaded, _prof, model: str, folder: str, stamp: float, example: dict):
     """attnviz.corpus.maps.example_rows, kept per (model, profile, example): each one is a trace of its text."""
