@@ -40,8 +40,10 @@ def build_profile(model, root: Path) -> str | None:
         bar.progress(min(done / max(total, 1), 1.0), text=text)
 
     name = "".join(c if c.isalnum() or c in "-_." else "-" for c in model.label)[:60].strip("-.") or "model"
+    part = "encoder" if model.is_seq2seq else None  # an encoder-decoder: its encoder (the command does the others)
+    name += "-encoder" if part else ""
     try:
-        profile(model, None, out=root / name, progress=step)
+        profile(model, None, out=root / name, progress=step, part=part)
     except AttnvizError as e:
         show_error(e)
         return None
