@@ -93,10 +93,11 @@ class Divergence:
         return cls(np.zeros((n_heads, n_heads)), np.zeros((), np.int64))
 
     def update(self, weights: torch.Tensor, rows: torch.Tensor, cells: int, keep: torch.Tensor | None = None) -> None:
-        """weights [layer, head, w, key] float32; rows [layer, w]: a row counts where it is a row in every layer (and
+        """weights [layer, head, w, key] float32 (read in float64 here); rows [layer, w]: a row counts where it is a row in every layer (and
         is in `keep` [w] bool, the sampled rows, when given)."""
         counts = rows.all(0) if keep is None else rows.all(0) & keep
-        p = weights[:, :, counts].flatten(0, 1)  # [layer x head, r, key]
+        p = weights[:, :, counts].flatten(0, 1).double()  # [layer x head, r, key]; float64: a divergence is a small
+        # difference of two entropies (float32 would keep 3 digits of 3e-5), and a sample of rows is few rows
         n, r = p.shape[0], p.shape[1]
         if r == 0:
             return
