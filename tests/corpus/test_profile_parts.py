@@ -12,7 +12,7 @@ from attnviz.analysis import heads as H
 from attnviz.corpus import profile
 from attnviz.errors import InputError
 
-TEXTS = ["the cat sat on the mat .", "a dog ran away , the dog was tired .", "hello world"]
+TEXTS = ["the cat sat on the mat .", "a dog ran away , the dog was tired ."]
 CLARK = ("entropy", "distance", "special", "punctuation", "previous", "next", "self")
 
 
@@ -23,11 +23,11 @@ def tiny_t5(tmp_path_factory):
 
 @pytest.mark.parametrize("part", ["encoder", "decoder", "cross"])
 def test_each_part_equals_the_per_text_code(tiny_t5, part):
-    prof = profile(tiny_t5, TEXTS, part=part, distances=False, max_tokens=8)
+    prof = profile(tiny_t5, TEXTS, part=part, distances=False, max_tokens=6)
     ours = {}
     for text in TEXTS:
         target = text if part == "encoder" else None  # the decoder reads the model's greedy continuation
-        tr = attnviz.trace(tiny_t5, text, target=target, max_tokens=8).part(part)
+        tr = attnviz.trace(tiny_t5, text, target=target, max_tokens=6).part(part)
         sp = H.special_keys(tr, *H.special_tokens_of(tiny_t5.tokenizer))
         for name, v in H.head_stats(tr, sp).values.items():
             ours.setdefault(name, []).append(v)
