@@ -288,11 +288,12 @@ def public(func=None, *, name: str | None = None, extra: tuple[str, ...] = ()):
     named = [p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     open_ended = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
     fits = _positional_counts(signature)
+    kw_only = frozenset(p.name for p in signature.parameters.values() if p.kind == p.KEYWORD_ONLY)
 
     @functools.wraps(func)
     def checked(*args, **kwargs):
-        if not kwargs and fits[0] <= len(args) <= fits[1]:  # what bind would accept as it is: no need to ask it
-            return func(*args)
+        if fits[0] <= len(args) <= fits[1] and kwargs.keys() <= kw_only:  # binds as it is: no need to ask bind
+            return func(*args, **kwargs)
         if extra or not open_ended:  # `extra`: what a **keywords parameter takes
             keywords(label, kwargs, [n for n in named if n not in ("self", "cls")] + list(extra))
         try:
@@ -306,8 +307,8 @@ def public(func=None, *, name: str | None = None, extra: tuple[str, ...] = ()):
 
 
 def _positional_counts(signature: inspect.Signature) -> tuple[float, float]:
-    """(fewest, most) positional arguments with which a call without keywords binds; (inf, -inf) when none does (a
-    keyword-only parameter without a default), so every call goes through the full check."""
+    """(fewest, most) positional arguments with which a call binds whose keywords are keyword-only parameters (which
+    then all have defaults); (inf, -inf) when a keyword-only parameter has none, so every call is fully checked."""
     params = list(signature.parameters.values())
     if any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params):
         return math.inf, -math.inf

@@ -196,4 +196,7 @@ class TextSums:
             ok = self.totals > 0
             out[name] = torch.where(ok, self.hits[..., c] / torch.where(ok, self.totals, 1.0), 0.0)
             defined[name] = self.cells[:, c][:, None].expand(shape)
-        return ({k: v.cpu().numpy() for k, v in out.items()}, {k: v.cpu().numpy() for k, v in defined.items()})
+        names = list(out)  # one copy off the device for all of them, not one each
+        values = torch.stack([out[k].to(torch.float64) for k in names]).cpu().numpy()
+        ok = torch.stack([defined[k] for k in names]).cpu().numpy()
+        return dict(zip(names, values)), dict(zip(names, ok))
