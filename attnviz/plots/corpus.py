@@ -83,32 +83,6 @@ def head_map(coords: np.ndarray, prof, colour: str, selected=None) -> go.Figure:
     return finish(fig, "corpus_head_map", 460, top=40, showlegend=False)
 
 
-def example_bars(example: dict, title: str, tokens=None) -> go.Figure:
-    """One stored row: its strongest keys (positions in the text's tokens, with the token where `tokens` names it)
-    and their weights, the query's own position drawn in red."""
-    keys, weights = list(example["keys"]), list(example["key_weights"])
-    shown = readable_tokens(tokens) if tokens else []
-    word = lambda k: f" {escape(shown[k])}" if 0 <= k < len(shown) else ""  # noqa: E731
-    labels = [f"{k}{word(k)}" + (" (query)" if k == example["query"] else "") for k in keys]
-    colours = ["#d62728" if k == example["query"] else "#1f77b4" for k in keys]
-    fig = go.Figure(
-        go.Bar(
-            x=labels, y=weights, marker_color=colours, name="weight", hovertemplate="key %{x}: %{y:.3f}<extra></extra>"
-        )
-    )
-    fig.update_xaxes(title_text="key", type="category", tickangle=-30 if shown else 0)
-    fig.update_yaxes(title_text="weight", range=[0, 1])
-    fig.update_layout(title=dict(text=escape(title), font=dict(size=13)))
-    return finish(
-        fig,
-        "corpus_example",
-        220,
-        top=40,
-        showlegend=False,
-        meta={"query": int(example["query"]), "text_id": int(example["text_id"])},
-    )
-
-
 def example_heatmap(example: dict, title: str, rows: dict | None = None, tokens=None) -> go.Figure:
     """One example of a head as a small heatmap, its query row marked (a red frame, the row labelled "query").
 
