@@ -84,7 +84,8 @@ else:
         "Classical multidimensional scaling of the Jensen-Shannon distances between every two heads' "
         "attention rows, averaged over the corpus: heads close together attend alike."
     )
-    _head_chart(cp.head_map(maps.classical_mds(prof.distance), prof, colour, picked), "cp-map", "map")
+    coords = corpus_ui.head_map(prof, str(folder), (folder / "provenance.json").stat().st_mtime)
+    _head_chart(cp.head_map(coords, prof, colour, picked), "cp-map", "map")
 
 st.subheader("One head's examples", divider="gray")
 choice = ui.url_choice(st.selectbox, "Head", heads, key="cp_head")
@@ -101,16 +102,20 @@ def _open_on_heads(text: str) -> None:
 
 
 st.caption(
-    "The rows the profile kept, its strongest and some drawn from weaker ones: the strongest keys of one query "
-    "(positions in the text's tokens, named when the sidebar's model is the profile's; the query's own position "
-    f"in red). Opening one loads its text into the sidebar with {ui.literal(src.model.label)}."
+    "The rows the profile kept, its strongest and some drawn from weaker ones: each is a small heatmap of the "
+    "query's row (framed in red) and the rows around it, traced again live when the sidebar's model is the "
+    "profile's (else the stored row's strongest keys alone). Opening one loads its text into the sidebar with "
+    f"{ui.literal(src.model.label)}."
 )
 grid = st.columns(2)
 for i, ex in enumerate(examples):
     with grid[i % 2].container(border=True):
         title = f"text {ex['text_id']}, query {ex['query']}: top weight {ex['max_weight']:.2f} ({ex['kind']})"
-        tokens = maps.example_tokens(src.model, prof, ex["text"])
-        ui.chart(cp.example_bars(ex, title, tokens), "corpus", f"layer{layer}", f"head{head}", f"example{i}")
+        stamp = (folder / "provenance.json").stat().st_mtime
+        rows = corpus_ui.example_rows(src.model, prof, src.model.label, str(folder), stamp, ex)
+        tokens = None if rows else maps.example_tokens(src.model, prof, ex["text"])
+        fig = cp.example_heatmap(ex, title, rows, tokens)
+        ui.chart(fig, "corpus", f"layer{layer}", f"head{head}", f"example{i}")
         st.caption(ui.literal(ex["text"][:200] + ("…" if len(ex["text"]) > 200 else "")))
         if st.button(
             "Open on Heads",

@@ -1,7 +1,8 @@
 """A head profile against the plain SDPA forward over the same texts, and its held memory at two corpus sizes.
 
 cost: the bundled model over N texts of the default corpus, one text per forward in both: the SDPA forward (tokenizer
-included), attnviz.corpus.profile without and with the head distances; one thread, CPU time, interleaved rounds.
+included), attnviz.corpus.profile without and with the head distances (by default over 4 seeded rows a text); one
+thread, CPU time, interleaved rounds. finder: the Corpus page's head finder for 32 x 32 heads.
 memory: the peak resident memory a fresh process adds while profiling 1,000 and then 10,000 short texts (a tiny
 random Llama: the model does not matter, the corpus size does); the goal is growth within 10% of each other.
 """
@@ -79,8 +80,36 @@ def memory(sizes=(1_000, 10_000)) -> dict:
     }  # +1 MB: a growth of 0 against 0 is no growth
 
 
+def finder(n: int = 32, rounds: int = 5) -> dict:
+    """The Corpus page's head finder for an n x n-head profile (synthetic statistics): the figure's build and the
+    head map's classical MDS, CPU milliseconds (Plotly's draw in Chromium is measured apart: docs/corpus.md)."""
+    import time
+
+    import numpy as np
+
+    from attnviz.corpus.maps import classical_mds
+    from attnviz.corpus.store import HeadProfile
+    from attnviz.plots.corpus import head_finder
+
+    rng = np.random.default_rng(0)
+    stats = {k: rng.random((n, n)) for k in ("entropy", "sink", "previous", "distance")}
+    prof = HeadProfile(stats, np.zeros((n, n, 20), np.int64), None, [], {}, {"kv_groups": 4})
+    t = time.process_time()
+    for _ in range(rounds):
+        head_finder(prof, "entropy", "sink", "kv_group", (1, 1))
+    build = (time.process_time() - t) / rounds
+    d = rng.random((n * n, n * n))
+    t = time.process_time()
+    classical_mds((d + d.T) / 2)
+    return {
+        "heads": n * n,
+        "finder_build_ms": round(1000 * build, 1),
+        "mds_ms": round(1000 * (time.process_time() - t)),
+    }
+
+
 def corpus(n_texts: int = 32, rounds: int = 3, warmup: int = 1, sizes=(1_000, 10_000)) -> dict:
-    return {"cost_short": cost(n_texts, rounds, warmup), "cost_120": cost(n_texts, rounds, warmup, join=8),
+    return {"finder": finder(), "cost_short": cost(n_texts, rounds, warmup), "cost_120": cost(n_texts, rounds, warmup, join=8),
             "memory": memory(sizes), "peak_rss_mb":
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 

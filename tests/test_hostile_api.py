@@ -207,7 +207,8 @@ ENTRIES = {
                 dict(model="model", corpus="corpus", out="path", column="text", engine="choice", progress="callable",
                      max_shards="count", limits="limits", workers="count", max_tokens="count", shard_size="count",
                      bins="count", top="count", intervals="count", per_interval="count", example_keys="count",
-                     seed="seed", distances="flag", qk_samples="count", qk_per_text="count", qk_dtype="choice")),
+                     seed="seed", distances="flag", qk_samples="count", qk_per_text="count", qk_dtype="choice", distance_rows="count",
+                     part="choice")),
     "open_profile": (lambda w, **a: attnviz.open_profile(**a), dict(folder="x"), dict(folder="path")),
 }  # fmt: skip
 

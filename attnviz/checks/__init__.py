@@ -287,9 +287,13 @@ def public(func=None, *, name: str | None = None, extra: tuple[str, ...] = ()):
     label = name or func.__qualname__
     named = [p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     open_ended = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    fits = _positional_counts(signature)
+    kw_only = frozenset(p.name for p in signature.parameters.values() if p.kind == p.KEYWORD_ONLY)
 
     @functools.wraps(func)
     def checked(*args, **kwargs):
+        if fits[0] <= len(args) <= fits[1] and kwargs.keys() <= kw_only:  # binds as it is: no need to ask bind
+            return func(*args, **kwargs)
         if extra or not open_ended:  # `extra`: what a **keywords parameter takes
             keywords(label, kwargs, [n for n in named if n not in ("self", "cls")] + list(extra))
         try:
@@ -300,3 +304,14 @@ def public(func=None, *, name: str | None = None, extra: tuple[str, ...] = ()):
         return func(*args, **kwargs)
 
     return checked
+
+
+def _positional_counts(signature: inspect.Signature) -> tuple[float, float]:
+    """(fewest, most) positional arguments with which a call binds whose keywords are keyword-only parameters (which
+    then all have defaults); (inf, -inf) when a keyword-only parameter has none, so every call is fully checked."""
+    params = list(signature.parameters.values())
+    if any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params):
+        return math.inf, -math.inf
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    most = math.inf if any(p.kind == p.VAR_POSITIONAL for p in params) else len(positional)
+    return sum(p.default is p.empty for p in positional), most

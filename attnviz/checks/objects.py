@@ -35,6 +35,8 @@ PROFILE_SETTINGS = {
     "qk_samples": (0, 5_000),  # tokens whose query and key every head keeps (0: none)
     "qk_per_text": (1, 512),
     "qk_dtype": ("float16", "float32"),
+    "distance_rows": (0, 131_072),  # rows per text the head distances are averaged over (0: every row)
+    "part": ("encoder", "decoder", "cross", None),  # an encoder-decoder's attention; None: a model without parts
 }
 
 
@@ -107,13 +109,14 @@ def target(name: str, value, most: int = 100):
 
 def settings(label: str, given: dict, bounds: dict = PROFILE_SETTINGS) -> None:
     """Keyword settings: an unknown one is an ArgumentTypeError naming it (attnviz.checks.keywords); each known
-    one a whole number within its (low, high), a flag, or one of a tuple of strings."""
+    one a whole number within its (low, high), a flag, or one of a tuple of strings (None too where it is one)."""
     keywords(label, given, list(bounds))
     for key, value in given.items():
         if bounds[key] is bool:
             flag(key, value)
-        elif all(isinstance(option, str) for option in bounds[key]):
-            choice(key, value, bounds[key])
+        elif all(isinstance(option, str) or option is None for option in bounds[key]):
+            if value is not None or None not in bounds[key]:
+                choice(key, value, tuple(option for option in bounds[key] if option is not None))
         else:
             low, high = bounds[key]
             whole(key, value, low=low, high=high)

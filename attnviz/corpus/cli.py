@@ -32,6 +32,17 @@ def parser() -> argparse.ArgumentParser:
         default=Settings.qk_samples,
         help="tokens whose query and key every head keeps, for its query-key space (0: none)",
     )
+    prof.add_argument(
+        "--distance-rows",
+        type=int,
+        default=Settings.distance_rows,
+        help="rows per text (seeded) the head distances are averaged over; 0: every row",
+    )
+    prof.add_argument(
+        "--part",
+        choices=("encoder", "decoder", "cross"),
+        help="an encoder-decoder's attention to profile (one per run)",
+    )
     prof.add_argument("--device", default="auto", help="auto, cpu or cuda")
     prof.add_argument("--ray", action="store_true", help="run on Ray Data: a local runtime, or RAY_ADDRESS's cluster")
     prof.add_argument("--workers", type=int, default=2, help="Ray actors")
@@ -66,6 +77,8 @@ def main(argv=None) -> int:
             shard_size=args.shard_size,
             distances=not args.no_distances,
             qk_samples=args.qk_samples,
+            distance_rows=args.distance_rows,
+            part=args.part,
         )
     except AttnvizError as e:
         print(f"attnviz: {e}", file=sys.stderr)

@@ -14,8 +14,8 @@ import torch
 from .reducers import EMPTY_TEXT, priorities
 
 FIELDS = ("rank", "text", "query", "maxw", "keys", "kw")
-SMALL = 1 << 16  # a window's candidate cells below which it is kept whole until the next selection
 PENDING = 1 << 22  # candidate cells held before they are selected
+FLUSH = 16  # windows whose candidates are selected together (the thresholds rise as they are)
 
 
 @dataclass
@@ -53,44 +53,52 @@ class Kept:
         return {f: getattr(self, f) for f in FIELDS}
 
 
-def candidates(rank: np.ndarray, text: int, start: int, maxw, top_keys, top_weights, cap: int) -> Kept:
-    """The `cap` best rows of a window (rank [..., w]: inf where a row may not be chosen) with their keys.
+class RowKeys:
+    """The strongest keys of the rows of a window that selections keep: each selection is built with its keys left
+    blank, then `find` runs one topk over the rows every selection kept (not over every row) and fills them in."""
 
-    maxw [..., w]; top_keys / top_weights [..., w, K] broadcast to rank's leading shape."""
-    query = np.broadcast_to(np.arange(start, start + rank.shape[-1]), rank.shape)
-    order = np.lexsort((query, rank), axis=-1)[..., :cap]
-    take = lambda a: np.take_along_axis(np.broadcast_to(a, rank.shape), order, -1)  # noqa: E731
-    shape = (*rank.shape, top_keys.shape[-1])
-    take_k = lambda a: np.take_along_axis(np.broadcast_to(a, shape), order[..., None], -2)  # noqa: E731
-    chosen = take(rank)
-    found = Kept(
-        chosen,
-        np.where(np.isfinite(chosen), text, EMPTY_TEXT),
-        take(query),
-        take(maxw).astype(np.float32),
-        take_k(top_keys).astype(np.int32),
-        take_k(top_weights).astype(np.float32),
-    )
-    if found.rank.shape[-1] < cap:  # a short text: fill with empty slots
-        found = found.merge(Kept.empty((*rank.shape[:-1], cap - found.rank.shape[-1]), shape[-1]))
-    return found
+    def __init__(self, weights: torch.Tensor, n_keys: int):
+        self.weights, self.n_keys = weights, n_keys
+        self.wanted: list[tuple[np.ndarray, Kept]] = []
 
+    def selected(self, rank: np.ndarray, order: np.ndarray, text: int, start: int, maxw: np.ndarray) -> Kept:
+        """The rows `order` [..., c] of rank [..., w] (inf: may not be chosen) as a selection, keys still blank."""
+        take = lambda a: np.take_along_axis(a, order, -1)  # noqa: E731
+        ranks = take(rank)
+        kept = Kept(
+            ranks,
+            np.where(np.isfinite(ranks), text, EMPTY_TEXT),
+            start + order.astype(np.int64),
+            take(maxw).astype(np.float32),
+            np.full((*order.shape, self.n_keys), -1, np.int32),
+            np.zeros((*order.shape, self.n_keys), np.float32),
+        )
+        self.wanted.append((order, kept))
+        return kept
 
-def chosen(rank: np.ndarray, text: int, start: int, maxw, top_keys, top_weights, cap: int) -> Kept:
-    """A window's rows as candidates: every row of a short window as it is (selected later with many others, one
-    selection for many texts), the `cap` best of a long one."""
-    if rank.size * top_keys.shape[-1] > SMALL:
-        return candidates(rank, text, start, maxw, top_keys, top_weights, cap)
-    shape = (*rank.shape, top_keys.shape[-1])
-    query = np.broadcast_to(np.arange(start, start + rank.shape[-1]), rank.shape)
-    return Kept(
-        rank,
-        np.where(np.isfinite(rank), text, EMPTY_TEXT),
-        query,
-        np.broadcast_to(np.asarray(maxw, np.float32), rank.shape),
-        np.broadcast_to(np.asarray(top_keys, np.int32), shape),
-        np.broadcast_to(np.asarray(top_weights, np.float32), shape),
-    )
+    def find(self) -> None:
+        """Fill in the keys of every finite row of every selection made (layer and head lead every shape)."""
+        n_layer, n_head, w, n_all = self.weights.shape
+        flat, where = [], []
+        for order, kept in self.wanted:
+            idx = np.nonzero(np.isfinite(kept.rank))
+            lh = idx[0] * n_head + idx[1]
+            flat.append(lh * w + order[idx])
+            where.append((kept, idx))
+        rows = np.concatenate(flat)
+        if rows.size == 0:
+            return
+        unique, inverse = np.unique(rows, return_inverse=True)
+        k = min(self.n_keys, n_all)
+        chosen = self.weights.reshape(-1, n_all)[torch.as_tensor(unique, device=self.weights.device)]
+        top = torch.topk(chosen, k, dim=-1)
+        tw, tk = top.values.float().cpu().numpy()[inverse], top.indices.cpu().numpy()[inverse]
+        at = 0
+        for kept, idx in where:
+            n = len(idx[0])
+            kept.keys[idx + (slice(None, k),)] = tk[at : at + n]
+            kept.kw[idx + (slice(None, k),)] = tw[at : at + n]
+            at += n
 
 
 class Examples:
@@ -126,25 +134,32 @@ class Examples:
             seed,
         )
 
-    def update(self, weights: torch.Tensor, rows: torch.Tensor, text: int, start: int) -> None:
-        """weights [layer, head, w, key] of one window of text `text`; rows [layer, w] bool."""
-        n_keys = self._strongest.keys.shape[-1]
-        k = min(n_keys, weights.shape[-1])
-        top = torch.topk(weights, k, dim=-1)
-        tw, tk = top.values.float().cpu().numpy(), top.indices.cpu().numpy()
-        if k < n_keys:
-            tw = np.concatenate([tw, np.zeros((*tw.shape[:-1], n_keys - k), np.float32)], -1)
-            tk = np.concatenate([tk, np.full((*tk.shape[:-1], n_keys - k), -1)], -1)
-        maxw, ok = tw[..., 0].astype(np.float64), rows.cpu().numpy()[:, None, :]
-        rank = np.where(ok, -maxw, np.inf)
-        top = chosen(rank, text, start, maxw, tk, tw, self._strongest.rank.shape[-1])
+    def update(self, weights: torch.Tensor, rows: torch.Tensor, text: int, start: int, maxw=None) -> None:
+        """weights [layer, head, w, key] of one window of text `text`; rows [layer, w] bool; maxw [layer, head, w]
+        float64 numpy, each row's largest weight (computed here if not given).
+
+        Rows are ranked on their largest weight (or their seeded priority) alone, and a row that ranks below what a
+        head has kept already can never be chosen: only the others have their strongest keys found (topk over the
+        few rows that can still be chosen, not over every row)."""
+        n_keys, cap = self._strongest.keys.shape[-1], self._strongest.rank.shape[-1]
         n_int, per = self._drawn.rank.shape[-2:]
+        if maxw is None:
+            maxw = weights.amax(-1).double().cpu().numpy()
+        ok = rows.cpu().numpy()[:, None, :]
+        rank = np.where(ok & (-maxw <= self._strongest.rank[..., -1:]), -maxw, np.inf)
         bucket = np.minimum((maxw * n_int).astype(np.int64), n_int - 1)
         prio = priorities(self.seed, text, maxw.shape, start)
-        rank = np.where(ok[:, :, None] & (bucket[:, :, None] == np.arange(n_int)[:, None]), prio[:, :, None], np.inf)
-        self.pending.append((top, chosen(rank, text, start, maxw[:, :, None], tk[:, :, None], tw[:, :, None], per)))
+        inside = ok[:, :, None] & (bucket[:, :, None] == np.arange(n_int)[:, None])  # [layer, head, interval, w]
+        drawn = np.where(inside & (prio[:, :, None] <= self._drawn.rank[..., -1:]), prio[:, :, None], np.inf)
+        best = np.argsort(rank, axis=-1, kind="stable")[..., :cap]  # ties: the earlier query, as merging breaks them
+        picked = np.argsort(drawn, axis=-1, kind="stable")[..., :per]
+        keys = RowKeys(weights, n_keys)
+        top = keys.selected(rank, best, text, start, maxw)
+        found = keys.selected(drawn, picked, text, start, np.broadcast_to(maxw[:, :, None], drawn.shape))
+        keys.find()
+        self.pending.append((top, found))
         self.held += sum(k.keys.size for k in self.pending[-1])
-        if self.held > PENDING:
+        if len(self.pending) >= FLUSH or self.held > PENDING:
             self._flush()
 
     def merge(self, other: Examples) -> Examples:

@@ -11,6 +11,8 @@ from .store import PROVENANCE, HeadProfile
 
 MAX_FOLDERS = 200  # profile folders listed under one root (a select box, not a file browser)
 MAX_EXAMPLES = 12  # examples of one head drawn at once
+AROUND = 2  # rows either side of an example's query in its small heatmap
+MAX_KEYS = 40  # keys across an example's small heatmap (a window around the query on longer texts)
 
 
 def profile_folders(root) -> list[Path]:
@@ -34,9 +36,8 @@ def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
     roots of their eigenvalues (negative ones, from distances no plane holds exactly, count as 0). Each axis's sign
     is fixed so that its largest coordinate is positive, so the same distances give the same picture."""
     d = np.asarray(distance, np.float64)
-    n = d.shape[0]
-    j = np.eye(n) - 1.0 / n
-    b = -0.5 * j @ (d**2) @ j
+    sq = d**2  # J D² J with J = I - 1/n: each squared distance less its row's and its column's means, plus the mean
+    b = -0.5 * (sq - sq.mean(0, keepdims=True) - sq.mean(1, keepdims=True) + sq.mean())
     values, vectors = np.linalg.eigh((b + b.T) / 2)
     top = np.argsort(values)[::-1][:dims]
     coords = vectors[:, top] * np.sqrt(np.clip(values[top], 0.0, None))
@@ -68,6 +69,36 @@ def example_tokens(loaded, prof: HeadProfile, text: str) -> list[str] | None:
     return encode(loaded.tokenizer, text, None, token_limit(loaded.max_tokens, most)).tokens
 
 
+def example_rows(loaded, prof: HeadProfile, example: dict, around: int = AROUND, most: int = MAX_KEYS):
+    """The example's query row and `around` rows either side, live and exact from the text traced again as the
+    profile traced it (its part of an encoder-decoder too), over a window of at most `most` keys around the query:
+    {"weights" [rows, keys] float32, "queries" (start, stop), "keys" (start, stop), "query_tokens", "key_tokens",
+    "n_keys"}. None when `loaded` is not the profile's model (its trace would be another model's)."""
+    if loaded is None or loaded.label != prof.provenance.get("model"):
+        return None
+    from .shard import trace_text
+    from .state import Settings
+
+    known = set(Settings.__dataclass_fields__)
+    saved = prof.provenance.get("settings", {})
+    tr = trace_text(loaded, example["text"], Settings(**{k: v for k, v in saved.items() if k in known}))
+    q, layer, head = int(example["query"]), int(example["layer"]), int(example["head"])
+    if not (0 <= q < tr.n_tokens and 0 <= layer < tr.n_layer and 0 <= head < tr.n_head):
+        return None
+    rows = (max(0, q - around), min(tr.n_tokens, q + around + 1))
+    start = max(0, min(q - most // 2, tr.n_keys - most))
+    keys = (start, min(tr.n_keys, start + most))
+    weights = tr.stages(layer, heads=[head], queries=rows, keys=keys).weights[0]
+    return {
+        "weights": weights,
+        "queries": rows,
+        "keys": keys,
+        "query_tokens": list(tr.tokens[rows[0] : rows[1]]),
+        "key_tokens": list(tr.key_tokens[keys[0] : keys[1]]),
+        "n_keys": tr.n_keys,
+    }
+
+
 def profile_summary(prof) -> str:
     """One line on what a profile covers: its model, heads, texts and tokens (counts read as numbers, so a hand-edited
     record cannot put text where a count belongs)."""
@@ -79,4 +110,6 @@ def profile_summary(prof) -> str:
         return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
 
     model = str(prof.provenance.get("model", "?"))[:200]
+    part = prof.provenance.get("part")
+    model += f" ({part} attention)" if part in ("encoder", "decoder", "cross") else ""
     return f"{model}: {prof.n_layer} layers x {prof.n_head} heads, {count('texts')} texts, {count('tokens')} tokens."

@@ -88,10 +88,18 @@ class Drawn:
         )
 
 
+CROSS = (
+    "Cross-attention's queries and keys belong to two different sequences (the target's and the source's), so a "
+    "token has no query and key of one head to sample together."
+)
+
+
 def draw(tr: AttentionTrace, text_id: int, seed: int, per_text: int) -> Drawn | str:
     """A traced text's sampled tokens, or why its trace has no vectors."""
     if not tr.has("vectors"):
         return tr.why_not("vectors")
+    if tr.n_keys != tr.n_tokens:
+        return CROSS
     pos = eligible(seed, text_id, tr.n_tokens, per_text)
     q, k, masks, at = [], [], [], torch.as_tensor(pos)
     with torch.inference_mode():

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError, first_line
-from .shard import run_shard
+from .shard import layers_of, run_shard
 from .state import ProfileState, Settings
 from .texts import Corpus
 
@@ -61,7 +61,10 @@ def run_on_ray(loaded, corpus: Corpus, settings: Settings, todo: list[int], work
     finally:
         if started:
             ray.shutdown()
-    return {int(r["shard"]): ProfileState.from_bytes(r["state"], loaded.n_layer, loaded.n_head, settings) for r in rows}
+    return {
+        int(r["shard"]): ProfileState.from_bytes(r["state"], layers_of(loaded, settings), loaded.n_head, settings)
+        for r in rows
+    }
 
 
 def _start(ray, workers: int, tries: int = 2) -> None:

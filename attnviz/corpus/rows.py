@@ -1,18 +1,21 @@
 """One text's whole attention rows, read in windows of queries across every layer, and what each statistic takes from
 them.
 
-A window is `trace.weights_tensor(layer, queries=window)` for every layer, stacked [layer, head, query, key] in float64
-on the trace's device: the whole row of every query in it, never the top few keys. Its height is chosen so that a
+A window is `trace.weights_tensor(layer, queries=window)` for every layer, stacked [layer, head, query, key] in float32
+(the trace's own numbers) on the trace's device: the whole row of every query in it, never the top few keys. Its height is chosen so that a
 window holds at most `CELLS` cells, so a long text never holds a layer of dense weights, let alone all of them.
 Padding is left out as the per-text code leaves it out (`attnviz.analysis.heads`): only queries that may attend
 something and are not padding are rows; a pad key is nobody's neighbour.
 
 `TextSums` adds up, per layer x head, what the per-text statistics are means of; `TextSums.values()` gives one text's
-statistics, which the corpus reducers average over texts.
+statistics, which the corpus reducers average over texts. Each row's sums are taken in float32 (a row is at most a few
+thousand keys: a relative error near 1e-7) and the rows' sums in float64; float32 is what makes a profile cost little
+more than the forward (logs and products over every cell at half the bytes and twice the lanes of float64).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +24,8 @@ import torch
 from ..analysis.heads import live_keys, query_rows
 from ..trace import AttentionTrace
 
-CELLS = 1 << 22  # [layer, head, query, key] float64 cells of one window: 32 MB
+CELLS = 1 << 22  # [layer, head, query, key] float32 cells of one window: 16 MB
+TINY = torch.finfo(torch.float32).tiny
 CLARK = ("entropy", "distance", "special", "punctuation", "sink")
 OFFSETS = {"previous": -1, "next": 1, "self": 0}
 PATTERNS = ("previous_score", "duplicate_score", "induction_score")
@@ -31,29 +35,31 @@ PATTERNS = ("previous_score", "duplicate_score", "induction_score")
 class Window:
     """Every layer's whole rows for queries start..stop-1 of one text."""
 
-    weights: torch.Tensor  # [layer, head, w, key] float64
+    weights: torch.Tensor  # [layer, head, w, key] float32
     start: int
     rows: torch.Tensor  # [layer, w] bool: the queries that count (not padding, may attend something)
     keys: torch.Tensor  # [layer, key] bool: the keys that are not padding
     norms: torch.Tensor | None  # [layer, head, key] ||v W_O[h]|| where the trace keeps values
 
 
-def windows(trace: AttentionTrace, cells: int = CELLS):
-    """Windows of queries covering the text, each holding at most `cells` cells (one query at least)."""
+def windows(trace: AttentionTrace, cells: int = CELLS, has_values: bool | None = None, scratch: Scratch | None = None):
+    """Windows of queries covering the text, each holding at most `cells` cells (one query at least). scratch: the
+    windows' weights are written into its memory (each window's tensor is overwritten by the next one)."""
     n, n_keys, n_layer = trace.n_tokens, trace.n_keys, trace.n_layer
     square = n == n_keys
     masks = [trace.layer_mask(layer) for layer in range(n_layer)]
     rows = [np.ones(n, bool) if m is None else query_rows(m, square) for m in masks]
     keys = torch.as_tensor(np.stack([live_keys(m, n_keys) for m in masks]))
     norms = None
-    if trace.has("values"):
-        norms = torch.stack([trace.output_norms(layer, device=True) for layer in range(n_layer)]).double()
+    if trace.has("values") if has_values is None else has_values:
+        norms = torch.stack([trace.output_norms(layer, device=True) for layer in range(n_layer)]).float()
     height = max(1, cells // max(1, n_layer * trace.n_head * n_keys))
     for start in range(0, n, height):
         stop = min(n, start + height)
         with torch.inference_mode():
             w = [trace.weights_tensor(layer, queries=(start, stop)) for layer in range(n_layer)]
-            weights = torch.stack(w).double()
+            out = None if scratch is None else scratch.get("weights", (len(w), *w[0].shape), w[0].dtype, w[0].device)
+            weights = torch.stack(w, out=out)
         r = torch.as_tensor(np.stack([x[start:stop] for x in rows]))
         yield Window(weights, start, r.to(weights.device), keys.to(weights.device), norms)
 
@@ -69,18 +75,42 @@ def token_patterns(ids, start: int, stop: int, n_keys: int) -> dict:
     return {"previous_score": j == i - 1, "duplicate_score": same & (j < i), "induction_score": after & (j <= i)}
 
 
-def cell_sums(w: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-    """[layer, head, feature]: sum over query and key of w [layer, head, query, key] x f [layer, query, key, feature]
-    (a batched matrix product: several times faster than the same einsum on CPU)."""
-    return torch.bmm(w.flatten(2), f.flatten(1, 2))
+def row_sums(w: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """[layer, head, query, feature] float32: each row's sum over keys of w [layer, head, query, key] x f [layer or 1,
+    query, key, feature] (batched matrix products over queries: one pass over the weights for every feature)."""
+    n_layer, n_head, n, n_keys = w.shape
+    if f.shape[0] == 1:  # the same features in every layer (no padding): one product per query for all heads
+        a = w.permute(2, 0, 1, 3).reshape(n, n_layer * n_head, n_keys)
+        return torch.bmm(a, f[0]).reshape(n, n_layer, n_head, -1).permute(1, 2, 0, 3)
+    a = w.permute(0, 2, 1, 3).reshape(n_layer * n, n_head, n_keys)
+    return torch.bmm(a, f.reshape(n_layer * n, n_keys, -1)).reshape(n_layer, n, n_head, -1).transpose(1, 2)
 
 
-def xlogx(w: torch.Tensor) -> torch.Tensor:
-    """w log w with 0 log 0 = 0."""
-    return torch.special.xlogy(w, w)
+def xlogx(w: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """w log w with 0 log 0 = 0 (a weight below the smallest normal float32 counts as that: under 1e-36 a cell), in
+    `out` when given (a Scratch tensor: a fresh [layer, head, query, key] tensor costs more than a pass over it)."""
+    return torch.clamp(w, min=TINY, out=out).log_().mul_(w)
 
 
-#: Statistics that are a row's weights times a fixed [query, key] cell feature, summed: one einsum adds them all.
+class Scratch:
+    """Memory reused from window to window and text to text for the large temporaries: a new tensor of a window's
+    size is fresh pages from the system each time (zeroed by the kernel on first touch), which cost more than the
+    arithmetic done in them. Grows to the largest window seen, which CELLS bounds."""
+
+    def __init__(self):
+        self.held: dict = {}
+
+    def get(self, name: str, shape, dtype: torch.dtype, device) -> torch.Tensor:
+        n, flat = math.prod(shape), self.held.get(name)
+        if flat is None or flat.numel() < n or flat.dtype != dtype or flat.device != torch.device(device):
+            flat = self.held[name] = torch.empty(n, dtype=dtype, device=device)
+        return flat[:n].view(tuple(shape))
+
+    def like(self, name: str, t: torch.Tensor) -> torch.Tensor:
+        return self.get(name, t.shape, t.dtype, t.device)
+
+
+#: Statistics that are a row's weights times a fixed [query, key] cell feature, summed: one product adds them all.
 LINEAR = ("distance", "special", "punctuation", "sink", "previous", "next", "self")
 
 
@@ -88,50 +118,67 @@ class TextSums:
     """The sums one text's statistics are means of, per layer x head, added window by window.
 
     Every statistic but entropy is linear in the weights: sum over cells of w[q, k] * F[q, k, f] for a feature F that
-    depends only on the positions, the tokens and the padding, so one window's sums are one einsum over F."""
+    depends only on the positions, the tokens and the padding, so one window's sums are one batched product with F
+    (the linear statistics, TransformerLens's pattern cells and the live keys that their scores divide by)."""
 
-    def __init__(self, n_layer: int, n_head: int, special, punct, ids, device, has_values: bool = False):
-        self.has_values, self.ids = has_values, ids
+    def __init__(self, n_layer, n_head, special, punct, ids, device, has_values=False, scratch=None, square=True):
+        """square: queries and keys are the same tokens (self-attention); cross-attention has no pattern scores,
+        as the per-text code gives none (they are then undefined: NaN in the profile)."""
+        self.has_values, self.ids, self.scratch = has_values, ids, scratch or Scratch()
         zeros = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
         self.special = torch.as_tensor(np.asarray(special, bool), device=device)
         self.punct = torch.as_tensor(np.asarray(punct, bool), device=device)
         self.linear, self.entropy = zeros(2, n_layer, n_head, len(LINEAR)), zeros(2, n_layer, n_head)
         self.rows, self.neighbours = zeros(n_layer), zeros(n_layer, len(OFFSETS))
-        self.patterns = [name for name in PATTERNS if name == "previous_score" or len(ids)]
+        self.patterns = [name for name in PATTERNS if square and (name == "previous_score" or len(ids))]
         self.hits, self.totals = zeros(n_layer, n_head, len(self.patterns)), zeros(n_layer, n_head)
         self.cells = torch.zeros(n_layer, len(self.patterns), dtype=torch.bool, device=device)
 
     def features(self, win: Window, n: int, n_keys: int) -> torch.Tensor:
-        """[layer, query, key, len(LINEAR)] float64: each linear statistic's cell feature, zero on rows that do not
-        count; a neighbour counts only where it is a live key."""
+        """[layer or 1, query, key, feature] float32: each linear statistic's cell feature, then each pattern's cells,
+        the live keys and every key; zero on rows that do not count (but the last); neighbours, patterns and live keys
+        only on live keys. One
+        layer stands for all when no query and no key is padding (the features are then the same in every layer)."""
         dev = win.weights.device
         i = torch.arange(win.start, win.start + n, device=dev)[:, None]
         j = torch.arange(n_keys, device=dev)[None, :]
+        ids = self.ids if len(self.ids) else np.zeros(n_keys)
+        found = token_patterns(ids, win.start, win.start + n, n_keys) if self.patterns else {}
         cols = [(i - j).abs(), self.special[None, :], self.punct[None, :], j == 0, j == i - 1, j == i + 1, j == i]
-        f = torch.stack([c.expand(n, n_keys).double() for c in cols], -1)[None] * win.rows[:, :, None, None]
-        f[..., 4:] *= win.keys[:, None, :, None]
+        one = torch.ones(1, 1, dtype=torch.bool, device=dev)
+        cols += [found[name].to(dev) for name in self.patterns] + [one, one]  # live keys; every key (set below)
+        f = torch.stack([c.expand(n, n_keys).float() for c in cols], -1)[None]
+        if bool(win.rows.all()) and bool(win.keys.all()):
+            return f
+        f = f * win.rows[:, :, None, None]
+        f[..., 4:-1] *= win.keys[:, None, :, None]
+        f[..., -1] = 1.0  # a value-weighted row is normalised over every key, as value_share does
         return f
 
     def add(self, win: Window) -> None:
+        """Value-weighted rows are u = w x ||v W_O|| over their sum Z (Kobayashi et al.): their sums are u's over Z
+        and their entropy log Z - (u log u) / Z, so they are never divided out cell by cell."""
         w, rows = win.weights, win.rows
-        n, n_keys = w.shape[2], w.shape[3]
+        n, n_keys, n_lin, n_pat = w.shape[2], w.shape[3], len(LINEAR), len(self.patterns)
         f = self.features(win, n, n_keys)
-        views = [(0, w)]
+        rows64 = rows.double()[:, None, :]
+        sums = row_sums(w, f)  # [layer, head, query, feature]
+        self.linear[0] += sums[..., :n_lin].sum(2, dtype=torch.float64)
+        self.hits += sums[..., n_lin : n_lin + n_pat].sum(2, dtype=torch.float64)
+        self.totals += sums[..., -2].sum(2, dtype=torch.float64)
+        self.entropy[0] -= (xlogx(w, self.scratch.like("xlogx", w)).sum(-1).double() * rows64).sum(-1)
         if win.norms is not None:
-            vw = w * win.norms[:, :, None, :]
-            views.append((1, vw / vw.sum(-1, keepdim=True).clamp(min=1e-300)))  # a row of zeros stays zeros
-        for k, a in views:
-            self.linear[k] += cell_sums(a, f)
-            self.entropy[k] -= (xlogx(a) * rows[:, None, :, None]).sum((-1, -2))
+            u = torch.mul(w, win.norms[:, :, None, :], out=self.scratch.like("u", w))
+            sums = row_sums(u, f).double()
+            z = sums[..., -1]  # [layer, head, query]; 0 where a row attends nothing: its view is a row of zeros
+            live = z > 0
+            z = torch.where(live, z, 1.0)
+            self.linear[1] += (sums[..., :n_lin] / z[..., None]).sum(2)
+            own = xlogx(u, self.scratch.like("xlogx", u)).sum(-1).double()
+            self.entropy[1] += (torch.where(live, z.log() - own / z, 0.0) * rows64).sum(-1)
         self.rows += rows.sum(-1)
-        self.neighbours += f[..., 4:].sum((1, 2))
-        kept = rows[:, :, None] & win.keys[:, None, :]  # [layer, query, key]
-        ids = self.ids if len(self.ids) else np.zeros(n_keys)
-        found = token_patterns(ids, win.start, win.start + n, n_keys)
-        p = kept[..., None] & torch.stack([found[name].to(w.device) for name in self.patterns], -1)[None]
-        self.hits += cell_sums(w, p.double())
-        self.totals += cell_sums(w, kept.double()[..., None])[..., 0]
-        self.cells |= p.flatten(1, 2).any(1)
+        self.neighbours += f[..., 4:n_lin].sum((1, 2), dtype=torch.float64)
+        self.cells |= f[..., n_lin : n_lin + n_pat].flatten(1, 2).amax(1) > 0
 
     def values(self) -> tuple[dict, dict]:
         """(statistic -> [layer, head] float64 numpy of this text, statistic -> [layer, head] bool: defined here)."""
@@ -143,8 +190,13 @@ class TextSums:
                 total = self.entropy[k] if c == 0 else self.linear[k, :, :, c - 1]
                 out[prefix + name] = total / n.clamp(min=1)[:, None]
                 defined[prefix + name] = (n > 0)[:, None].expand(shape)
+        for name in PATTERNS if not self.patterns else ():
+            out[name], defined[name] = torch.zeros(shape), torch.zeros(shape, dtype=torch.bool)
         for c, name in enumerate(self.patterns):
             ok = self.totals > 0
             out[name] = torch.where(ok, self.hits[..., c] / torch.where(ok, self.totals, 1.0), 0.0)
             defined[name] = self.cells[:, c][:, None].expand(shape)
-        return ({k: v.cpu().numpy() for k, v in out.items()}, {k: v.cpu().numpy() for k, v in defined.items()})
+        names = list(out)  # one copy off the device for all of them, not one each
+        values = torch.stack([out[k].to(torch.float64) for k in names]).cpu().numpy()
+        ok = torch.stack([defined[k] for k in names]).cpu().numpy()
+        return dict(zip(names, values)), dict(zip(names, ok))

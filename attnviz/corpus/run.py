@@ -18,10 +18,10 @@ import numpy as np
 from .. import checks
 from ..checks.objects import PROFILE_SETTINGS, profile_call
 from ..errors import InputError
-from ..hf import LoadedModel, load_model, trace_pretrained
-from .qk_sample import take
+from ..hf import LoadedModel, load_model
+from .qk_sample import CROSS, take
 from .qk_store import QKSample
-from .shard import run_shard
+from .shard import check_part, layers_of, run_shard, trace_text
 from .state import ProfileState, Settings
 from .store import PROVENANCE, VERSION, HeadProfile
 from .texts import Corpus, Limits, open_corpus
@@ -52,16 +52,16 @@ def profile(
     resumes from its last finished shard. engine: "local" (this process) or "ray" (Ray Data: a local runtime, or the
     cluster RAY_ADDRESS names; `workers` actors). progress(texts_done, texts_total, tokens, seconds) is called after
     every shard. max_shards: do at most that many new shards now and return None if the profile is not finished.
-    settings: see attnviz.corpus.state.Settings (max_tokens, shard_size, distances, seed, top, intervals, ...)."""
+    settings: see attnviz.corpus.state.Settings (max_tokens, shard_size, distances, seed, top, intervals, ...); an
+    encoder-decoder needs part="encoder", "decoder" or "cross" (a profile per attention)."""
     types = dict(model=LoadedModel, corpus=Corpus, limits=Limits)
     profile_call(model, corpus, out, column, engine, progress, max_shards, limits, workers, settings, types)
     loaded = load_model(model) if isinstance(model, str) else model
-    if loaded.is_seq2seq:
-        raise InputError(f"{loaded.label} is an encoder-decoder: profiling its parts is not supported yet.")
-    corpus = corpus if isinstance(corpus, Corpus) else open_corpus(corpus, column, limits)
     s = Settings(**settings)
-    if s.shard_size < 1 or s.max_tokens < 2:
-        raise InputError("shard_size must be at least 1 and max_tokens at least 2.")
+    check_part(loaded, s)
+    corpus = corpus if isinstance(corpus, Corpus) else open_corpus(corpus, column, limits)
+    if s.shard_size < 1 or s.max_tokens < 2 or s.distance_rows < 0:
+        raise InputError("shard_size must be at least 1, max_tokens at least 2 and distance_rows at least 0.")
     key = run_key(loaded, corpus, s)
     shards = Path(out) / "shards" if out is not None else None
     if shards is not None:
@@ -122,12 +122,12 @@ def _todo(shards: Path | None, n_shards: int) -> list[int]:
 def _fold(loaded, corpus, s, key, shards, n_shards, states, progress, max_shards) -> ProfileState | None:
     """The shards' states folded in shard order: read from disk when finished before, taken from Ray's results, or
     computed here (and written before the next starts)."""
-    total, done, started, tokens = ProfileState(loaded.n_layer, loaded.n_head, s), 0, time.monotonic(), 0
+    total, done, started, tokens = ProfileState(layers_of(loaded, s), loaded.n_head, s), 0, time.monotonic(), 0
     new = 0
     for k in range(n_shards):
         path = None if shards is None else _shard_path(shards, k)
         if path is not None and path.exists():
-            state, _ = ProfileState.load(path, loaded.n_layer, loaded.n_head, s)
+            state, _ = ProfileState.load(path, layers_of(loaded, s), loaded.n_head, s)
         elif states is not None:
             state = states[k]
         else:
@@ -155,7 +155,8 @@ def finish(total: ProfileState, loaded, corpus: Corpus, s: Settings) -> HeadProf
         "revision": loaded.revision,
         "dtype": loaded.dtype,
         "device": loaded.device,
-        "n_layer": loaded.n_layer,
+        "n_layer": layers_of(loaded, s),
+        "part": s.part,
         "n_head": loaded.n_head,
         "kv_groups": _kv_groups(loaded),
         "corpus": corpus.describe(),
@@ -172,10 +173,11 @@ def _qk_sample(total: ProfileState, loaded, corpus: Corpus, s: Settings, provena
     """The query-key sample's vectors, from its chosen texts traced once more (see attnviz.corpus.qk_sample)."""
     if not s.qk_samples:
         return None
+    if s.part == "cross":
+        provenance["qk_sample"] = {"why_not": CROSS}
+        return None
     texts = dict(_texts_of(corpus, {i for i, _ in total.qk.chosen()}))
-    taken = take(
-        total.qk, lambda t: trace_pretrained(loaded, t, max_tokens=s.max_tokens, values=False), texts, s.qk_dtype
-    )
+    taken = take(total.qk, lambda t: trace_text(loaded, t, s), texts, s.qk_dtype)
     if isinstance(taken, str):
         provenance["qk_sample"] = {"why_not": taken}
         return None

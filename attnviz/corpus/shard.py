@@ -4,19 +4,47 @@ actor alike."""
 from __future__ import annotations
 
 from ..analysis.heads import special_keys, special_tokens_of
+from ..errors import InputError
 from ..hf import trace_pretrained
+from ..hf.seq2seq import ROLES, trace_seq2seq
 from .state import ProfileState, Settings
 from .texts import Corpus
 
 
 def run_shard(loaded, corpus: Corpus, s: Settings, k: int) -> ProfileState:
     """One shard's partial state: texts k x shard_size .. (k + 1) x shard_size - 1, traced one by one."""
-    state = ProfileState(loaded.n_layer, loaded.n_head, s)
+    state = ProfileState(layers_of(loaded, s), loaded.n_head, s)
     specials = special_tokens_of(loaded.tokenizer)
     for i, text, why in corpus.texts(k * s.shard_size, (k + 1) * s.shard_size):
         if text is None:
             state.skip(why)
             continue
-        tr = trace_pretrained(loaded, text, max_tokens=s.max_tokens)
+        tr = trace_text(loaded, text, s)
         state.observe(tr, i, special_keys(tr, *specials))
     return state
+
+
+def check_part(loaded, s: Settings) -> None:
+    """An encoder-decoder is profiled one attention (part) at a time; any other model has no parts."""
+    if loaded.is_seq2seq and s.part not in ROLES:
+        raise InputError(
+            f"{loaded.label} is an encoder-decoder: profile one of its attentions at a time with "
+            f"part={' / '.join(map(repr, ROLES))} (got {s.part!r})."
+        )
+    if not loaded.is_seq2seq and s.part is not None:
+        raise InputError(f"{loaded.label} is not an encoder-decoder: it has no part {s.part!r} (leave part out).")
+
+
+def layers_of(loaded, s: Settings) -> int:
+    """The layers a profile holds: the model's, or its part's for an encoder-decoder."""
+    return loaded.layers_per_role[s.part] if s.part is not None else loaded.n_layer
+
+
+def trace_text(loaded, text: str, s: Settings):
+    """One text's trace, or its part's: an encoder-decoder reads the text as its source and, as the dashboard does
+    without a target, the decoder reads the model's greedy continuation (the encoder part is traced with the text as
+    its own target instead: encoder attention never reads the target, so nothing is generated for it)."""
+    if s.part is None:
+        return trace_pretrained(loaded, text, max_tokens=s.max_tokens)
+    target = text if s.part == "encoder" else None
+    return trace_seq2seq(loaded, text, target, max_tokens=s.max_tokens).part(s.part)

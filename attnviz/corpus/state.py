@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ..analysis.heads import punctuation_keys
 from ..trace import AttentionTrace
 from .examples import Examples
 from .qk_sample import Choice, check_settings
-from .reducers import Divergence, Histogram, Means
-from .rows import CELLS, TextSums, windows
+from .reducers import Divergence, Histogram, Means, sampled_rows
+from .rows import CELLS, Scratch, TextSums, windows
 
 COUNTS = ("texts", "tokens", "rows", "cut", "dropped_tokens", "empty", "undecodable")
 
@@ -33,10 +34,12 @@ class Settings:
     example_keys: int = 8  # strongest keys stored with each example (the whole row reopens from the text)
     seed: int = 0
     distances: bool = True  # Jensen-Shannon divergence between every pair of heads
+    distance_rows: int = 4  # rows per text (seeded) the divergence is averaged over; 0: every row
     shard_size: int = 64
     qk_samples: int = 1_000  # tokens whose query and key every head keeps (attnviz.corpus.qk_sample); 0: none
     qk_per_text: int = 32  # at most this many of them from one text
     qk_dtype: str = "float16"  # how they are stored (float32 doubles the bytes)
+    part: str | None = None  # an encoder-decoder's attention: "encoder", "decoder" or "cross" (None: any other model)
 
     def __post_init__(self):
         check_settings(self.qk_samples, self.qk_per_text, self.qk_dtype)
@@ -53,6 +56,7 @@ class ProfileState:
     examples: Examples | None = None
     qk: Choice | None = None
     counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    scratch: Scratch = field(default_factory=Scratch, repr=False, compare=False)  # reused memory, never saved
 
     def __post_init__(self):
         s, shape = self.settings, (self.n_layer, self.n_head)
@@ -66,22 +70,30 @@ class ProfileState:
 
     def observe(self, trace: AttentionTrace, text_id: int, special, cells: int = CELLS) -> None:
         """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""
-        sums = TextSums(
+        has_values, punct = trace.has("values"), punctuation_keys(trace)
+        text = lambda device: TextSums(  # noqa: E731 - made where the first window lives
             self.n_layer,
             self.n_head,
             special,
-            punctuation_keys(trace),
+            punct,
             trace.provenance.input_ids,
-            _device(trace),
-            trace.has("values"),
+            device,
+            has_values,
+            self.scratch,
+            trace.n_tokens == trace.n_keys,
         )
-        for win in windows(trace, cells):
+        sums, s = None, self.settings
+        sample = sampled_rows(s.seed, text_id, trace.n_tokens, s.distance_rows) if s.distances else None
+        for win in windows(trace, cells, has_values, self.scratch):
+            sums = sums or text(win.weights.device)
             sums.add(win)
-            rows = win.rows.cpu().numpy()
-            self.histogram.update(win.weights.amax(-1).cpu().numpy(), rows)
-            self.examples.update(win.weights, win.rows, text_id, win.start)
+            maxw = win.weights.amax(-1).double().cpu().numpy()
+            self.histogram.update(maxw, win.rows.cpu().numpy())
+            self.examples.update(win.weights, win.rows, text_id, win.start, maxw)
             if self.settings.distances:
-                self.divergence.update(win.weights, win.rows, cells)
+                keep = sample[win.start : win.start + win.weights.shape[2]]
+                self.divergence.update(win.weights, win.rows, cells, torch.as_tensor(keep, device=win.weights.device))
+        sums = sums or text("cpu")
         self.means.update(*sums.values())
         self.qk.update(text_id, trace.n_tokens, trace)
         cut = trace.provenance.n_dropped
@@ -152,7 +164,3 @@ class ProfileState:
             {k: int(meta["counts"][k]) for k in COUNTS},
         )
         return state, meta
-
-
-def _device(trace: AttentionTrace):
-    return "cpu" if trace.n_layer == 0 else str(trace.weights_tensor(0, queries=(0, 1)).device)

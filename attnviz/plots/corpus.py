@@ -1,5 +1,5 @@
 """Figures of the Corpus page: every head of a profile as a point (on two statistics, or on the map of their
-distances), and one stored example of a head as bars over its strongest keys."""
+distances), and one stored example of a head as a small heatmap with its query row marked."""
 
 from __future__ import annotations
 
@@ -83,27 +83,47 @@ def head_map(coords: np.ndarray, prof, colour: str, selected=None) -> go.Figure:
     return finish(fig, "corpus_head_map", 460, top=40, showlegend=False)
 
 
-def example_bars(example: dict, title: str, tokens=None) -> go.Figure:
-    """One stored row: its strongest keys (positions in the text's tokens, with the token where `tokens` names it)
-    and their weights, the query's own position drawn in red."""
-    keys, weights = list(example["keys"]), list(example["key_weights"])
-    shown = readable_tokens(tokens) if tokens else []
-    word = lambda k: f" {escape(shown[k])}" if 0 <= k < len(shown) else ""  # noqa: E731
-    labels = [f"{k}{word(k)}" + (" (query)" if k == example["query"] else "") for k in keys]
-    colours = ["#d62728" if k == example["query"] else "#1f77b4" for k in keys]
+def example_heatmap(example: dict, title: str, rows: dict | None = None, tokens=None) -> go.Figure:
+    """One example of a head as a small heatmap, its query row marked (a red frame, the row labelled "query").
+
+    rows (attnviz.corpus.maps.example_rows): the query and the rows around it, live, over a window of keys; without
+    them (the sidebar's model is not the profile's), the stored row alone: its strongest keys' weights and blank
+    cells for the keys it did not keep, over the positions up to the furthest of them (named by `tokens` if given)."""
+    q = int(example["query"])
+    if rows is not None:
+        z = np.asarray(rows["weights"], np.float64)
+        (a, b), (k0, k1) = rows["queries"], rows["keys"]
+        ylabels = [f"{i} {t}" for i, t in zip(range(a, b), readable_tokens(rows["query_tokens"]))]
+        xlabels = [f"{j} {t}" for j, t in zip(range(k0, k1), readable_tokens(rows["key_tokens"]))]
+        marked, note = q - a, "" if (k0, k1) == (0, rows["n_keys"]) else f"keys {k0}-{k1 - 1} of {rows['n_keys']}"
+    else:
+        keys = [int(k) for k in example["keys"]]
+        width = max([q, *keys]) + 1
+        z = np.full((1, width), np.nan)
+        z[0, keys] = example["key_weights"]
+        shown = readable_tokens(tokens) if tokens else []
+        xlabels = [f"{j} {shown[j]}" if j < len(shown) else str(j) for j in range(width)]
+        ylabels = [f"{q} {shown[q]}" if q < len(shown) else str(q)]
+        marked, note = 0, "stored row: its strongest keys"
+    ylabels[marked] = f"query {ylabels[marked]}"
     fig = go.Figure(
-        go.Bar(
-            x=labels, y=weights, marker_color=colours, name="weight", hovertemplate="key %{x}: %{y:.3f}<extra></extra>"
+        go.Heatmap(
+            z=z,
+            x=[escape(v) for v in xlabels],
+            y=[escape(v) for v in ylabels],
+            zmin=0,
+            zmax=1,
+            colorscale="Blues",
+            showscale=False,
+            hoverongaps=False,
+            hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
         )
     )
-    fig.update_xaxes(title_text="key", type="category", tickangle=-30 if shown else 0)
-    fig.update_yaxes(title_text="weight", range=[0, 1])
+    fig.add_shape(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=marked - 0.5, y1=marked + 0.5,
+                  line=dict(color="#d62728", width=2))  # fmt: skip
+    fig.update_xaxes(type="category", showticklabels=len(xlabels) <= 24, tickangle=-45, title_text=escape(note),
+                     title_font=dict(size=11))  # fmt: skip
+    fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=10))
     fig.update_layout(title=dict(text=escape(title), font=dict(size=13)))
-    return finish(
-        fig,
-        "corpus_example",
-        220,
-        top=40,
-        showlegend=False,
-        meta={"query": int(example["query"]), "text_id": int(example["text_id"])},
-    )
+    meta = {"query": q, "text_id": int(example["text_id"]), "live": rows is not None, "marked_row": marked}
+    return finish(fig, "corpus_example", 120 + 16 * len(ylabels), top=40, showlegend=False, meta=meta)

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import torch
 from helpers import array, figures, run_page
 
 from attnviz.corpus import profile
@@ -31,7 +32,7 @@ def _points(fig: dict, name: str = "heads"):
     return array(trace["x"]), array(trace["y"]), np.array(trace["customdata"])
 
 
-def test_the_page_shows_the_profiles_heads_map_and_examples(monkeypatch, profiles_root, bundled):
+def test_the_page_shows_the_profiles_heads_map_and_examples(monkeypatch, profiles_root, bundled, bundled_eager):
     monkeypatch.setenv("ATTNVIZ_PROFILES_DIR", str(profiles_root))
     at = run_page(PAGE, cp_x="entropy", cp_y="previous", cp_head="2-5")
     assert not at.exception, [e.value for e in at.exception]
@@ -48,22 +49,29 @@ def test_the_page_shows_the_profiles_heads_map_and_examples(monkeypatch, profile
     shown = np.stack([mx, my], 1)
     pair = lambda p: np.sqrt(((p[:, None] - p[None]) ** 2).sum(-1))  # noqa: E731
     np.testing.assert_allclose(pair(shown), pair(coords), atol=1e-5)
-    # the examples: every stored row of layer 2, head 5, one bar chart each, with its keys and weights
+    # the examples: every stored row of layer 2, head 5, one small heatmap each, its query row framed and labelled,
+    # traced again live (the sidebar's model is the profile's): its row holds the stored keys' weights, and it is
+    # eager attention's row (transformers' own weights of the same text)
     stored = [e for e in pq.read_table(profiles_root / "tiny" / "examples.parquet").to_pylist()
               if (e["layer"], e["head"]) == (2, 5)]  # fmt: skip
-    bars = [f for f in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
-            if f["layout"]["meta"]["figure"] == "corpus_example"]  # fmt: skip
-    assert len(bars) == len(stored) > 0
-    shown_rows = {
-        (f["layout"]["meta"]["text_id"], f["layout"]["meta"]["query"]): array(f["data"][0]["y"]) for f in bars
-    }
-    labels = {(f["layout"]["meta"]["text_id"], f["layout"]["meta"]["query"]): f["data"][0]["x"] for f in bars}
+    maps_ = [f for f in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
+             if f["layout"]["meta"]["figure"] == "corpus_example"]  # fmt: skip
+    assert len(maps_) == len(stored) > 0
+    shown = {(f["layout"]["meta"]["text_id"], f["layout"]["meta"]["query"]): f for f in maps_}
     for e in stored:
-        np.testing.assert_allclose(shown_rows[e["text_id"], e["query"]], e["key_weights"], rtol=1e-6)
-        # the keys are named by the tokenizer's own tokens of the text (the sidebar's model is the profile's)
+        f = shown[e["text_id"], e["query"]]
+        meta, heat = f["layout"]["meta"], f["data"][0]
+        assert meta["live"] and heat["type"] == "heatmap"
+        z, row = array(heat["z"]), meta["marked_row"]
         tokens = bundled.tokenizer.convert_ids_to_tokens(bundled.tokenizer(TEXTS[e["text_id"]])["input_ids"])
-        want = [f"{k} {tokens[k]}" + (" (query)" if k == e["query"] else "") for k in e["keys"]]
-        assert labels[e["text_id"], e["query"]] == want
+        assert heat["y"][row] == f"query {e['query']} {tokens[e['query']]}" and len(heat["x"]) == len(tokens)
+        np.testing.assert_allclose(z[row, e["keys"]], e["key_weights"], rtol=1e-5, atol=1e-7)
+        inputs = bundled.tokenizer(TEXTS[e["text_id"]], return_tensors="pt")
+        with torch.inference_mode():
+            want = bundled_eager(**inputs, output_attentions=True).attentions[2][0, 5, e["query"]].numpy()
+        np.testing.assert_allclose(z[row], want, atol=2e-6)
+        (frame,) = f["layout"]["shapes"]
+        assert (frame["y0"], frame["y1"]) == (row - 0.5, row + 0.5)
     assert len([b for b in at.button if str(b.label) == "Open on Heads"]) == len(stored)
     assert any(str(e.label).startswith("Provenance") for e in at.expander)
 

@@ -12,6 +12,7 @@ import attnviz
 from attnviz.analysis import heads as H
 from attnviz.analysis.values import value_share
 from attnviz.corpus import profile
+from attnviz.corpus.reducers import sampled_rows
 
 TEXTS = ["the cat sat on the mat .", "a dog ran away , the dog was tired .", "hello world",
          "it was the cat , it was the dog .", "the mat the mat the mat", "because it was tired the cat ran away ."]  # fmt: skip
@@ -46,7 +47,7 @@ def numpy_text(a: np.ndarray, ids: list, tokens: list, special: set) -> dict:
 def test_profile_equals_per_text_code_and_numpy_over_eager(family, request, eager_copy, eager_reference):
     loaded = request.getfixturevalue(family)
     folder = request.getfixturevalue(f"{family}_dir")
-    prof = profile(loaded, TEXTS, shard_size=4, bins=10)
+    prof = profile(loaded, TEXTS, shard_size=4, bins=10, distance_rows=0)  # distances over every row
     ours, theirs, special = {}, {}, set(H.special_tokens_of(loaded.tokenizer)[0])
     js, rows, maxw = 0.0, 0, []
     for text in TEXTS:
@@ -83,3 +84,18 @@ def test_profile_equals_per_text_code_and_numpy_over_eager(family, request, eage
         (e["text_id"], e["query"]) for e in prof.examples if (e["layer"], e["head"], e["kind"]) == (0, 1, "strongest")
     ]
     assert kept == [(t, q) for _, t, q in strongest]
+
+
+def test_head_distances_over_a_seeded_sample_of_rows(tiny_gpt2):
+    """By default the divergence is averaged over a few seeded rows per text: those rows' numpy/scipy divergence."""
+    prof = profile(tiny_gpt2, TEXTS[:3], distance_rows=2)
+    js, rows = 0.0, 0
+    for t, text in enumerate(TEXTS[:3]):
+        tr = attnviz.trace(tiny_gpt2, text)
+        keep = sampled_rows(0, t, tr.n_tokens, 2)
+        assert keep.sum() == min(2, tr.n_tokens) and (keep == sampled_rows(0, t, tr.n_tokens, 2)).all()
+        flat = tr.weights.astype(np.float64)[:, :, keep].reshape(-1, int(keep.sum()), tr.n_keys)
+        js += np.array([[(jensenshannon(p, q, axis=-1) ** 2).sum() for q in flat] for p in flat])
+        rows += int(keep.sum())
+    np.testing.assert_allclose(prof.divergence, js / rows, atol=1e-5)
+    assert prof.provenance["settings"]["distance_rows"] == 2

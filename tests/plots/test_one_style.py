@@ -120,8 +120,11 @@ def drawn(bundled, tiny_gpt2, monkeypatch_module):
         plots.corpus.head_finder(prof, "entropy", "sink", colour, selected=(1, 2))
     plots.corpus.head_map(points, prof, "layer", selected=(0, 1))
     example = {"query": 2, "text_id": 0, "keys": [2, 0, 1], "key_weights": [0.6, 0.3, 0.1]}
-    plots.corpus.example_bars(example, "text 0, query 2")
-    plots.corpus.example_bars(example, "text 0, query 2", ["[CLS]", "the", "cat", "[SEP]"])
+    plots.corpus.example_heatmap(example, "text 0, query 2")
+    plots.corpus.example_heatmap(example, "text 0, query 2", None, ["[CLS]", "the", "cat", "[SEP]"])
+    live = {"weights": rng.random((3, 4)), "queries": (1, 4), "keys": (0, 4), "n_keys": 4,
+            "query_tokens": ["the", "cat", "[SEP]"], "key_tokens": ["[CLS]", "the", "cat", "[SEP]"]}  # fmt: skip
+    plots.corpus.example_heatmap(example, "text 0, query 2", live)
     return seen
 
 
