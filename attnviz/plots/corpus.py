@@ -7,6 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import escape, finish, readable_tokens
+from .geometry import CATEGORY_COLOURS
 
 SCALE = "Viridis"
 SELECTED = dict(size=18, color="rgba(0,0,0,0)", line=dict(width=3, color="#d62728"))
@@ -37,11 +38,24 @@ def _heads_scatter(x, y, prof, colour: str, hover_extra: list[str]) -> go.Scatte
         y=np.asarray(y, np.float64),
         mode="markers",
         name="heads",
-        marker=dict(size=9, color=c, colorscale=SCALE, showscale=True, colorbar=dict(title=dict(text=escape(label)))),
+        marker=_colour_marker(c, colour, label),
         customdata=np.stack([layers, heads], axis=1).tolist(),
         hovertext=text,
         hovertemplate="%{hovertext}<extra></extra>",
     )
+
+
+def _colour_marker(c: np.ndarray, colour: str, label: str) -> dict:
+    """A continuous scale for layers and statistics; for key/value heads one distinct colour per group (a stepped
+    scale, a tick per group), so the query heads sharing one key/value head read as one colour."""
+    bar = dict(title=dict(text=escape(label)))
+    if colour != "kv_group":
+        return dict(size=9, color=c, colorscale=SCALE, showscale=True, colorbar=bar)
+    n = int(c.max()) + 1 if len(c) else 1
+    palette = [CATEGORY_COLOURS[g % len(CATEGORY_COLOURS)] for g in range(n)]
+    steps = [(edge / n, col) for g, col in enumerate(palette) for edge in (g, g + 1)]
+    ticks = dict(tickvals=list(range(n)), ticktext=[str(g) for g in range(n)]) if n <= 16 else {}
+    return dict(size=9, color=c, colorscale=steps, cmin=-0.5, cmax=n - 0.5, showscale=True, colorbar=bar | ticks)
 
 
 def _mark(fig: go.Figure, x, y, prof, selected) -> None:
