@@ -133,10 +133,23 @@ def example_heatmap(example: dict, title: str, rows: dict | None = None, tokens=
             hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
         )
     )
-    fig.add_shape(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=marked - 0.5, y1=marked + 0.5,
-                  line=dict(color="#d62728", width=2))  # fmt: skip
-    fig.update_xaxes(type="category", showticklabels=len(xlabels) <= 24, tickangle=-45, title_text=escape(note),
-                     title_font=dict(size=11))  # fmt: skip
+    fig.add_shape(
+        type="rect",
+        xref="paper",
+        x0=0,
+        x1=1,
+        yref="y",
+        y0=marked - 0.5,
+        y1=marked + 0.5,
+        line=dict(color="#d62728", width=2),
+    )
+    fig.update_xaxes(
+        type="category",
+        showticklabels=len(xlabels) <= 24,
+        tickangle=-45,
+        title_text=escape(note),
+        title_font=dict(size=11),
+    )
     fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=10))
     fig.update_layout(title=dict(text=escape(title), font=dict(size=13)))
     meta = {"query": q, "text_id": int(example["text_id"]), "live": rows is not None, "marked_row": marked}
