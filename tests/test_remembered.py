@@ -63,3 +63,13 @@ def test_the_scaling_what_if_computes_only_the_heads_it_shows(two_traces):
     # the weights at the model's own scale are the trace's own, computed by the model's attention
     np.testing.assert_allclose(scaling.compare_scale(a, 3, a.scale[3], head=4).rescaled.weights[0],
                                a.stages(3).weights[4], rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+def test_an_equal_argument_of_another_type_is_not_handed_a_kept_result(two_traces):
+    """True == 1 == 1.0 in Python, but only 1 is a query position: a result kept for flow(trace, 1) must not answer
+    flow(trace, True) before the argument check refuses it."""
+    a, _ = two_traces
+    R.flow(a, 1)
+    for wrong in (True, 1.0):
+        with pytest.raises(attnviz.AttnvizError, match="query"):
+            R.flow(a, wrong)

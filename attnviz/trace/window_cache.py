@@ -100,7 +100,7 @@ def _frozen(value):
         hash(value)
     except TypeError:
         raise _Unkeyable from None
-    return value
+    return (type(value).__qualname__, value)  # typed: True, 1 and 1.0 are equal keys, yet not equal arguments
 
 
 def _sealed_bytes(value, depth: int = 0) -> int:

@@ -72,7 +72,8 @@ def test_the_start_script_serves_health_in_hosted_mode_and_stops_on_sigterm(host
     hc = subprocess.run(dockerfile_healthcheck(), env=env, capture_output=True, timeout=30, check=False)
     assert hc.returncode == 0, hc.stderr.decode()[-1000:]
     cmd = Path(f"/proc/{proc.pid}/cmdline").read_text().split("\0")
-    assert cmd[1:5] == ["-m", "streamlit", "run", "app.py"] and cmd[cmd.index("--server.port") + 1] == port, cmd
+    # streamlit run, through the script that warms the imports and the model before the first visitor
+    assert cmd[1:4] == ["scripts/serve.py", "run", "app.py"] and cmd[cmd.index("--server.port") + 1] == port, cmd
     environ = dict(e.split("=", 1) for e in Path(f"/proc/{proc.pid}/environ").read_text().split("\0") if "=" in e)
     assert environ["ATTNVIZ_HOSTED"] == "1", "the script must turn hosted mode on by default"
 
