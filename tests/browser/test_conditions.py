@@ -119,6 +119,12 @@ def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings
 
     log = SERVER_LOG
     tab.open("?text=The+cat+sat+on+the+mat", charts=4)
+    tab.wait_until(  # four charts drawn need not include the overview on a busy host: wait for it by name
+        lambda: tab.page.evaluate(
+            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(g => g._fullData && "
+            "g.layout && g.layout.meta && g.layout.meta.figure === 'overview')"
+        )
+    )
     before = log.read_text()
     x, y = tab.page.evaluate(
         """() => {
