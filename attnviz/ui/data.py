@@ -41,7 +41,7 @@ def _threads() -> None:
 
 
 def warm_up() -> None:
-    """At server start, before any visitor (attnviz.serve): torch's threads, the bundled model in the shared model
+    """At server start, before any visitor (scripts/serve.py): torch's threads, the bundled model in the shared model
     cache, and one trace and one figure of the default sentence, so that the first forward pass and Plotly's first
     figure (each much slower than the next) are paid here."""
     from ..plots import heatmaps  # a page's figure module, imported by the first page anyway
