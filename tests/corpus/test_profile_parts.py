@@ -36,6 +36,10 @@ def test_each_part_equals_the_per_text_code(tiny_t5, part):
         np.testing.assert_allclose(prof.stats[name], np.mean(ours[name], 0), atol=1e-5, err_msg=name)
     assert prof.provenance["part"] == part and prof.provenance["settings"]["part"] == part
     assert {e["text_id"] for e in prof.examples} <= set(range(len(TEXTS)))
+    if part == "cross":  # queries of the target, keys of the source: no token has both, so no query-key sample
+        assert prof.qk is None and "different sequences" in prof.provenance["qk_sample"]["why_not"]
+    else:
+        assert prof.qk is not None and prof.provenance["qk_sample"]["samples"] > 0
 
 
 def test_parts_are_asked_for_where_there_are_parts(tiny_t5, tiny_gpt2):
