@@ -85,9 +85,9 @@ class QKSample:
         files = {}
         for name, a in arrays.items():
             np.save(folder / FOLDER / name, np.ascontiguousarray(a), allow_pickle=False)
-            files[name] = {"shape": list(a.shape), "dtype": str(a.dtype), "sha256": _sha256(folder / FOLDER / name)}
+            files[name] = {"shape": list(a.shape), "dtype": str(a.dtype), "sha256": sha256_file(folder / FOLDER / name)}
         pq.write_table(pa.Table.from_pylist(self.tokens, schema=_token_schema()), folder / FOLDER / "tokens.parquet")
-        files["tokens.parquet"] = {"rows": self.n, "sha256": _sha256(folder / FOLDER / "tokens.parquet")}
+        files["tokens.parquet"] = {"rows": self.n, "sha256": sha256_file(folder / FOLDER / "tokens.parquet")}
         return {
             "samples": self.n,
             "texts": len(self.per_text()),
@@ -114,7 +114,8 @@ def _token_schema():
     )
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """A file's SHA-256, read a MiB at a time (the profile's tables and the sample's files are checked by it)."""
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -123,7 +124,7 @@ def _sha256(path: Path) -> str:
 
 
 def _check_digest(path: Path, want: str) -> None:
-    if _sha256(path) != want:
+    if sha256_file(path) != want:
         raise InputError(f"{str(path)!r} was changed after the profile was written: build it again.")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from .. import checks
 from ..checks.objects import path
 from ..errors import InputError
-from .qk_store import QKSample, check_files
+from .qk_store import QKSample, check_files, sha256_file
 
 FORMAT = "attnviz-head-profile"
 VERSION = 1
@@ -83,7 +83,7 @@ class HeadProfile:
         digests = {}
         for name, table in tables.items():
             pq.write_table(table, folder / f"{name}.parquet")
-            digests[name] = _sha256(folder / f"{name}.parquet")
+            digests[name] = sha256_file(folder / f"{name}.parquet")
         record = {**self.provenance, "format": FORMAT, "version": VERSION, "tables": digests}
         if self.qk is not None:
             record["qk_sample"] = self.qk.save(folder)
@@ -136,14 +136,6 @@ def _distance_schema():
     )
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _record_checksum(record: dict) -> str:
     body = {k: v for k, v in record.items() if k != "checksum"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -172,7 +164,7 @@ def check_folder(folder) -> dict:
         raise InputError(f"{str(path)!r} was edited by hand (its checksum does not match): build the profile again.")
     for name in TABLES:
         table = folder / f"{name}.parquet"
-        if not table.is_file() or _sha256(table) != record["tables"].get(name):
+        if not table.is_file() or sha256_file(table) != record["tables"].get(name):
             raise InputError(f"{str(table)!r} is missing or was changed after the profile was written: build it again.")
     return record
 
