@@ -59,9 +59,17 @@ def machine() -> dict:
         cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     out = {"cpu": cpu, "cores": os.cpu_count(), "gpu": gpu, "python": platform.python_version()}
-    installed = {d.metadata["Name"].lower(): d.version for d in metadata.distributions()}  # a GPU box may lack some
-    out |= {name: installed.get(name, "not installed") for name in PACKAGES}
+    out |= {name: _version(name) for name in PACKAGES}  # a GPU box may lack some
     return out | {"threads": torch.get_num_threads(), "load_start": load()}
+
+
+def _version(name: str) -> str:
+    """The version of `name` that an import finds (the first on sys.path: a GPU box's own copy can sit behind one
+    put ahead of it), or "not installed"."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 @contextlib.contextmanager

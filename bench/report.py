@@ -74,15 +74,20 @@ Same weights, outputs differ by {m["max_diff"]:.1e}; median of {m["rounds"]} rou
 def _traces(g: dict, title: str) -> str:
     if "skipped" in g:
         return f"{title}\n\nNot measured: {g['skipped']}."
-    rows = [[show(r) for _, show in TRACE] for r in g["rows"]]
+    rows = [_failed_row(r) if "failed" in r else [show(r) for _, show in TRACE] for r in g["rows"]]
     return f"{title}\n\nDevice: {g['device']}.\n\n{table(rows, [head for head, _ in TRACE])}"
+
+
+def _failed_row(r: dict) -> list:
+    """A row that could not be measured: its model, its tokens and why, the other columns empty."""
+    return [r["model"], f"{r['tokens']:,}", "-", f"not measured: {r['failed']}", *["-"] * (len(TRACE) - 4)]
 
 
 def _targets(res: dict) -> str:
     rows = []
     for group, model, n, key, limit in TARGETS:
         got = [r for r in res.get(group, {}).get("rows", []) if model in r["model"] and r["tokens"] == n]
-        value = got[0].get(key, got[0].get(key.removesuffix("_ms"))) if got else "not measured"  # or why not
+        value = got[0].get(key, got[0].get(key.removesuffix("_ms"), got[0].get("failed"))) if got else "not measured"
         name, show = MEASURES[key]
         met = "" if isinstance(value, str) else "met" if value <= limit else "**missed**"
         rows.append([f"{model}, {n:,} tokens", name, show(limit), value if met == "" else show(value), met])

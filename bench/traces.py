@@ -78,7 +78,17 @@ def _llama_rows(name: str, shape: dict, sizes, rounds: int, device: str, warmup:
 
 
 def rows(loaded, name: str, sizes, rounds: int, warmup: int, special: int = 2) -> list[dict]:
-    return [row(loaded, name, sentence(n, seed=n, special=special), rounds, warmup) for n in sizes]
+    return [_row_or_why(loaded, name, n, rounds, warmup, special) for n in sizes]
+
+
+def _row_or_why(loaded, name: str, n: int, rounds: int, warmup: int, special: int) -> dict:
+    """A row, or why it could not be measured (an attnviz error, such as running out of GPU memory): one row that
+    fails must not cost the others."""
+    try:
+        return row(loaded, name, sentence(n, seed=n, special=special), rounds, warmup)
+    except attnviz.AttnvizError as e:
+        torch.cuda.empty_cache()  # nothing unless CUDA was used
+        return {"model": name, "tokens": n, "failed": f"{type(e).__name__}: {e}"}
 
 
 def heads_page(trace, layer: int, head: int = 0) -> None:

@@ -51,6 +51,14 @@ def test_llama_rows_run_on_cpu_through_the_gpu_code_path_and_render_with_the_goa
     assert f"| tiny Llama | {n} |" in text and "Goals (issue 19)" in text and "not measured" in text
 
 
+def test_a_row_that_could_not_be_measured_says_why_in_its_row_and_its_goal():
+    why = "InputError: The model ran out of memory on this text: try a shorter text or a smaller model."
+    gpu = {"device": "NVIDIA H200", "rows": [{"model": "Llama-3-8B shape", "tokens": 32768, "failed": why}]}
+    text = report.render(_results(gpu=gpu))
+    assert f"| Llama-3-8B shape | 32,768 | - | not measured: {why} |" in text
+    assert f"| Llama-3-8B, 32,768 tokens | trace / SDPA | 1.30x | {why} |" in text
+
+
 def test_the_query_key_pca_row_is_measured_against_the_covariance_route_and_shows_its_goal():
     row = geometry.pca(points=2_000, rounds=1, warmup=0)
     assert row["max_rel_diff"] < 1e-6 and row["pca_ms"] > 0 and row["ratio"] > 0

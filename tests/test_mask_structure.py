@@ -132,3 +132,19 @@ def test_the_row_lse_and_windows_from_it_equal_a_numpy_softmax_of_the_full_rows(
     np.testing.assert_allclose(part.weights, expected[[3, 0], 2:11, 3:8], rtol=0, atol=2e-6)
     np.testing.assert_allclose(part.masked, masked[[3, 0], 2:11, 3:8].astype(np.float32), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(trace.layer_mask(0, (2, 11), (3, 8)), mask[2:11, 3:8])
+
+
+@pytest.mark.parametrize("name", ["causal", "window, padded left, dead rows", "custom"])
+def test_each_block_of_the_row_norms_stays_within_its_cells(name):
+    # a causal band's first row reaches one key and its last row every key: sizing a block by its first row alone
+    # once asked a GPU for 128 GiB at 32,768 tokens (32 heads x every row x every key)
+    mask = recognise(torch.from_numpy(CASES[name][0].copy()))
+    n_head, cells = 4, 40
+    blocks = list(trace_layers.norm_blocks(mask, n_head, N, cells))
+    assert [r.start for r, _ in blocks] == [0] + [r.stop for r, _ in blocks[:-1]] and blocks[-1][0].stop == N
+    for rows, keys in blocks:
+        lo, hi = mask.key_span(rows)
+        assert (keys.start, keys.stop) == (lo, hi)
+        assert n_head * (rows.stop - rows.start) * (hi - lo) <= cells or rows.stop - rows.start == 1
+    if name == "causal":
+        assert len(blocks) < N  # blocks, not rows one by one

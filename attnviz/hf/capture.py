@@ -120,8 +120,11 @@ def capture_attention(
         structure = rec.structure(allowed, query, key)
     own_kernel = not changed and softcap is None and extra["sinks"] is None
     plain = structure is not None and fill in (DEFAULT_FILL, -math.inf) and extra["bias"] is None
+    fused = None
     if own_kernel and plain and kernels.fusable(structure, query, value, module, dropout):
-        out, norms = kernels.fused(*given, value, scaling, structure.causal)
+        fused = kernels.fused(*given, value, scaling, structure.causal)
+    if fused is not None:
+        out, norms = fused
     elif own_kernel:  # the model's own fastest kernel, with the model's own mask
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

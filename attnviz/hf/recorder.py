@@ -178,8 +178,10 @@ def apply_experiment(rec: Recorder, layer: int, allowed, scale: float, n_q: int,
     else:
         return allowed, scale, DEFAULT_FILL, False
     mask_changed = allowed is not before and not (before is not None and torch.equal(allowed, before))
-    dead_rows = allowed is not None and bool((~allowed).all(-1).any())
-    changed = mask_changed or new_scale != scale or (fill != DEFAULT_FILL and dead_rows)
+    # a fill matters only on a row with no visible key; asked only then: reading a GPU tensor's value waits for the
+    # device, which would stop the host queueing the next layer's work ahead of it
+    changed = mask_changed or new_scale != scale
+    changed = changed or (fill != DEFAULT_FILL and allowed is not None and bool((~allowed).all(-1).any()))
     return allowed, new_scale, fill, changed
 
 

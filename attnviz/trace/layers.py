@@ -279,16 +279,28 @@ class LayerRecord:
         return tuple(t for t in held if t is not None)
 
 
+def norm_blocks(mask, n_head: int, n_query: int, cells: int | None = None):
+    """(rows, keys) slices covering every query row, a block at a time, each block's reachable cells (n_head x rows x
+    the keys its band reaches) within `cells` (NORM_CELLS) unless one row alone is more: a block is sized from its
+    first row's span, then shrunk while its own span (wider further down a causal band) puts it over."""
+    cells, a = NORM_CELLS if cells is None else cells, 0
+    while a < n_query:
+        lo, hi = mask.key_span(slice(a, a + 1))
+        b = min(n_query, a + max(1, cells // (n_head * max(1, hi - lo))))
+        lo, hi = mask.key_span(slice(a, b))
+        while b - a > 1 and n_head * (b - a) * (hi - lo) > cells:
+            b = a + max(1, cells // (n_head * max(1, hi - lo)))
+            lo, hi = mask.key_span(slice(a, b))
+        yield slice(a, b), slice(lo, hi)
+        a = b
+
+
 def record_norms(record: LayerRecord) -> RowNorms:
     """Every row's softmax normaliser, from the masked scores of a few query rows at a time and only the keys the
     mask's band can reach (the rest hold the fill and are added exactly by `row_norms.with_hidden`)."""
     heads, (n_head, n_query, n_key) = _every(None, record.shape[0]), record.shape
-    parts, a = [], 0
-    while a < n_query:
-        lo, hi = record.mask.key_span(slice(a, a + 1))
-        b = min(n_query, a + max(1, NORM_CELLS // (n_head * max(1, hi - lo))))
-        lo, hi = record.mask.key_span(slice(a, b))
-        rows, keys = slice(a, b), slice(lo, hi)
+    parts = []
+    for rows, keys in norm_blocks(record.mask, n_head, n_query):
         _, masked = masked_from_scores(
             record.raw_scores(heads, rows, keys),
             record.scale,
@@ -298,8 +310,7 @@ def record_norms(record: LayerRecord) -> RowNorms:
             record.softcap,
         )
         norms = row_norms.norms_of(masked, record._sink_row(heads, rows))
-        parts.append(row_norms.with_hidden(norms, n_key - (hi - lo), record.fill))
-        a = b
+        parts.append(row_norms.with_hidden(norms, n_key - (keys.stop - keys.start), record.fill))
     return row_norms.cat(parts)
 
 
