@@ -120,10 +120,8 @@ def capture_attention(
         structure = rec.structure(allowed, query, key)
     own_kernel = not changed and softcap is None and extra["sinks"] is None
     plain = structure is not None and fill in (DEFAULT_FILL, -math.inf) and extra["bias"] is None
-    fused = None
-    if own_kernel and plain and kernels.fusable(structure, query, value, module, dropout):
-        fused = kernels.fused(*given, value, scaling, structure.causal)
-    if fused is not None:
+    fused = own_kernel and plain and _fused(structure, given, value, scaling, module, dropout)
+    if fused:
         out, norms = fused
     elif own_kernel:  # the model's own fastest kernel, with the model's own mask
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -136,6 +134,13 @@ def capture_attention(
     if rec is not None:
         rec.keep(module, query, key, scale, structure, fill, extra, scale_on, norms, value, UNKNOWN_OUTPUT)
     return out, None
+
+
+def _fused(structure, given: tuple, value, scaling, module, dropout: float):
+    """(output, norms) from SDPA's own kernel where it computes this call exactly and runs on this device, else None."""
+    if not kernels.fusable(structure, given[0], value, module, dropout):
+        return None
+    return kernels.fused(*given, value, scaling, structure.causal)
 
 
 def _with_position_bias(split: tuple, position_bias):
