@@ -166,15 +166,20 @@ class TextSums:
         self.linear[0] += sums[..., :n_lin].sum(2, dtype=torch.float64)
         self.hits += sums[..., n_lin : n_lin + n_pat].sum(2, dtype=torch.float64)
         self.totals += sums[..., -2].sum(2, dtype=torch.float64)
-        self.entropy[0] -= (xlogx(w, self.scratch.like("xlogx", w)).sum(-1).double() * rows64).sum(-1)
+        wlogw = xlogx(w, self.scratch.like("xlogx", w))
+        self.entropy[0] -= (wlogw.sum(-1).double() * rows64).sum(-1)
         if win.norms is not None:
-            u = torch.mul(w, win.norms[:, :, None, :], out=self.scratch.like("u", w))
+            # u log u = norm (w log w) + w (norm log norm): a row's sum of it takes two products with the norms, not
+            # a second pass of logarithms over every cell (torch's batched matrix-vector products are slower here)
+            norms = win.norms[:, :, None, :]
+            own = torch.mul(wlogw, norms, out=wlogw).sum(-1).double()
+            own += torch.mul(w, xlogx(norms), out=wlogw).sum(-1).double()
+            u = torch.mul(w, norms, out=self.scratch.like("u", w))
             sums = row_sums(u, f).double()
             z = sums[..., -1]  # [layer, head, query]; 0 where a row attends nothing: its view is a row of zeros
             live = z > 0
             z = torch.where(live, z, 1.0)
             self.linear[1] += (sums[..., :n_lin] / z[..., None]).sum(2)
-            own = xlogx(u, self.scratch.like("xlogx", u)).sum(-1).double()
             self.entropy[1] += (torch.where(live, z.log() - own / z, 0.0) * rows64).sum(-1)
         self.rows += rows.sum(-1)
         self.neighbours += f[..., 4:n_lin].sum((1, 2), dtype=torch.float64)
