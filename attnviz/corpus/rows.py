@@ -166,37 +166,47 @@ class TextSums:
         self.linear[0] += sums[..., :n_lin].sum(2, dtype=torch.float64)
         self.hits += sums[..., n_lin : n_lin + n_pat].sum(2, dtype=torch.float64)
         self.totals += sums[..., -2].sum(2, dtype=torch.float64)
-        self.entropy[0] -= (xlogx(w, self.scratch.like("xlogx", w)).sum(-1).double() * rows64).sum(-1)
+        wlogw = xlogx(w, self.scratch.like("xlogx", w))
+        self.entropy[0] -= (wlogw.sum(-1).double() * rows64).sum(-1)
         if win.norms is not None:
-            u = torch.mul(w, win.norms[:, :, None, :], out=self.scratch.like("u", w))
+            # u log u = norm (w log w) + w (norm log norm): a row's sum of it takes two products with the norms, not
+            # a second pass of logarithms over every cell (torch's batched matrix-vector products are slower here)
+            norms = win.norms[:, :, None, :]
+            own = torch.mul(wlogw, norms, out=wlogw).sum(-1).double()
+            own += torch.mul(w, xlogx(norms), out=wlogw).sum(-1).double()
+            u = torch.mul(w, norms, out=self.scratch.like("u", w))
             sums = row_sums(u, f).double()
             z = sums[..., -1]  # [layer, head, query]; 0 where a row attends nothing: its view is a row of zeros
             live = z > 0
             z = torch.where(live, z, 1.0)
             self.linear[1] += (sums[..., :n_lin] / z[..., None]).sum(2)
-            own = xlogx(u, self.scratch.like("xlogx", u)).sum(-1).double()
             self.entropy[1] += (torch.where(live, z.log() - own / z, 0.0) * rows64).sum(-1)
         self.rows += rows.sum(-1)
         self.neighbours += f[..., 4:n_lin].sum((1, 2), dtype=torch.float64)
         self.cells |= f[..., n_lin : n_lin + n_pat].flatten(1, 2).amax(1) > 0
 
     def values(self) -> tuple[dict, dict]:
-        """(statistic -> [layer, head] float64 numpy of this text, statistic -> [layer, head] bool: defined here)."""
-        out, defined = {}, {}
-        shape = self.totals.shape
-        for k, prefix in enumerate(("", "vw_")[: 1 + self.has_values]):
-            for c, name in enumerate(("entropy", *LINEAR)):
-                n = self.rows if c < 5 else self.neighbours[:, c - 5]
-                total = self.entropy[k] if c == 0 else self.linear[k, :, :, c - 1]
-                out[prefix + name] = total / n.clamp(min=1)[:, None]
-                defined[prefix + name] = (n > 0)[:, None].expand(shape)
-        for name in PATTERNS if not self.patterns else ():
-            out[name], defined[name] = torch.zeros(shape), torch.zeros(shape, dtype=torch.bool)
-        for c, name in enumerate(self.patterns):
+        """(statistic -> [layer, head] float64 numpy of this text, statistic -> [layer, head] bool: defined here).
+        Every statistic at once, in a few tensor operations (one copy off the device)."""
+        n_layer, n_head = self.totals.shape
+        k = 1 + self.has_values
+        names = [prefix + name for prefix in ("", "vw_")[:k] for name in ("entropy", *LINEAR)]
+        totals = torch.cat([self.entropy[:k, ..., None], self.linear[:k]], -1)  # [k, layer, head, statistic]
+        n = torch.cat(
+            [self.rows[:, None].expand(-1, 5), self.neighbours], -1
+        )  # [layer, statistic]: what they divide by
+        out = [(totals / n.clamp(min=1)[:, None, :]).permute(0, 3, 1, 2).flatten(0, 1)]
+        defined = [(n > 0).T[:, :, None].expand(-1, n_layer, n_head).repeat(k, 1, 1)]
+        if self.patterns:
             ok = self.totals > 0
-            out[name] = torch.where(ok, self.hits[..., c] / torch.where(ok, self.totals, 1.0), 0.0)
-            defined[name] = self.cells[:, c][:, None].expand(shape)
-        names = list(out)  # one copy off the device for all of them, not one each
-        values = torch.stack([out[k].to(torch.float64) for k in names]).cpu().numpy()
-        ok = torch.stack([defined[k] for k in names]).cpu().numpy()
+            out.append(torch.where(ok[..., None], self.hits / torch.where(ok, self.totals, 1.0)[..., None], 0.0))
+            out[-1] = out[-1].permute(2, 0, 1)
+            defined.append(self.cells.T[:, :, None].expand(-1, n_layer, n_head))
+            names += self.patterns
+        else:
+            out.append(torch.zeros(len(PATTERNS), n_layer, n_head, dtype=torch.float64, device=self.totals.device))
+            defined.append(torch.zeros(out[-1].shape, dtype=torch.bool, device=self.totals.device))
+            names += PATTERNS
+        values = torch.cat(out).to(torch.float64).cpu().numpy()
+        ok = torch.cat(defined).cpu().numpy()
         return dict(zip(names, values)), dict(zip(names, ok))

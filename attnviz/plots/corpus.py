@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import escape, finish, readable_tokens
+from .common import WEIGHTS_SCALE, escape, finish, readable_tokens
 from .geometry import CATEGORY_COLOURS
 
 SCALE = "Viridis"
@@ -127,7 +127,7 @@ def example_heatmap(example: dict, title: str, rows: dict | None = None, tokens=
             y=[escape(v) for v in ylabels],
             zmin=0,
             zmax=1,
-            colorscale="Blues",
+            colorscale=WEIGHTS_SCALE,  # every weight heatmap's: a zero weight dark on both themes, not white
             showscale=False,
             hoverongaps=False,
             hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",

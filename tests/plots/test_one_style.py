@@ -256,3 +256,29 @@ def test_the_dark_look_recolours_each_style_colour_as_plotly_writes_it_and_only_
             dark,
         )  # grid: faint
     assert _vanishes_on_the_dark_card(common.INK)  # the check can fail: the white card's ink is lost on the dark one
+
+
+def _zero_colour(trace) -> str | None:
+    """'#rrggbb' a heatmap draws a 0 in when 0 is the low end of its range (weights, shares: most cells of a row), as
+    Plotly resolves its scale; None for other heatmaps (scores around zmid=0: a diverging scale's pale centre)."""
+    if trace.zmin != 0 or trace.zmid is not None or not trace.colorscale:
+        return None
+    low = str(trace.colorscale[0][1]).replace(" ", "")
+    rgb = re.fullmatch(r"rgb\((\d+),(\d+),(\d+)\)", low)
+    return "#" + "".join(f"{int(v):02x}" for v in rgb.groups()) if rgb else _hex(low)
+
+
+def test_no_weight_heatmap_draws_its_zero_cells_white_on_the_dark_card(drawn):
+    """Data colours are not recoloured on a dark page: a scale that starts at white (Blues, Greys) would draw every
+    zero weight as a white cell on the dark card. Every 0-to-1 heatmap starts dark instead, as WEIGHTS_SCALE does."""
+    checked, light = 0, set()
+    for name, figs in drawn.items():
+        for fig in figs:
+            for t in fig.data:
+                zero = _zero_colour(t) if t.type == "heatmap" else None
+                checked += zero is not None
+                if zero is not None and _luminance(zero) > 0.5:
+                    light.add(f"{name}: zero in {zero}")
+    assert checked >= 10 and "corpus.example_heatmap" in {n for n, figs in drawn.items() if figs}
+    assert not light, sorted(light)
+    assert _luminance(_zero_colour(go.Heatmap(z=[[0, 1]], zmin=0, zmax=1, colorscale="Blues"))) > 0.5  # can fail
