@@ -1,11 +1,12 @@
 """A head profile against the plain SDPA forward over the same texts, and its held memory at two corpus sizes.
 
-cost: the bundled model over N texts of the default corpus, one text per forward in both: the SDPA forward (tokenizer
-included), attnviz.corpus.profile without and with the head distances (by default over 4 seeded rows a text); one
+cost: the bundled model over N texts of the default corpus, one text per forward in both: transformers' SDPA forward
+(tokenizer included; texts cut where the profile cuts them), attnviz.corpus.profile without and with the head distances (by default over 4 seeded rows a text); one
 thread, CPU time, interleaved rounds. sdpa_batched: the same SDPA forward BATCH texts a forward (padded), beside it
 for what batching would buy: it halves a short text's forward (Python per module call dominates at ~15 tokens) and
 slows ~120-token texts (the padding), while the profile's per-text work (its statistics, examples and samples are
 per text) would stay; so the profile reads one text a forward and the goal's baseline does too.
+cost_wide: the same on 4 layers of the Llama-3.2-1B shape at 512 tokens (the ratio falls as the model widens).
 finder: the Corpus page's head finder for 32 x 32 heads.
 memory: the peak resident memory a fresh process adds while profiling 1,000 and then 10,000 short texts (a tiny
 random Llama: the model does not matter, the corpus size does); the goal is growth within 10% of each other.
@@ -22,35 +23,80 @@ import torch
 
 import attnviz
 from attnviz.corpus import open_corpus, profile
+from attnviz.hf.capture import CAPTURE_NAME
 from bench.measure import ROOT, interleaved, ms, ratio
 
 BATCH = 8
 
 
-def cost(n_texts: int = 64, rounds: int = 3, warmup: int = 1, join: int = 1) -> dict:
-    """join: lines of the default corpus per text (1: its short texts, ~15 tokens; 8: ~120 tokens)."""
+def cost(n_texts: int = 64, rounds: int = 3, warmup: int = 1, join: int = 1, max_tokens: int = 128) -> dict:
+    """join: lines of the default corpus per text (1: its short texts, ~15 tokens; 8: ~120 tokens); max_tokens: where
+    the profile cuts a text (its default, 128) and so the SDPA forward too."""
     loaded = attnviz.load_model()
     lines = [t for _, t, _ in open_corpus().texts(0, n_texts * join)]
     texts = [" ".join(lines[i : i + join]) for i in range(0, len(lines), join)]
 
+    def encode(x, **kw):  # cut where the profile cuts its texts
+        return loaded.tokenizer(x, return_tensors="pt", truncation=True, max_length=max_tokens, **kw)
+
+    def plain(fn):  # transformers' own SDPA, not attnviz's seam outside a trace (which builds an explicit mask)
+        def run():
+            loaded.model.set_attn_implementation("sdpa")
+            try:
+                with torch.inference_mode():
+                    fn()
+            finally:
+                loaded.model.set_attn_implementation(CAPTURE_NAME)
+
+        return run
+
+    @plain
     def sdpa():
-        with torch.inference_mode():
-            for t in texts:
-                loaded.model(**loaded.tokenizer(t, return_tensors="pt"))
+        for t in texts:
+            loaded.model(**encode(t))
 
+    @plain
     def sdpa_batched():  # not the goal's baseline: what batching would buy the forward (see the docstring)
-        with torch.inference_mode():
-            for i in range(0, len(texts), BATCH):
-                loaded.model(**loaded.tokenizer(texts[i : i + BATCH], return_tensors="pt", padding=True))
+        for i in range(0, len(texts), BATCH):
+            loaded.model(**encode(texts[i : i + BATCH], padding=True))
 
-    fns = {"sdpa": sdpa, "profile": lambda: profile(loaded, texts, distances=False),
-           "profile_distances": lambda: profile(loaded, texts), "sdpa_batched": sdpa_batched}  # fmt: skip
+    fns = {"sdpa": sdpa, "profile": lambda: profile(loaded, texts, distances=False, max_tokens=max_tokens),
+           "profile_distances": lambda: profile(loaded, texts, max_tokens=max_tokens),
+           "sdpa_batched": sdpa_batched}  # fmt: skip
     t = interleaved(fns, rounds, warmup, one_thread=True)
-    tokens = sum(len(loaded.tokenizer(x)["input_ids"]) for x in texts)
-    return {"texts": n_texts, "tokens": tokens, **{f"{k}_ms": ms(v) for k, v in t.items()},
+    tokens = sum(encode(x)["input_ids"].shape[1] for x in texts)
+    return {"texts": n_texts, "tokens": tokens, "max_tokens": max_tokens, **{f"{k}_ms": ms(v) for k, v in t.items()},
             "profile_vs_sdpa": ratio(t, "profile", "sdpa"),
             "profile_distances_vs_sdpa": ratio(t, "profile_distances", "sdpa"),
             f"sdpa_batched_{BATCH}_vs_sdpa": ratio(t, "sdpa_batched", "sdpa")}  # fmt: skip
+
+
+def cost_wide(n_texts: int = 6, rounds: int = 2, warmup: int = 1, tokens: int = 512) -> dict:
+    """The same comparison on a wide model: 4 layers of the Llama-3.2-1B shape (width 2,048, 32 query heads, 8
+    key/value heads; random bfloat16 weights, nothing downloaded) over texts of `tokens` tokens, HeadVis's length.
+    The profile's own work grows with the cells (heads x tokens^2), the forward mostly with the width: the bundled
+    model (width 384) is the worst case for the ratio."""
+    from bench import traces
+
+    loaded = traces.llama_model("Llama-3.2-1B layer shape, 4 layers", traces.LLAMA_1B | {"num_hidden_layers": 4})
+    texts = [traces.sentence(tokens, seed=i, special=0) for i in range(n_texts)]
+    model = loaded.model
+
+    def sdpa():
+        model.set_attn_implementation("sdpa")
+        try:
+            with torch.inference_mode():
+                for t in texts:
+                    model(**loaded.tokenizer(t, return_tensors="pt"))
+        finally:
+            model.set_attn_implementation(CAPTURE_NAME)
+
+    fns = {"sdpa": sdpa, "profile": lambda: profile(loaded, texts, distances=False, max_tokens=tokens),
+           "profile_distances": lambda: profile(loaded, texts, max_tokens=tokens)}  # fmt: skip
+    t = interleaved(fns, rounds, warmup, one_thread=True)
+    return {"model": loaded.label, "texts": n_texts, "tokens": n_texts * tokens,
+            **{f"{k}_ms": ms(v) for k, v in t.items()}, "profile_vs_sdpa": ratio(t, "profile", "sdpa"),
+            "profile_distances_vs_sdpa": ratio(t, "profile_distances", "sdpa")}  # fmt: skip
 
 
 CHILD = """
@@ -122,6 +168,7 @@ def finder(n: int = 32, rounds: int = 5) -> dict:
 
 def corpus(n_texts: int = 32, rounds: int = 3, warmup: int = 1, sizes=(1_000, 10_000)) -> dict:
     return {"finder": finder(), "cost_short": cost(n_texts, rounds, warmup), "cost_120": cost(n_texts, rounds, warmup, join=8),
+            "cost_512": cost(n_texts // 2, rounds, warmup, join=24, max_tokens=512), "cost_wide": cost_wide(),
             "memory": memory(sizes), "peak_rss_mb":
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
