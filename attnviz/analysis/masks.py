@@ -242,24 +242,6 @@ def dead_rows(weights: np.ndarray, mask: np.ndarray, n_real: int, future: np.nda
     return tuple(DeadRow(r, float(w[r].sum()), float(w[r, future[r]].sum())) for r in rows)
 
 
-def _layer_numbers(traces: tuple, layer: int, forbidden: np.ndarray, n_real: int) -> tuple[float, float, float]:
-    """(leak with the experiment, leak without it, largest change against the model's own) in one layer, one head at
-    a time (a long text holds one [query, key] map, not a layer). Traces that are one and the same (no experiment:
-    the three are one cached trace) are read once and compared with nothing: their leaks are equal, their change 0."""
-    with_mask, without, own = traces
-    leak_with, leak_without, change = [], [], []
-    for h in range(with_mask.n_head):
-        seen: dict[int, np.ndarray] = {}
-        for t in traces:
-            if id(t) not in seen:
-                seen[id(t)] = t.stages(layer, heads=h).weights
-        w, wo, m = (seen[id(t)] for t in traces)
-        leak_with.append(leaked(w, forbidden, n_real))
-        leak_without.append(leak_with[-1] if wo is w else leaked(wo, forbidden, n_real))
-        change.append(0.0 if m is w else layer_change(w, m))
-    return float(np.mean(leak_with)), float(np.mean(leak_without)), max(change)
-
-
 @remembered
 def mask_report(
     with_mask: AttentionTrace,
@@ -279,11 +261,16 @@ def mask_report(
     that layer: hiding a causal model's only visible key sends a finite fill's weight to the future, and the leak
     counts it. n_real_keys: keys that are not padding, when they are not the queries (cross-attention)."""
     base = forbidden_cells(with_mask.n_tokens, n_real, causal, hide, with_mask.n_keys, n_real_keys)
-    per_layer = [
-        _layer_numbers((with_mask, without, own), i, with_own_mask(base, own.layer_mask(i)), n_real)
-        for i in range(with_mask.n_layer)
-    ]
-    leak_with, leak_without, change = zip(*per_layer) if per_layer else ((), (), ())
+    leak_with, leak_without, change = [], [], []
+    for i in range(with_mask.n_layer):  # one head at a time: a long text holds one [query, key] map, not a layer
+        forbidden = with_own_mask(base, own.layer_mask(i))
+        heads = [
+            (with_mask.stages(i, heads=h).weights, without.stages(i, heads=h).weights, own.stages(i, heads=h).weights)
+            for h in range(with_mask.n_head)
+        ]
+        leak_with.append(float(np.mean([leaked(w, forbidden, n_real) for w, _, _ in heads])))
+        leak_without.append(float(np.mean([leaked(wo, forbidden, n_real) for _, wo, _ in heads])))
+        change.append(max(layer_change(w, m) for w, _, m in heads))
     mask = with_mask.layer_mask(layer)
     n, k = with_mask.n_tokens, with_mask.n_keys
     future = forbidden_cells(n, n, True, (), k, k) & (causal or own_causal(own, layer))  # the cells causal hides
