@@ -94,13 +94,18 @@ async def visit(browser, url: str, charts: int, keep: bool = False):
     return seconds, got[0]
 
 
-async def switch(page, path: str, charts: int) -> float:
-    """Seconds from a click on `path`'s link in the navigation (the root: Heads) to its run over and charts drawn."""
+async def switch(page, path: str, charts: int, timeout_ms: int = 180_000) -> float:
+    """Seconds from a click on `path`'s link in the navigation (the root: Heads) to its run over and charts drawn;
+    NaN (said on stderr) when it is not drawn within timeout_ms, so that one lost click does not end the run."""
     await page.evaluate(ARM)
     link = page.locator("[data-testid='stSidebarNav'] a").filter(has=page.get_by_text(TITLES[path], exact=True))
     t0 = time.perf_counter()
     await link.click()
-    await page.wait_for_function(DRAWN_AFTER, arg=[path, charts], polling=50)
+    try:
+        await page.wait_for_function(DRAWN_AFTER, arg=[path, charts], polling=50, timeout=timeout_ms)
+    except Exception as e:  # noqa: BLE001 - playwright's TimeoutError; the row then says nan
+        say("no redraw after a click on", TITLES[path], type(e).__name__, await page.evaluate("() => window.__t"))
+        return float("nan")
     return time.perf_counter() - t0
 
 
