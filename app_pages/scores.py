@@ -49,14 +49,15 @@ ui.chart(
     "module",
     f"head{head}",
 )
-rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in S.sharpness(results)]
+sharp = S.softmax_inputs_sharpness(traces, head)
+rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in sharp]
 st.dataframe(
     rows,
     hide_index=True,
     key="sc_sharpness",
     column_config={k: st.column_config.NumberColumn(k, format="%.3f") for k in rows[0] if k != "score function"},
 )
-by = {r["score function"]: r for r in S.sharpness(results)}
+by = {r["score function"]: r for r in sharp}
 st.markdown(
     f"**Why scaling matters here.** dot and scaled dot compute the same q·k; scaled dot multiplies it by "
     f"1/√{d_head} before the softmax. Unscaled, the softmax inputs spread {by['dot']['std of softmax input']:.2f} "

@@ -90,7 +90,7 @@ def attention_change(before: AttentionTrace, after: AttentionTrace, first_change
     out = np.zeros((before.n_layer, before.n_head))
     for layer in range(first_changed_layer, before.n_layer):
         a, b = before.stages(layer).weights, after.stages(layer).weights
-        out[layer] = compare_layers(a, b).change["js"]
+        out[layer] = compare_layers(a, b, keep_diff=False).change["js"]
     return out
 
 

@@ -6,9 +6,18 @@ model folder opens) and every measurement alternates between them, so that a sha
   browser opens the page as soon as the server answers its health check);
 - link_s: a new visitor (a fresh browser context) opening a link to Heads with a new sentence on the running server;
 - sentence_s / layer_s: a new sentence, then a layer change, redrawn in an open tab (bench.browser's clock);
-- first_s / again_s per page: every page at 2,048 tokens of the grouped-query tiny Llama, opened by a link in a fresh
-  context, then the same link again in another (a second visit to the same view), with the bytes each visit received.
+- per page, every page at 2,048 tokens of the grouped-query tiny Llama:
+  first_s: opened by a link in a fresh context, with the bytes that visit received;
+  again_s: a second visit to the same view as a user makes it, in the same tab: another page chosen in the
+  navigation (AWAY, which draws no chart), then this page again (seconds from the click on its link);
+  link_again_s: the same link once more in another fresh context.
 Seconds are to the charts drawn (the script run over and the page's Plotly charts on screen).
+
+Why "again" is measured in the same tab: a fresh browser context starts Streamlit's JavaScript (about 1.3 s on this
+2-core host before any of our code runs) and, on a page with a chart, downloads and starts Plotly's (about 2 s more),
+so a visit in a new context cannot come under 1 s whatever the server does. A user's second visit to a view
+happens in an open tab (to another page and back, or the view reopened), where both are already running: that is the
+row issue 28's "second visit under 1 s" is judged on. link_again_s keeps the new-context number beside it.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from bench.browser import act, chromium, marker, new_sentence, open_page
+from bench.browser import ARM, act, chromium, marker, new_sentence, open_page
 from bench.measure import OUT, ROOT, load, served
 
 N = 2048
@@ -29,6 +38,9 @@ WORDS = "the cat sat on the mat a dog ran away .".split()
 #: page path -> the charts it draws at least (Export draws its charts on request)
 PAGES = {"": 3, "scaling": 4, "masks": 4, "module": 2, "headstats": 2, "rollout": 2, "neuron": 1, "scores": 5,
          "words": 2, "pairs": 3, "compare": 1, "ablation": 2, "export": 0}  # fmt: skip
+TITLES = {"": "Heads", "scaling": "Scaling", "masks": "Masks", "module": "Our module", "headstats": "Head statistics",
+          "rollout": "Rollout", "neuron": "Neuron view", "scores": "Score functions", "words": "Words",
+          "pairs": "Sentence pairs", "compare": "Compare", "ablation": "Ablation", "export": "Export"}  # fmt: skip
 DRAWN = """(charts) => {
   const app = document.querySelector("[data-testid='stApp']");
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
@@ -51,8 +63,21 @@ def tiny_llama(folder: Path) -> Path:
     return build("long_llama", folder, lm_head=True)  # Ablation predicts
 
 
-async def visit(browser, url: str, charts: int) -> tuple[float, int]:
-    """Seconds from opening `url` in a fresh context to its charts drawn, and the bytes its WebSocket received."""
+#: the page a same-tab revisit goes to in between (it draws no chart, so every chart on return is drawn anew)
+AWAY = {"export": "words"}
+# After a click in the navigation: the run it started is over, the page on show is `path` and its charts are drawn.
+DRAWN_AFTER = """([path, charts]) => {
+  const t = window.__t;
+  if (!t || t.done === undefined) return false;
+  if (location.pathname.replace(/\\/+$/, '').split('/').pop() !== path) return false;
+  if (!document.querySelector("[data-testid='stMain'] h1")) return false;
+  return document.querySelectorAll('.js-plotly-plot .main-svg').length >= charts;
+}"""
+
+
+async def visit(browser, url: str, charts: int, keep: bool = False):
+    """Seconds from opening `url` in a fresh context to its charts drawn, and the bytes its WebSocket received
+    (keep: the page as well, left open)."""
     context = await browser.new_context(viewport={"width": 1280, "height": 800})
     page = await context.new_page()
     page.set_default_timeout(600_000)
@@ -63,8 +88,25 @@ async def visit(browser, url: str, charts: int) -> tuple[float, int]:
     await page.wait_for_timeout(300)  # the run starts
     await page.wait_for_function(DRAWN, arg=charts, polling=50)
     seconds = time.perf_counter() - t0
+    if keep:
+        return seconds, got[0], page
     await context.close()
     return seconds, got[0]
+
+
+async def switch(page, path: str, charts: int, timeout_ms: int = 180_000) -> float:
+    """Seconds from a click on `path`'s link in the navigation (the root: Heads) to its run over and charts drawn;
+    NaN (said on stderr) when it is not drawn within timeout_ms, so that one lost click does not end the run."""
+    await page.evaluate(ARM)
+    link = page.locator("[data-testid='stSidebarNav'] a").filter(has=page.get_by_text(TITLES[path], exact=True))
+    t0 = time.perf_counter()
+    await link.click()
+    try:
+        await page.wait_for_function(DRAWN_AFTER, arg=[path, charts], polling=50, timeout=timeout_ms)
+    except Exception as e:  # noqa: BLE001 - playwright's TimeoutError; the row then says nan
+        say("no redraw after a click on", TITLES[path], type(e).__name__, await page.evaluate("() => window.__t"))
+        return float("nan")
+    return time.perf_counter() - t0
 
 
 async def run(baseline: str | None = None, pages=tuple(PAGES), rounds: int = 1, n_words: int = N, redraws: int = 3):
@@ -92,7 +134,14 @@ async def run(baseline: str | None = None, pages=tuple(PAGES), rounds: int = 1, 
                 for path in pages:
                     for name in trees:
                         row = await page_row(browser, bases[name], path, folder, r, n_words, out[name]["pages"])
-                        say(name, path or "heads", row["first_s"][-1], row["again_s"][-1], row["bytes"])
+                        say(
+                            name,
+                            path or "heads",
+                            row["first_s"][-1],
+                            row["again_s"][-1],
+                            row["link_again_s"][-1],
+                            row["bytes"],
+                        )
     return out | {"load_end": load()}
 
 
@@ -120,11 +169,16 @@ async def page_row(browser, base: str, path: str, folder: str, round_: int, n_wo
     text = long_text(round_, n_words - 60 if path == "pairs" else n_words)
     query = urlencode(dict(source="hub", model=folder, text=text, pair=pair[0], max_tokens=N))
     url = f"{base}/{path}?{query}"
-    first, nbytes = await visit(browser, url, PAGES[path])
-    again, _ = await visit(browser, url, PAGES[path])
-    row = rows.setdefault(path or "heads", {"first_s": [], "again_s": [], "bytes": nbytes})
+    first, nbytes, page = await visit(browser, url, PAGES[path], keep=True)
+    away = AWAY.get(path, "export")
+    await switch(page, away, PAGES[away])
+    again = await switch(page, path, PAGES[path])
+    await page.context.close()
+    link_again, _ = await visit(browser, url, PAGES[path])
+    row = rows.setdefault(path or "heads", {"first_s": [], "again_s": [], "link_again_s": [], "bytes": nbytes})
     row["first_s"].append(first)
     row["again_s"].append(again)
+    row["link_again_s"].append(link_again)
     return row
 
 
@@ -149,7 +203,9 @@ def render(group: dict) -> str:
     for page in group[names[0]]["pages"]:
         med = lambda n, k, p=page: sorted(group[n]["pages"][p][k])[len(group[n]["pages"][p][k]) // 2]  # noqa: E731
         rows.append(line(f"{page}: first visit", [med(n, "first_s") for n in names], 3.0))
-        rows.append(line(f"{page}: again", [med(n, "again_s") for n in names], 1.0))
+        rows.append(line(f"{page}: again, same tab", [med(n, "again_s") for n in names], 1.0))
+        if all("link_again_s" in group[n]["pages"][page] for n in names):
+            rows.append(line(f"{page}: again, link in a new tab", [med(n, "link_again_s") for n in names], 3.0))
     body = "\n".join("| " + " | ".join(r) + " |" for r in [head, ["---"] * len(head), *rows])
     loads = f"load {group['load_start']} at the start, {group['load_end']} at the end"
     trees = ", ".join(f"{n}: {group[n]['tree']}" for n in names)

@@ -21,6 +21,7 @@ import torch
 
 from .. import checks
 from ..attention import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores, stages_from_scores
+from ..trace.window_cache import remembered
 
 __all__ = [
     "SCORE_FUNCTIONS",
@@ -32,6 +33,7 @@ __all__ = [
     "seeded_queries_keys",
     "sharpness",
     "softmax_inputs",
+    "softmax_inputs_sharpness",
     "spread_by_width",
 ]
 
@@ -78,6 +80,7 @@ class ScoreModule:
         return out
 
 
+@remembered  # seeded: the same numbers for every visit with the same widths and seed
 def spread_by_width(dims=(4, 16, 64, 256, 1024), n: int = 64, seed: int = 0) -> dict:
     """name -> [std of the scores at each width d] for n random unit-variance queries and keys.
 
@@ -104,8 +107,20 @@ def seeded_queries_keys(n: int, d: int, seed: int = 0) -> tuple[torch.Tensor, to
 
 def softmax_inputs(traces: dict, head: int, layer: int = 0) -> dict:
     """name -> (scaled [query, key], weights [query, key]) of one head: what each score function hands the softmax
-    (its scores times the scale it applies) and what comes out. `traces`: name -> AttentionTrace."""
-    return {name: (tr.layer(layer).scaled[head], tr.layer(layer).weights[head]) for name, tr in traces.items()}
+    (its scores times the scale it applies) and what comes out. `traces`: name -> AttentionTrace. Only that head is
+    computed: a whole layer would be every head's [query, key] (not kept: at 2,048 tokens they are 134 MB)."""
+    out = {}
+    for name, tr in traces.items():
+        one = tr.stages(layer, heads=[head])
+        out[name] = (one.scaled[0], one.weights[0])
+    return out
+
+
+@remembered
+def softmax_inputs_sharpness(traces: dict, head: int, layer: int = 0) -> list[dict]:
+    """`sharpness(softmax_inputs(traces, head, layer))`, kept for every session (a few numbers; computing them reads
+    every cell of four [query, key] arrays in float64)."""
+    return sharpness(softmax_inputs(traces, head, layer))
 
 
 def sharpness(results: dict) -> list[dict]:

@@ -36,6 +36,21 @@ def test_difference_change_and_ranking_match_numpy_and_scipy():
     assert np.all(res.change["js"] <= np.log(2) + 1e-12)
 
 
+def test_rows_taken_in_blocks_give_what_numpy_and_scipy_give_over_the_whole_layer():
+    n = 2 * C.ROWS + 7  # three blocks of query rows, the last one short
+    a, b = _rows((2, n, 9), 2), _rows((2, n, 9), 3)
+    a[1, C.ROWS :] = b[1, C.ROWS :] = 0.0  # fully masked rows past the first block: left out of the JS average
+    res, measures_only = C.compare_layers(a, b), C.compare_layers(a.astype(np.float32), b, keep_diff=False)
+    d = np.abs(b - a)
+    np.testing.assert_allclose(res.change["mean_abs"], d.reshape(2, -1).mean(axis=1), rtol=1e-12)
+    np.testing.assert_array_equal(res.change["max_abs"], d.reshape(2, -1).max(axis=1))
+    rows = {0: range(n), 1: range(C.ROWS)}
+    want = [np.mean([jensenshannon(a[h, i], b[h, i]) ** 2 for i in rows[h]]) for h in range(2)]
+    np.testing.assert_allclose(res.change["js"], want, rtol=1e-9, atol=1e-15)
+    assert measures_only.diff is None
+    np.testing.assert_allclose(measures_only.change["js"], want, rtol=1e-5)  # float32 a: its rounding, no more
+
+
 def test_traces_of_different_lengths_or_heads_are_refused_with_the_reason():
     a = make_trace(["a", "b", "c"], n_head=3)
     with pytest.raises(InputError, match="3 and 4 tokens.*minimal pair"):
