@@ -12,7 +12,7 @@ bytes the WebSocket brought.
 from __future__ import annotations
 
 import time
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 from browserkit import CLIPPED_TITLES_JS, OUT, TEXT_OVERLAPS_JS, Tab, free_port, start_server, stop
@@ -113,6 +113,24 @@ def _short_page_problems(tab: Tab, name: str, n: int, cut: bool) -> list[str]:
     return problems + [f"{name}: clipped: {t}" for t in tab.page.evaluate(CLIPPED_TITLES_JS)]
 
 
+# The sidebar's link to a page (its pathname), clicked; then true once that page's own run has ended: another title,
+# the app idle, the address on the page.
+NAV_JS = """(path) => Array.from(document.querySelectorAll("[data-testid='stSidebarNav'] a"))
+  .find(a => new URL(a.href).pathname === '/' + path).click()"""
+ARRIVED_JS = """([path, before]) => location.pathname === '/' + path
+  && document.querySelector("[data-testid='stMain'] h1")?.innerText !== before
+  && document.querySelector("[data-testid='stApp']")?.getAttribute('data-test-script-state') === 'notRunning'"""
+
+
+def switch(tab: Tab, path: str, charts: int, timeout: float) -> None:
+    """Open `path` through the sidebar's navigation, as a person does: the same session, so no reload of the app's
+    scripts (a fresh load costs Chromium about a second of CPU before the page draws anything)."""
+    before = tab.page.inner_text("[data-testid='stMain'] h1")
+    tab.page.evaluate(NAV_JS, path)
+    tab.page.wait_for_function(ARRIVED_JS, arg=[path, before], timeout=timeout)
+    tab.idle(charts=charts, timeout=timeout, until=lambda: tab.page.evaluate(ARRIVED_JS, [path, before]))
+
+
 @pytest.mark.parametrize("n", list(SIZES))
 def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, server, gpt2_bpe_dir, n):
     """Every page of the bundled BERT and of GPT-2 with its byte-level BPE tokenizer (its labels are other strings:
@@ -122,11 +140,19 @@ def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, se
     tab, problems, (text, pair) = Tab(context.new_page(), server), [], SIZES[n]
     try:
         for model, source in {"bert": {}, "gpt2": dict(source="hub", model=str(gpt2_bpe_dir))}.items():
-            for path, charts in SHORT_PAGES.items():
+            for i, (path, charts) in enumerate(SHORT_PAGES.items()):
                 least = 1 if path == "ablation" and source else charts if n == 10 or path != "rollout" else 2
-                query = urlencode(dict(text=text, pair=pair if path == "pairs" else "", **source) | (
-                    dict(max_tokens=n) if n > 10 else {}))  # fmt: skip
-                tab.open(f"{path}?{query}", charts=least, timeout=120_000)
+                if i and path != "pairs":  # the link's text, model and token limit are the session's now
+                    switch(tab, path, least, timeout=120_000)
+                    kept = parse_qs(urlparse(tab.page.url).query)
+                    carried = dict(text=text, **source)  # the token limit: 'kept the first n' below
+                    problems += [
+                        f"{model}/{path}/{n}: {k} not carried" for k, v in carried.items() if kept.get(k) != [v]
+                    ]
+                else:  # a model's first page, and the pairs page (its second sentence comes with the link)
+                    query = urlencode(dict(text=text, pair=pair if path == "pairs" else "", **source) | (
+                        dict(max_tokens=n) if n > 10 else {}))  # fmt: skip
+                    tab.open(f"{path}?{query}", charts=least, timeout=120_000)
                 problems += _short_page_problems(tab, f"{model}/{path or 'heads'}/{n}", n, n > 10 and path != "pairs")
     finally:
         context.close()
