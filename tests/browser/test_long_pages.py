@@ -113,24 +113,6 @@ def _short_page_problems(tab: Tab, name: str, n: int, cut: bool) -> list[str]:
     return problems + [f"{name}: clipped: {t}" for t in tab.page.evaluate(CLIPPED_TITLES_JS)]
 
 
-# The sidebar's link to a page (its pathname), clicked; then true once that page's own run has ended: another title,
-# the app idle, the address on the page.
-NAV_JS = """(path) => Array.from(document.querySelectorAll("[data-testid='stSidebarNav'] a"))
-  .find(a => new URL(a.href).pathname === '/' + path).click()"""
-ARRIVED_JS = """([path, before]) => location.pathname === '/' + path
-  && document.querySelector("[data-testid='stMain'] h1")?.innerText !== before
-  && document.querySelector("[data-testid='stApp']")?.getAttribute('data-test-script-state') === 'notRunning'"""
-
-
-def switch(tab: Tab, path: str, charts: int, timeout: float) -> None:
-    """Open `path` through the sidebar's navigation, as a person does: the same session, so no reload of the app's
-    scripts (a fresh load costs Chromium about a second of CPU before the page draws anything)."""
-    before = tab.page.inner_text("[data-testid='stMain'] h1")
-    tab.page.evaluate(NAV_JS, path)
-    tab.page.wait_for_function(ARRIVED_JS, arg=[path, before], timeout=timeout)
-    tab.idle(charts=charts, timeout=timeout, until=lambda: tab.page.evaluate(ARRIVED_JS, [path, before]))
-
-
 @pytest.mark.parametrize("n", list(SIZES))
 def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, server, gpt2_bpe_dir, n):
     """Every page of the bundled BERT and of GPT-2 with its byte-level BPE tokenizer (its labels are other strings:
@@ -143,7 +125,7 @@ def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, se
             for i, (path, charts) in enumerate(SHORT_PAGES.items()):
                 least = 1 if path == "ablation" and source else charts if n == 10 or path != "rollout" else 2
                 if i and path != "pairs":  # the link's text, model and token limit are the session's now
-                    switch(tab, path, least, timeout=120_000)
+                    tab.switch(path, least, timeout=120_000)
                     kept = parse_qs(urlparse(tab.page.url).query)
                     carried = dict(text=text, **source)  # the token limit: 'kept the first n' below
                     problems += [
