@@ -77,6 +77,15 @@ TEXT_OVERLAPS_JS = """() => {
 }"""
 
 
+# The sidebar's link to a page (its pathname), clicked; then true once that page's own run has ended: another title,
+# the app idle, the address on the page.
+NAV_JS = """(path) => Array.from(document.querySelectorAll("[data-testid='stSidebarNav'] a"))
+  .find(a => new URL(a.href).pathname === '/' + path).click()"""
+ARRIVED_JS = """([path, before]) => location.pathname === '/' + path
+  && document.querySelector("[data-testid='stMain'] h1")?.innerText !== before
+  && document.querySelector("[data-testid='stApp']")?.getAttribute('data-test-script-state') === 'notRunning'"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -117,6 +126,15 @@ class Tab:
     def open(self, path: str = "", charts: int = 1, timeout: float = 90_000):
         self.page.goto(f"{self.base}/{path.lstrip('/')}", wait_until="domcontentloaded")
         return self.idle(charts, timeout)
+
+    def switch(self, path: str, charts: int = 1, timeout: float = 90_000):
+        """Open `path` through the sidebar's navigation, as a person does: the same session (its text, model and
+        token limit), without reloading the app's scripts (a fresh load costs Chromium about a second of CPU before
+        the page draws anything). Waits for another title, the app idle and the address on the page."""
+        before = self.page.inner_text("[data-testid='stMain'] h1")
+        self.page.evaluate(NAV_JS, path)
+        self.page.wait_for_function(ARRIVED_JS, arg=[path, before], timeout=timeout)
+        return self.idle(charts, timeout, until=lambda: self.page.evaluate(ARRIVED_JS, [path, before]))
 
     def idle(self, charts: int = 1, timeout: float = 90_000, until=None):
         """Wait until the script has finished and at least `charts` Plotly charts are drawn.

@@ -8,6 +8,7 @@ script to finish and for the address bar to change: a change that does not reach
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browserkit import IDLE, Tab
@@ -58,6 +59,15 @@ def settle(tab: Tab, before: str, charts: int = 1) -> None:
     tab.wait_until(lambda: tab.page.url != before, timeout=20_000)
     tab.page.wait_for_timeout(400)  # a write that arrives late (the race this file guards) has time to land
     tab.page.wait_for_selector(IDLE)
+
+
+def moved_on(tab: Tab, before: str, charts: int) -> None:
+    """settle() without its fixed waits, for a step that only sets the scene: the address bar has moved on from
+    `before` (the action's run wrote it), then that run has ended and the charts are drawn. The address is read
+    only after the last step of a round, which settle()s in full."""
+    tab.wait_until(lambda: tab.page.url != before, timeout=20_000)
+    tab.page.wait_for_selector(IDLE)
+    tab.page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}")
 
 
 def thumb(tab: Tab, name: str):
@@ -320,27 +330,42 @@ def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browse
 
 def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes_twenty_times(browser, server):
     """The issue's session, 20 times: type a sentence, move Layer with the keys, toggle the stage, pick colour
-    power, move Head; the address bar must carry the head the slider shows, and a fresh context opened on it must
-    show that head (before the fix, about one session in three lost head= here)."""
+    power, move Head; the address bar must carry the head the slider shows (and every other choice of the round),
+    and a fresh context opened on it must show that head (before the fix, about one session in three lost head=
+    here).
+
+    The race lives in the Head and Layer moves (key presses a person's pace apart, each starting a run while the
+    last may still write the address), which settle() in full. The steps between only set the scene, so they wait
+    for their own run and no longer (moved_on). Every round's address is checked whole; the second context reopens
+    it on rounds 0, 3, 5, 8, ... and the last (9 of 20: both colour choices, every layer step), a full page load
+    each."""
     a, b = new_tab(browser, server), new_tab(browser, server)
     try:
         a.open("", charts=3)
         for i in range(20):
             box = a.page.locator("textarea[aria-label='Sentence']")
             before = a.page.url
-            box.fill(f"Sentence number {i} reopens on its own head.")
+            text = f"Sentence number {i} reopens on its own head."
+            box.fill(text)
             box.press("Control+Enter")
-            settle(a, before, 3)
+            moved_on(a, before, 3)
             layer = moved(a, "Layer", 2 + i % 3, 5)
             for stage in ("scores", "weights"):
                 before = a.page.url
                 pick(a, stage)
-                settle(a, before, 3)
+                moved_on(a, before, 3)
             before = a.page.url
-            pick(a, "power 0.5" if i % 2 == 0 else "log")
-            settle(a, before, 3)
+            colour = "power 0.5" if i % 2 == 0 else "log"
+            pick(a, colour)
+            moved_on(a, before, 3)
             head = moved(a, "Head", 3 + i % 5, 11)
             assert f"head={head}" in a.page.url and f"layer={layer}" in a.page.url, (i, head, a.page.url)
+            query = parse_qs(urlparse(a.page.url).query)
+            want = {"text": [text], "layer": [str(layer)], "head": [str(head)]}
+            assert {k: query.get(k) for k in want} == want and "stage" not in query, (i, a.page.url)
+            assert query.get("colour") == [COLOUR_IDS[colour]], (i, a.page.url)
+            if i % 5 not in (0, 3) and i != 19:
+                continue
             b.page.goto(a.page.url, wait_until="domcontentloaded")
             b.idle(charts=3)
             thumb(b, "Head").wait_for(state="attached")
@@ -353,6 +378,10 @@ def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes_twenty
     finally:
         a.page.context.close()
         b.page.context.close()
+
+
+#: The colour choices of the head-slider session -> their ids in the address.
+COLOUR_IDS = {"power 0.5": "sqrt", "log": "log"}
 
 
 def moved(tab: Tab, name: str, steps: int, top: int) -> int:

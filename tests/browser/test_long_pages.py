@@ -12,7 +12,7 @@ bytes the WebSocket brought.
 from __future__ import annotations
 
 import time
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 from browserkit import CLIPPED_TITLES_JS, OUT, TEXT_OVERLAPS_JS, Tab, free_port, start_server, stop
@@ -122,11 +122,19 @@ def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, se
     tab, problems, (text, pair) = Tab(context.new_page(), server), [], SIZES[n]
     try:
         for model, source in {"bert": {}, "gpt2": dict(source="hub", model=str(gpt2_bpe_dir))}.items():
-            for path, charts in SHORT_PAGES.items():
+            for i, (path, charts) in enumerate(SHORT_PAGES.items()):
                 least = 1 if path == "ablation" and source else charts if n == 10 or path != "rollout" else 2
-                query = urlencode(dict(text=text, pair=pair if path == "pairs" else "", **source) | (
-                    dict(max_tokens=n) if n > 10 else {}))  # fmt: skip
-                tab.open(f"{path}?{query}", charts=least, timeout=120_000)
+                if i and path != "pairs":  # the link's text, model and token limit are the session's now
+                    tab.switch(path, least, timeout=120_000)
+                    kept = parse_qs(urlparse(tab.page.url).query)
+                    carried = dict(text=text, **source)  # the token limit: 'kept the first n' below
+                    problems += [
+                        f"{model}/{path}/{n}: {k} not carried" for k, v in carried.items() if kept.get(k) != [v]
+                    ]
+                else:  # a model's first page, and the pairs page (its second sentence comes with the link)
+                    query = urlencode(dict(text=text, pair=pair if path == "pairs" else "", **source) | (
+                        dict(max_tokens=n) if n > 10 else {}))  # fmt: skip
+                    tab.open(f"{path}?{query}", charts=least, timeout=120_000)
                 problems += _short_page_problems(tab, f"{model}/{path or 'heads'}/{n}", n, n > 10 and path != "pairs")
     finally:
         context.close()

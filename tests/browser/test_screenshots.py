@@ -31,14 +31,21 @@ PAGES = {
 
 def shoot(tab: Tab, name: str) -> None:
     """<name>.png: the first screen (1,280 x 800); <name>-full.png: the whole page. Streamlit scrolls inside its
-    main container, so a full-page screenshot alone shows one screen: the window is made as tall as the page."""
+    main container, so a full-page screenshot alone shows one screen: the window is made as tall as the page. It is
+    left tall: the next page is opened from a blank tab at 1,280 x 800 (fresh(), which spares Plotly a redraw of
+    every chart of this page on the way back)."""
     tab.page.screenshot(path=str(OUT / "answers" / f"{name}.png"))
     height = tab.page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
     tab.page.set_viewport_size({"width": 1280, "height": min(int(height) + 40, 8000)})
     tab.page.wait_for_timeout(1200)  # Plotly redraws after the resize
     tab.page.screenshot(path=str(OUT / "answers" / f"{name}-full.png"))
-    tab.page.set_viewport_size({"width": 1280, "height": 800})
-    tab.page.wait_for_timeout(300)
+
+
+def fresh(tab: Tab) -> None:
+    """Back to 1,280 x 800 on a blank tab, before the next page opens (each page is a fresh load anyway)."""
+    if tab.page.viewport_size != {"width": 1280, "height": 800}:
+        tab.page.goto("about:blank")
+        tab.page.set_viewport_size({"width": 1280, "height": 800})
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
@@ -52,15 +59,16 @@ def test_every_analysis_page_renders_cleanly_in_both_themes(browser, server, the
         tab.page.set_default_timeout(120_000)
         for name, (path, charts) in PAGES.items():
             before = log.read_text()
+            fresh(tab)
             tab.open(path, charts=charts, timeout=120_000)
             tab.page.wait_for_timeout(800)  # let Plotly finish laying out
-            shoot(tab, f"{theme}-{name}")
-            problems += [f"{name}: {e[:300]}" for e in tab.errors_on_page()]
+            problems += [f"{name}: {e[:300]}" for e in tab.errors_on_page()]  # read at 1,280 x 800, as drawn
             problems += [f"{name}: {t}" for t in tab.page.evaluate(CLIPPED_TITLES_JS)]
             problems += [f"{name}: {t}" for t in tab.page.evaluate(UNDER_MODEBAR_JS)]
             main = tab.page.inner_text("[data-testid='stMain']")
             if "Traceback" in main:
                 problems.append(f"{name}: a traceback on the page")
+            shoot(tab, f"{theme}-{name}")
             new = log.read_text()[len(before) :]
             if "Traceback" in new or "Stack (most recent call last)" in new:
                 problems.append(f"{name}: server log: {new[-1500:]}")
