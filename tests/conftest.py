@@ -57,8 +57,9 @@ FRESH_VENV_FILES = {"test_readme.py", "test_notebook.py", "test_packaging.py", "
 #: their slow tests start first, each on whichever worker is free. Every other browser file is one unit: its module
 #: fixtures (a second server, a copied model) are built once.
 BROWSER_SPLIT = {"test_links.py", "test_long_pages.py"}
-#: The order units start in, slowest first (seconds in the last CI run): the head-slider session x20 444, the
-#: 2,048-token pages 143, the overlap checks 123/113/90, then whole files. Units not named here follow in
+#: The order units start in, slowest first (seconds in a CI run before 2026-11-26; the head-slider session x20 took
+#: 444 there, about 190 alone since its cheaper rounds): the head-slider session, the 2,048-token pages 143, the
+#: overlap checks 123/113/90, then whole files. Units not named here follow in
 #: collection order, so the quick single tests fill in around the long ones at the end.
 FIRST = ("test_the_head_slider", "test_every_page_draws_a_2048", "test_every_page_at_10_128_and_512", "test_links.py",
          "test_browser.py", "test_screenshots.py", "test_small_screens.py", "test_robustness.py", "fresh_venv",
