@@ -14,6 +14,7 @@ random Llama: the model does not matter, the corpus size does); the goal is grow
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import subprocess
@@ -29,6 +30,18 @@ from bench.measure import ROOT, interleaved, ms, ratio
 BATCH = 8
 
 
+@contextlib.contextmanager
+def on_sdpa(model):
+    """transformers' own SDPA inside the block (inference mode), not attnviz's attention function that a loaded model
+    runs outside a trace too (it builds an explicit mask); attnviz's again after."""
+    model.set_attn_implementation("sdpa")
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.set_attn_implementation(CAPTURE_NAME)
+
+
 def cost(n_texts: int = 64, rounds: int = 3, warmup: int = 1, join: int = 1, max_tokens: int = 128) -> dict:
     """join: lines of the default corpus per text (1: its short texts, ~15 tokens; 8: ~120 tokens); max_tokens: where
     the profile cuts a text (its default, 128) and so the SDPA forward too."""
@@ -39,26 +52,15 @@ def cost(n_texts: int = 64, rounds: int = 3, warmup: int = 1, join: int = 1, max
     def encode(x, **kw):  # cut where the profile cuts its texts
         return loaded.tokenizer(x, return_tensors="pt", truncation=True, max_length=max_tokens, **kw)
 
-    def plain(fn):  # transformers' own SDPA, not attnviz's seam outside a trace (which builds an explicit mask)
-        def run():
-            loaded.model.set_attn_implementation("sdpa")
-            try:
-                with torch.inference_mode():
-                    fn()
-            finally:
-                loaded.model.set_attn_implementation(CAPTURE_NAME)
-
-        return run
-
-    @plain
     def sdpa():
-        for t in texts:
-            loaded.model(**encode(t))
+        with on_sdpa(loaded.model):
+            for t in texts:
+                loaded.model(**encode(t))
 
-    @plain
     def sdpa_batched():  # not the goal's baseline: what batching would buy the forward (see the docstring)
-        for i in range(0, len(texts), BATCH):
-            loaded.model(**encode(texts[i : i + BATCH], padding=True))
+        with on_sdpa(loaded.model):
+            for i in range(0, len(texts), BATCH):
+                loaded.model(**encode(texts[i : i + BATCH], padding=True))
 
     fns = {"sdpa": sdpa, "profile": lambda: profile(loaded, texts, distances=False, max_tokens=max_tokens),
            "profile_distances": lambda: profile(loaded, texts, max_tokens=max_tokens),
@@ -83,13 +85,9 @@ def cost_wide(n_texts: int = 6, rounds: int = 2, warmup: int = 1, tokens: int = 
     model = loaded.model
 
     def sdpa():
-        model.set_attn_implementation("sdpa")
-        try:
-            with torch.inference_mode():
-                for t in texts:
-                    model(**loaded.tokenizer(t, return_tensors="pt"))
-        finally:
-            model.set_attn_implementation(CAPTURE_NAME)
+        with on_sdpa(model):
+            for t in texts:
+                model(**loaded.tokenizer(t, return_tensors="pt"))
 
     fns = {"sdpa": sdpa, "profile": lambda: profile(loaded, texts, distances=False, max_tokens=tokens),
            "profile_distances": lambda: profile(loaded, texts, max_tokens=tokens)}  # fmt: skip
