@@ -26,6 +26,8 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+#: the charts Plotly has drawn: each draws two or three `.main-svg` layers, so those are not counted
+DRAWN_JS = "Array.from(document.querySelectorAll('.js-plotly-plot')).filter(g => g.querySelector('.main-svg')).length"
 
 # Titles (figure title, subplot titles) that stick out of their chart's box are clipped on screen.
 CLIPPED_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
@@ -148,9 +150,7 @@ class Tab:
         if until is not None:
             self.wait_until(until, timeout)
         if charts:
-            self.page.wait_for_function(
-                f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}", timeout=timeout
-            )
+            self.page.wait_for_function(f"{DRAWN_JS} >= {charts}", timeout=timeout)
         return self
 
     def wait_until(self, check, timeout: float = 90_000) -> None:

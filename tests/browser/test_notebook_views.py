@@ -5,11 +5,11 @@ and a Masks view, opened in Chromium from a file:// page: every chart drawn, hov
 from __future__ import annotations
 
 import numpy as np
-from browserkit import OUT, Tab
+from browserkit import DRAWN_JS, OUT, Tab
 
 import attnviz
 
-DRAWN = "document.querySelectorAll('.js-plotly-plot .main-svg').length"
+DRAWN = DRAWN_JS
 
 
 def test_a_trace_and_show_draw_offline_in_one_static_page(browser, bundled, tmp_path):
