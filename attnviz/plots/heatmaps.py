@@ -25,7 +25,7 @@ from ..analysis.sinks import window_without_keys
 from ..analysis.values import VALUE_WEIGHTED, value_share
 from ..errors import AttnvizError
 from ..trace import AttentionTrace, window_cache
-from .clickable import CELLS, cell_targets  # noqa: F401 (CELLS re-exported)
+from .clickable import CELLS, cell_targets, target_axes  # noqa: F401 (CELLS re-exported)
 from .colours import COLOUR_RANGES, LOG_FLOOR, colour, colour_bar, colour_values, transformed  # noqa: F401
 from .common import (
     MASKED_BG,
@@ -84,21 +84,6 @@ def stage_values(
     if stage == "masked":
         z[:, ~trace.layer_mask(layer, rows, cols)] = np.nan  # only the window's cells of the mask
     return z
-
-
-def _token_pairs(trace: AttentionTrace, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
-    """[query, key, 2] object array of escaped (query label, key label) for hover text."""
-    queries = np.array(tick_labels(trace.tokens)[slice(*rows)], dtype=object)
-    keys = np.array(tick_labels(trace.key_tokens)[slice(*cols)], dtype=object)
-    out = np.empty((queries.size, keys.size, 2), dtype=object)
-    out[..., 0] = queries[:, None]
-    out[..., 1] = keys[None, :]
-    return out
-
-
-def _fmt(a: np.ndarray) -> np.ndarray:
-    """Numbers as short strings for hover text (4 significant digits keep the payload small)."""
-    return np.char.mod("%.4g", np.asarray(a, dtype=np.float64)).astype(object)
 
 
 def _where(trace: AttentionTrace, layer: int) -> str:
@@ -268,20 +253,14 @@ def head_detail(
     z = z_layer[head]
     stages = window_cache.stages(trace, layer, queries=(start, stop), keys=(kstart, kstop))
     sl = (head, slice(None), slice(None))
-    weights = z if without and stage == "weights" else stages.weights[sl]
-    pairs = _token_pairs(trace, (start, stop), (kstart, kstop))
-    hover = "query %{customdata[0]}<br>key %{customdata[1]}<br>weights %{customdata[2]}"
-    if not trace.has("scores"):
-        custom = np.concatenate([pairs, _fmt(weights)[..., None]], axis=-1)
-        note = "Raw and scaled scores are unavailable: this model only gives its final weights."
+    values = {"weights": z if without and stage == "weights" else stages.weights[sl]}  # numbers, not strings
+    note = ""
+    if trace.has("scores"):
+        values |= {"scores": stages.scores[sl], "scaled": stages.scaled[sl]}
     else:
-        numbers = [_fmt(weights), _fmt(stages.scores[sl]), _fmt(stages.scaled[sl])]
-        custom = np.concatenate([pairs, *(a[..., None] for a in numbers)], axis=-1)
-        hover += "<br>scores %{customdata[3]}<br>scaled %{customdata[4]}"
-        note = ""
+        note = "Raw and scaled scores are unavailable: this model only gives its final weights."
     if stage == VALUE_WEIGHTED:
-        custom = np.concatenate([custom, _fmt(z)[..., None]], axis=-1)
-        hover += f"<br>value-weighted %{{customdata[{custom.shape[-1] - 1}]}}"
+        values[STAGE_LABELS[stage]] = z
     label = STAGE_LABELS[stage]
     fig = go.Figure(
         go.Heatmap(
@@ -299,9 +278,9 @@ def head_detail(
     n = max(stop - start, kstop - kstart)
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
     cell_px = (side - 160) / n  # about a cell: the plot is the figure less its title and tick labels
-    targets = cell_targets(
-        (start, stop), (kstart, kstop), cell_px, customdata=custom, hovertemplate=hover + "<extra></extra>"
-    )
+    drawn = ((start, stop), (kstart, kstop))
+    targets = cell_targets(*drawn, cell_px, values)  # hover and clicks (plots.clickable), on hidden axes of their own
+    names = (tick_labels(trace.tokens)[start:stop], tick_labels(trace.key_tokens)[kstart:kstop])
     fig.update_xaxes(
         **ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2),
         tickangle=-60,
@@ -324,8 +303,7 @@ def head_detail(
         margin=dict(l=10, r=10, t=50 if note or stage == VALUE_WEIGHTED else 40, b=10),
         title=dict(text=title + _subtitle(stage, note), font_size=14, x=0, xanchor="left"),
     )
-    fig.update_layout(hoverdistance=-1)  # hover and click take the nearest cell, however large the cells are
-    drawn = ((start, stop), (kstart, kstop))
+    fig.update_layout(hoverdistance=-1, **target_axes(*drawn, *names))  # hover and click: the nearest cell
     return add_spans(add_boundary(fig, boundary, drawn), trace, drawn).add_trace(targets)  # on top: clicks reach it
 
 

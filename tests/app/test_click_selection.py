@@ -57,10 +57,15 @@ def test_the_one_head_view_has_a_click_target_on_every_cell_carrying_that_cells_
     assert sorted(zip(y.tolist(), x.tolist())) == [(q, k) for q in range(1, 6) for k in range(1, 6)]
     weights = tr.layer(2).weights[5]
     labels = [f"{i:02d} {t}" for i, t in enumerate(tr.tokens)]
+    # the hover names a cell's tokens by the ticks of the targets' own hidden axes, which tick every position
+    xa, ya = fig.layout[cells.xaxis.replace("x", "xaxis")], fig.layout[cells.yaxis.replace("y", "yaxis")]
+    assert xa.overlaying == "x" and ya.overlaying == "y" and xa.showticklabels is False
+    names = {"x": dict(zip(xa.tickvals, xa.ticktext)), "y": dict(zip(ya.tickvals, ya.ticktext))}
+    assert "query %{y}<br>key %{x}<br>weights %{customdata[0]" in cells.hovertemplate
     for i, (q, k) in enumerate(zip(y, x)):  # each marker's hover names its own cell and reads its own weight
-        query, key, weight = cells.customdata[i][:3]
-        assert (query, key) == (labels[q], labels[k])
-        assert float(weight) == pytest.approx(weights[q, k], rel=1e-3)
+        assert (names["y"][q], names["x"][k]) == (labels[q], labels[k])
+        assert float(cells.customdata[i][0]) == pytest.approx(weights[q, k], rel=1e-6)
+    assert cells.marker.maxdisplayed == 1  # drawn: one invisible marker; hover and clicks search them all
     assert all(t.hoverinfo == "skip" for t in fig.data if isinstance(t, go.Heatmap))
 
 

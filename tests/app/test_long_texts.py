@@ -33,7 +33,7 @@ def test_heads_offers_colour_ranges_and_the_hover_keeps_the_true_weight(heads):
     heads.radio(key="colour").set_value("log").run()
     detail = figures(heads)["head_detail"]
     assert detail["data"][0]["zmin"] == pytest.approx(-4) and detail["data"][0]["zmax"] == 0
-    assert "weights %{customdata[2]}" in click_cells(detail)["hovertemplate"]
+    assert "weights %{customdata[0]" in click_cells(detail)["hovertemplate"]
 
 
 def test_long_charts_are_grouped_and_the_page_says_so():

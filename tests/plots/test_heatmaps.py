@@ -27,10 +27,17 @@ def heat(fig: go.Figure) -> list[go.Heatmap]:
 
 
 def cells(fig: go.Figure):
-    """The one-head view's click targets, which carry its hover: (the trace, its customdata as [query, key, ...])."""
+    """The one-head view's click targets, which carry its hover: (the trace, its numbers as [query, key, value])."""
     (t,) = [t for t in fig.data if t.name == hm.CELLS]
     rows, cols = np.shape(heat(fig)[0].z)
-    return t, np.asarray(t.customdata, dtype=object).reshape(rows, cols, -1)
+    return t, np.asarray(t.customdata, dtype=np.float64).reshape(rows, cols, -1)
+
+
+def hover_names(fig: go.Figure, q: int, k: int) -> tuple[str, str]:
+    """The (query, key) names the one-head view's hover shows for cell (q, k): Plotly labels a value on an axis with
+    array ticks by that tick's text, and the targets' own axes (plots.clickable.TARGET_AXES) tick every position."""
+    xa, ya = fig.layout.xaxis2, fig.layout.yaxis2
+    return ya.ticktext[list(ya.tickvals).index(q)], xa.ticktext[list(xa.tickvals).index(k)]
 
 
 def all_strings(fig: go.Figure) -> list[tuple[str, str]]:
@@ -119,10 +126,11 @@ def test_escaped_tokens_reach_labels_and_hover(trace):
     ticks = list(fig.layout.xaxis.ticktext)
     assert ticks[0] == "00 &lt;b&gt;x&lt;/b&gt;"
     assert ticks[4].endswith("&amp;amp;")
-    custom = cells(fig)[1]
-    assert custom[1, 0, 0].endswith("&lt;img·src=x·onerror=alert(1)&gt;")  # the hover names the whole token, escaped
-    assert ticks[1] == short_label(custom[1, 0, 0]) == "01 &lt;img·src=x·onerro…"  # the axis a cut of it
-    assert custom[1, 0, 1] == ticks[0]  # [query, key] of row 1, column 0
+    query, key = hover_names(fig, 1, 0)
+    assert query.endswith("&lt;img·src=x·onerror=alert(1)&gt;")  # the hover names the whole token, escaped
+    assert ticks[1] == short_label(query) == "01 &lt;img·src=x·onerro…"  # the axis a cut of it
+    assert key == ticks[0]  # [query, key] of row 1, column 0
+    assert "query %{y}" in cells(fig)[0].hovertemplate and "key %{x}" in cells(fig)[0].hovertemplate
 
 
 def test_a_quote_token_is_labelled_with_a_quote_not_an_entity():
@@ -153,9 +161,11 @@ def test_detail_hover_shows_every_stage(trace):
     for word in ("query %{", "key %{", "weights %{", "scores %{", "scaled %{"):
         assert word in t.hovertemplate
     q, k = 4, 2
-    assert float(custom[q, k, 2]) == pytest.approx(trace.weights[1, 3, q, k], rel=1e-3)
-    assert float(custom[q, k, 3]) == pytest.approx(trace.scores[1, 3, q, k], rel=1e-3)
-    assert float(custom[q, k, 4]) == pytest.approx(trace.scaled[1, 3, q, k], rel=1e-3)
+    assert "weights %{customdata[0]:.4~g}" in t.hovertemplate  # numbers formatted by Plotly, 4 significant digits
+    assert float(custom[q, k, 0]) == pytest.approx(trace.weights[1, 3, q, k], rel=1e-6)
+    assert float(custom[q, k, 1]) == pytest.approx(trace.scores[1, 3, q, k], rel=1e-6)
+    assert float(custom[q, k, 2]) == pytest.approx(trace.scaled[1, 3, q, k], rel=1e-6)
+    assert np.asarray(t.customdata).dtype == np.float32  # one typed array, not a string per cell
     np.testing.assert_allclose(heat(fig)[0].z, trace.scaled[1, 3])
     assert "head 3" in fig.layout.title.text and "Layer 1" in fig.layout.title.text
 
@@ -165,7 +175,7 @@ def test_detail_of_a_weights_only_trace_says_scores_are_unavailable():
     fig = hm.head_detail(tr, 0, 0)
     t, custom = cells(fig)
     assert "scores" not in t.hovertemplate and "weights %{" in t.hovertemplate
-    assert custom.shape == (3, 3, 3)
+    assert custom.shape == (3, 3, 1)  # the weights alone
     assert "unavailable" in fig.layout.title.text
     assert len(heat(hm.head_grid(tr, 1))) == tr.n_head
     with pytest.raises(AttnvizError):
@@ -332,8 +342,8 @@ def test_transformed_grid_and_detail_hover_show_the_true_weight(n):
         true = custom[..., 2].astype(float) if custom.ndim == 3 else custom
         np.testing.assert_allclose(true, w[h], rtol=1e-3)
     detail, custom = cells(hm.head_detail(tr, 0, 1, "weights", colours="log"))
-    assert "weights %{customdata[2]}" in detail.hovertemplate
-    np.testing.assert_allclose(custom[..., 2].astype(float), w[1], rtol=1e-3)
+    assert "weights %{customdata[0]" in detail.hovertemplate
+    np.testing.assert_allclose(custom[..., 0], w[1], rtol=1e-6)
     assert heat(hm.overview(tr, "weights", colours="row"))[0].zmax == 1.0
 
 
