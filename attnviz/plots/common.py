@@ -261,7 +261,8 @@ def token_axes(
     stop=None,
     key_tokens=None,
 ) -> None:
-    """Positional axes with `ticks` labels on one subplot; query 0 at the top; hover still names every token.
+    """Token axes (`token_axis`: category i is token i) with thinned labels on one subplot; query 0 at the top; the
+    hover names every token from the axes' categories (no label per cell: see `heatmap`).
 
     [start, stop): the window of positions drawn (the whole text by default). key_tokens: cross-attention's keys
     (another text, always drawn whole); None: the keys are the query tokens.
@@ -271,11 +272,12 @@ def token_axes(
     # slanted key labels need ~17 px each and panels side by side are narrow; a long text's 4-digit labels ("0126 mat")
     # need more room still, so a window of more than 24 keys gets half as many labels as the queries
     most = max(4, max_labels * 3 // 4 if stop - start <= 24 else max_labels // 2)
-    keys = ticks(tokens, start, stop, most) if key_tokens is None else ticks(key_tokens, most=most)
+    k0, k1, key_text = (start, stop, tokens) if key_tokens is None else (0, len(key_tokens), key_tokens)
+    keys = token_axis(key_text, k0, k1, most) | dict(range=[k0 - 0.5, k1 - 0.5])
     fig.update_xaxes(keys | font | dict(tickangle=-60, title_text="key"), row=row, col=col)
-    queries = ticks(tokens, start, stop, max_labels) | font
+    queries = token_axis(tokens, start, stop, max_labels) | font | dict(range=[stop - 0.5, start - 0.5])
     fig.update_yaxes(
-        queries | dict(autorange="reversed", title_text="query" if show_y else None, showticklabels=show_y),
+        queries | dict(title_text="query" if show_y else None, showticklabels=show_y),  # query 0 at the top
         row=row,
         col=col,
     )
@@ -308,26 +310,20 @@ def grid_height(n_tokens: int, n_cols: int) -> int:
 
 
 def heatmap(z, tokens, coloraxis: str, what: str, name: str, start: int = 0, key_tokens=None) -> go.Heatmap:
-    """One [query, key] heatmap of positions start.. of `tokens`; hover names both tokens when the window is small
-    enough to afford it. key_tokens: cross-attention's keys (all of them, from position 0); None: `tokens` again."""
+    """One [query, key] heatmap of positions start.. of `tokens`, on `token_axes`: its x and y are the tokens' labels
+    (categories), so the hover names both tokens with one label per row and column, not a pair per cell.
+    key_tokens: cross-attention's keys (all of them, from position 0); None: `tokens` again."""
     T = len(z)
-    keys = np.arange(start, start + T) if key_tokens is None else np.arange(len(key_tokens))
-    kw = {}
-    who = "query %{y} → key %{x}"
-    if T <= 128 and len(keys) <= 128:
-        labels = np.array(tick_labels(tokens)[start : start + T], dtype=object)
-        key_labels = labels if key_tokens is None else np.array(tick_labels(key_tokens), dtype=object)
-        kw["customdata"] = np.stack(np.broadcast_arrays(labels[:, None], key_labels[None, :]), axis=-1)
-        who = "query %{customdata[0]} → key %{customdata[1]}"
+    queries = tick_labels(tokens)[start : start + T]
+    keys = queries if key_tokens is None else tick_labels(key_tokens)
     return go.Heatmap(
         z=f32(z),
         x=keys,
-        y=np.arange(start, start + T),
+        y=queries,
         coloraxis=coloraxis,
         hoverongaps=False,
         name=name,
-        hovertemplate=f"{who}<br>{what} %{{z:.3f}}<extra></extra>",
-        **kw,
+        hovertemplate=f"query %{{y}} → key %{{x}}<br>{what} %{{z:.3f}}<extra></extra>",
     )
 
 
