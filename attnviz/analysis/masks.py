@@ -242,6 +242,30 @@ def dead_rows(weights: np.ndarray, mask: np.ndarray, n_real: int, future: np.nda
     return tuple(DeadRow(r, float(w[r].sum()), float(w[r, future[r]].sum())) for r in rows)
 
 
+REPORT_CELLS = 1 << 21  # [head, query, key] cells of one block of query rows the report reads per trace (8 MB)
+
+
+def _layer_measures(
+    with_mask: AttentionTrace, without: AttentionTrace, own: AttentionTrace, layer: int, forbidden, n_real: int
+) -> tuple[float, float, float]:
+    """(leak with the mask, leak without it, max change against the model's own weights) of one layer, as `leaked`
+    and `layer_change` measure them, read a block of query rows of every head at a time: a long text never holds a
+    whole [query, key] map per head, and the arithmetic stays in the cache (float64 sums, as `leaked` does)."""
+    n_head, n_keys = with_mask.n_head, with_mask.n_keys
+    step = max(1, REPORT_CELLS // max(1, n_head * n_keys))
+    leak = np.zeros(2)
+    change = 0.0
+    for a in range(0, with_mask.n_tokens, step):
+        rows = (a, min(a + step, with_mask.n_tokens))
+        w, wo, m = (t.stages(layer, queries=rows).weights for t in (with_mask, without, own))
+        real = slice(0, max(0, min(rows[1], n_real) - a))  # the block's real (non-padding) queries
+        bad = forbidden[a : rows[1]][real]
+        leak += [np.where(bad, x[:, real], 0).sum(dtype=np.float64) for x in (w, wo)]
+        change = max(change, float(np.abs(np.subtract(w, m, dtype=np.float64)).max(initial=0.0)))
+    per_row = leak / (n_head * n_real) if n_real > 0 else np.full(2, np.nan)  # the mean over heads and real queries
+    return float(per_row[0]), float(per_row[1]), change
+
+
 @remembered
 def mask_report(
     with_mask: AttentionTrace,
@@ -261,29 +285,23 @@ def mask_report(
     that layer: hiding a causal model's only visible key sends a finite fill's weight to the future, and the leak
     counts it. n_real_keys: keys that are not padding, when they are not the queries (cross-attention)."""
     base = forbidden_cells(with_mask.n_tokens, n_real, causal, hide, with_mask.n_keys, n_real_keys)
-    leak_with, leak_without, change = [], [], []
-    for i in range(with_mask.n_layer):  # one head at a time: a long text holds one [query, key] map, not a layer
-        forbidden = with_own_mask(base, own.layer_mask(i))
-        heads = [
-            (with_mask.stages(i, heads=h).weights, without.stages(i, heads=h).weights, own.stages(i, heads=h).weights)
-            for h in range(with_mask.n_head)
-        ]
-        leak_with.append(float(np.mean([leaked(w, forbidden, n_real) for w, _, _ in heads])))
-        leak_without.append(float(np.mean([leaked(wo, forbidden, n_real) for _, wo, _ in heads])))
-        change.append(max(layer_change(w, m) for w, _, m in heads))
+    layers = [_layer_measures(with_mask, without, own, i, with_own_mask(base, own.layer_mask(i)), n_real)
+              for i in range(with_mask.n_layer)]  # fmt: skip
+    leak_with, leak_without, change = (np.array(m) for m in zip(*layers))
     mask = with_mask.layer_mask(layer)
     n, k = with_mask.n_tokens, with_mask.n_keys
     future = forbidden_cells(n, n, True, (), k, k) & (causal or own_causal(own, layer))  # the cells causal hides
     q, visible = demo_row(mask, n_real)
+    dead = not mask[:n_real].any(axis=-1).all()  # a real query with no visible key: read its head's weights
     return MaskReport(
         layer=layer,
         head=head,
         n_real=n_real,
         forbidden=with_own_mask(base, own.layer_mask(layer)),
-        leak_with=np.array(leak_with),
-        leak_without=np.array(leak_without),
-        change=np.array(change),
-        dead_rows=dead_rows(with_mask.stages(layer, heads=head).weights[0], mask, n_real, future),
+        leak_with=leak_with,
+        leak_without=leak_without,
+        change=change,
+        dead_rows=dead_rows(with_mask.stages(layer, heads=head).weights[0], mask, n_real, future) if dead else (),
         fills=fill_demo(with_mask.stages(layer, heads=head, queries=(q, q + 1)).scaled[0, 0], visible),
         demo_query=q,
     )

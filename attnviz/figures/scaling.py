@@ -96,13 +96,15 @@ def masks(
     cross = trace.n_keys != trace.n_tokens if cross is None else cross
     a, b = hm.window(trace.n_tokens, token_range)
     who = f"head {head}" + (f", tokens {a}–{b - 1} of {trace.n_tokens:,}" if (a, b) != (0, trace.n_tokens) else "")
-    cut, keys = (slice(a, b), slice(None) if cross else slice(a, b)), trace.key_tokens if cross else None
+    cut = dict(queries=(a, b), keys=None if cross else (a, b))  # the drawn window alone is computed
+    keys = trace.key_tokens if cross else None
     drawn = dict(start=a, boundary=boundary)
-    scaled = trace.stages(layer, heads=head).scaled[0][cut]
+    scaled = trace.stages(layer, heads=head, **cut).scaled[0]
+    mask = trace.layer_mask(layer, cut["queries"], cut["keys"])
     out = [
         (
             "1 · The stages before and after the mask",
-            mp.stage_pair(scaled, trace.layer_mask(layer)[cut], trace.tokens, who, key_tokens=keys, **drawn),
+            mp.stage_pair(scaled, mask, trace.tokens, who, key_tokens=keys, **drawn),
         )
     ]
     rep = None
@@ -125,7 +127,7 @@ def _compared(trace, unmasked, own, layer, head, n_real, n_real_keys, cut, keys,
     opts = dict(trace.options)
     causal, hide, applied = opts.get("causal", False), opts.get("hide", ()), opts.get("layers")
     rep = M.mask_report(trace, unmasked, own, layer, head, n_real, causal, hide, n_real_keys)
-    without, with_mask = (t.stages(layer, heads=head).weights[0][cut] for t in (unmasked, trace))
+    without, with_mask = (t.stages(layer, heads=head, **cut).weights[0] for t in (unmasked, trace))
     weights = mp.weights_comparison(without, with_mask, trace.tokens, who, own_causal, key_tokens=keys, **drawn)
     leaks = mp.leak_bars(rep, None if applied is None else tuple(applied), own_causal)
     return rep, [("2 · Where the weight went", weights), ("3 · Leaks, layer by layer", leaks)]

@@ -187,6 +187,27 @@ def test_a_forward_pass_mask_reaches_later_layers_only(bundled):
     assert rep.leak_with[3] > 0  # layer 3 was not masked: it still looks ahead
 
 
+def test_the_report_read_in_blocks_of_query_rows_equals_whole_layers(bundled, monkeypatch):
+    """The report reads a few query rows of every head at a time (a long text never holds a [query, key] map per
+    head); blocks that end inside the real queries and inside the padding give what whole layers give."""
+    n_real = attnviz.trace(bundled, TEXT).n_tokens
+    pad = dict(pad_to=n_real + 5)
+    with_mask = attnviz.trace(bundled, TEXT, causal=True, hide=(2,), **pad)
+    without = attnviz.trace(bundled, TEXT, pad_mask=False, **pad)
+    own = attnviz.trace(bundled, TEXT, **pad)
+    monkeypatch.setattr(masks, "REPORT_CELLS", 4 * with_mask.n_head * with_mask.n_keys)  # 4 rows a block
+    rep = masks.mask_report(with_mask, without, own, 1, 0, n_real, True, (2,))
+    base = masks.forbidden_cells(with_mask.n_tokens, n_real, True, (2,))
+    for i in range(with_mask.n_layer):  # numpy over whole layers, in float64
+        forbidden = base | ~own.layer_mask(i)
+        w, wo, m = (np.asarray(t.layer(i).weights, np.float64) for t in (with_mask, without, own))
+        expected = [(x[:, :n_real] * forbidden[:n_real]).sum(-1).mean() for x in (w, wo)]
+        # float32 rounding apart (a block's q.k^T is its own matrix product), the same
+        assert [rep.leak_with[i], rep.leak_without[i]] == pytest.approx(expected, rel=1e-6, abs=1e-9)
+        assert rep.change[i] == pytest.approx(np.abs(w - m).max(), rel=1e-5, abs=1e-7)
+    assert rep.leak_without.max() > 0.01 and rep.leak_with.max() == 0  # the test can tell a leak from none
+
+
 def test_fill_demo_zero_row_for_minus_inf_and_uniform_for_finite_fills():
     row = np.array([3.0, -1.0, 0.5, 2.0, -2.0], np.float32)
     visible = np.array([True, True, False, True, False])
