@@ -249,14 +249,61 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
         if square:
             rows = rows & ~hidden[: trace.n_tokens]
         for heads in head_groups(trace.n_head, trace.n_tokens * trace.n_keys):
-            w = np.asarray(trace.stages(layer, heads=heads).weights, np.float64)  # [len(heads), query, key]
-            w = hide_keys(w, hidden) if hidden.any() else w
-            values = layer_stats(w, rows, special, punct, keys)
-            kept = np.where(rows[:, None] & keys[None, :], w, 0.0)
-            values |= {name: pattern_score(kept, p) for name, p in patterns.items()}
-            for name, v in values.items():
+            sums = _Sums(len(heads), rows, keys, special, punct, patterns)
+            step = max(1, BLOCK_CELLS // (len(heads) * trace.n_keys))  # query rows read at once
+            for a in range(0, trace.n_tokens, step):
+                w = np.asarray(
+                    trace.stages(layer, heads=heads, queries=(a, min(a + step, trace.n_tokens))).weights, np.float64
+                )
+                sums.add(a, hide_keys(w, hidden) if hidden.any() else w)  # [len(heads), block's queries, key]
+            for name, v in sums.result().items():
                 out[name][layer, heads] = v
     return HeadStats(out, bool(hidden.any()))
+
+
+BLOCK_CELLS = 1 << 17  # [head, query, key] cells of one block of query rows: 1 MB of float64, kept in the cache
+
+
+class _Sums:
+    """What `layer_stats` and `pattern_score` average, summed a block of query rows at a time (every key of them):
+    the same numbers without a [query, key] float64 map per head, whose copies made a long text's statistics slow."""
+
+    def __init__(self, n_head: int, rows, keys, special, punct, patterns: dict):
+        self.rows, self.keys, self.special, self.punct, self.patterns = rows, keys, special, punct, patterns
+        self.n_rows = 0
+        self.clark = {k: np.zeros(n_head) for k in ("entropy", "distance", "special", "punctuation")}
+        self.near = {k: [np.zeros(n_head), 0] for k in ((-1, "previous"), (1, "next"), (0, "self"))}
+        self.hit, self.total = {name: np.zeros(n_head) for name in patterns}, np.zeros(n_head)
+
+    def add(self, a: int, w: np.ndarray) -> None:
+        """Queries a.. of every head: w float64 [head, query, key]."""
+        chosen = self.rows[a : a + w.shape[1]]
+        i = np.flatnonzero(chosen)
+        sel = w[:, i]  # [head, chosen query, key]
+        self.n_rows += i.size
+        self.clark["entropy"] -= (sel * np.log(np.where(sel > 0, sel, 1.0))).sum(axis=(-2, -1))
+        self.clark["distance"] += (sel * np.abs((i + a)[:, None] - np.arange(w.shape[-1]))).sum(axis=(-2, -1))
+        self.clark["special"] += sel[..., self.special].sum(axis=(-2, -1))
+        self.clark["punctuation"] += sel[..., self.punct].sum(axis=(-2, -1))
+        for (offset, _), acc in self.near.items():  # as offset_share: rows whose neighbour is a counted key
+            j = i + a + offset
+            ok = (j >= 0) & (j < w.shape[-1])
+            ok[ok] &= self.keys[j[ok]]
+            acc[0] += w[:, i[ok], j[ok]].sum(axis=-1)
+            acc[1] += int(ok.sum())
+        kept = np.where(chosen[:, None] & self.keys[None, :], w, 0.0)  # as head_stats' pattern scores read them
+        self.total += kept.sum(axis=(-2, -1))
+        for name, p in self.patterns.items():
+            self.hit[name] += kept[..., p[a : a + w.shape[1]]].sum(axis=-1)
+
+    def result(self) -> dict:
+        zero = np.zeros_like(self.total)
+        out = {k: v / self.n_rows if self.n_rows else zero for k, v in self.clark.items()}
+        out |= {name: acc[0] / acc[1] if acc[1] and self.n_rows else zero for (_, name), acc in self.near.items()}
+        ratio = {
+            name: np.divide(h, self.total, out=np.zeros_like(h), where=self.total > 0) for name, h in self.hit.items()
+        }
+        return out | ratio
 
 
 STATS_CELLS = 1 << 20  # [head, query, key] cells read at once: a few float64 copies of 8 MB each

@@ -135,6 +135,28 @@ def test_pattern_scores_equal_transformer_lens_mul_measure():
     assert ind[0, 1] == pytest.approx(((a * tl_induction(ids)).sum() / a.sum()).item())
 
 
+@pytest.mark.parametrize("hide", [False, True])
+def test_statistics_read_a_few_query_rows_at_a_time_equal_hand_loops(monkeypatch, hide):
+    """A long text's statistics are summed over blocks of query rows (every key of them): with blocks of 3 of the 8
+    rows (the last one short), every head's numbers are still the hand loops' and TransformerLens's."""
+    monkeypatch.setattr(H, "BLOCK_CELLS", 3 * 3 * len(TOKENS))  # 3 heads x 3 rows x 8 keys
+    w = random_weights(seed=2)
+    tr = weights_trace(w)
+    special = H.special_keys(tr, special_ids=[101, 102])
+    stats = H.head_stats(tr, special, hide_special=hide)
+    seen = H.hide_keys(w, special) if hide else w
+    rows = ~special if hide else np.ones(len(TOKENS), bool)
+    ids = torch.tensor(IDS)
+    for layer in range(2):
+        for head in range(3):
+            want = loop_stats(seen[layer, head], special, H.punctuation_keys(tr), rows)
+            for name, value in want.items():
+                assert stats[name][layer, head] == pytest.approx(value, abs=1e-6), name  # weights kept as float32
+            kept = torch.tensor(np.where(rows[:, None], seen[layer, head], 0.0))  # the rows the averages read
+            for name, pattern in (("previous_score", tl_previous(ids)), ("duplicate_score", tl_duplicate(ids))):
+                assert stats[name][layer, head] == pytest.approx(tl_mul_score(kept, pattern), abs=1e-6), name
+
+
 def test_padding_queries_are_left_out(tiny_bert, tiny_text):
     import attnviz
 
