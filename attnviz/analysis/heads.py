@@ -249,19 +249,21 @@ def head_stats(trace: AttentionTrace, special: np.ndarray, hide_special: bool = 
         if square:
             rows = rows & ~hidden[: trace.n_tokens]
         for heads in head_groups(trace.n_head, trace.n_tokens * trace.n_keys):
+            weights = trace.stages(layer, heads=heads).weights  # float32 [len(heads), query, key]: one read
             sums = _Sums(len(heads), rows, keys, special, punct, patterns)
-            step = max(1, BLOCK_CELLS // (len(heads) * trace.n_keys))  # query rows read at once
+            step = max(1, BLOCK_CELLS // (len(heads) * trace.n_keys))  # query rows summed at once
             for a in range(0, trace.n_tokens, step):
-                w = np.asarray(
-                    trace.stages(layer, heads=heads, queries=(a, min(a + step, trace.n_tokens))).weights, np.float64
-                )
-                sums.add(a, hide_keys(w, hidden) if hidden.any() else w)  # [len(heads), block's queries, key]
+                w = np.asarray(weights[:, a : a + step], np.float64)
+                sums.add(a, hide_keys(w, hidden) if hidden.any() else w)
             for name, v in sums.result().items():
                 out[name][layer, heads] = v
     return HeadStats(out, bool(hidden.any()))
 
 
-BLOCK_CELLS = 1 << 17  # [head, query, key] cells of one block of query rows: 1 MB of float64, kept in the cache
+#: [head, query, key] cells of one block of query rows summed at once: 1 MB of float64, kept in the cache. The weights
+#: are read from the trace a head group at a time all the same: many small torch calls (a read per block) were 15x
+#: slower on a busy 2-core host, where each parallel op waits for its other thread.
+BLOCK_CELLS = 1 << 17
 
 
 class _Sums:

@@ -242,26 +242,28 @@ def dead_rows(weights: np.ndarray, mask: np.ndarray, n_real: int, future: np.nda
     return tuple(DeadRow(r, float(w[r].sum()), float(w[r, future[r]].sum())) for r in rows)
 
 
-REPORT_CELLS = 1 << 21  # [head, query, key] cells of one block of query rows the report reads per trace (8 MB)
+REPORT_CELLS = 1 << 17  # [head, query, key] cells of one block of query rows measured at once (1 MB of float64)
 
 
 def _layer_measures(
     with_mask: AttentionTrace, without: AttentionTrace, own: AttentionTrace, layer: int, forbidden, n_real: int
 ) -> tuple[float, float, float]:
     """(leak with the mask, leak without it, max change against the model's own weights) of one layer, as `leaked`
-    and `layer_change` measure them, read a block of query rows of every head at a time: a long text never holds a
-    whole [query, key] map per head, and the arithmetic stays in the cache (float64 sums, as `leaked` does)."""
+    and `layer_change` measure them: each head's three maps read once (a long text never holds a layer of them) and
+    measured a block of query rows at a time, so the float64 arithmetic stays in the cache (float64 sums, as
+    `leaked` does). One read per head, not per block: many small torch calls are slow on a busy host."""
     n_head, n_keys = with_mask.n_head, with_mask.n_keys
-    step = max(1, REPORT_CELLS // max(1, n_head * n_keys))
+    step = max(1, REPORT_CELLS // max(1, n_keys))
     leak = np.zeros(2)
     change = 0.0
-    for a in range(0, with_mask.n_tokens, step):
-        rows = (a, min(a + step, with_mask.n_tokens))
-        w, wo, m = (t.stages(layer, queries=rows).weights for t in (with_mask, without, own))
-        real = slice(0, max(0, min(rows[1], n_real) - a))  # the block's real (non-padding) queries
-        bad = forbidden[a : rows[1]][real]
-        leak += [np.where(bad, x[:, real], 0).sum(dtype=np.float64) for x in (w, wo)]
-        change = max(change, float(np.abs(np.subtract(w, m, dtype=np.float64)).max(initial=0.0)))
+    for h in range(n_head):
+        w, wo, m = (t.stages(layer, heads=h).weights[0] for t in (with_mask, without, own))  # [query, key]
+        for a in range(0, with_mask.n_tokens, step):
+            b = min(a + step, with_mask.n_tokens)
+            real = max(0, min(b, n_real) - a)  # the block's real (non-padding) queries
+            bad = forbidden[a : a + real]
+            leak += [np.where(bad, x[a : a + real], 0).sum(dtype=np.float64) for x in (w, wo)]
+            change = max(change, float(np.abs(np.subtract(w[a:b], m[a:b], dtype=np.float64)).max(initial=0.0)))
     per_row = leak / (n_head * n_real) if n_real > 0 else np.full(2, np.nan)  # the mean over heads and real queries
     return float(per_row[0]), float(per_row[1]), change
 

@@ -195,7 +195,7 @@ def test_the_report_read_in_blocks_of_query_rows_equals_whole_layers(bundled, mo
     with_mask = attnviz.trace(bundled, TEXT, causal=True, hide=(2,), **pad)
     without = attnviz.trace(bundled, TEXT, pad_mask=False, **pad)
     own = attnviz.trace(bundled, TEXT, **pad)
-    monkeypatch.setattr(masks, "REPORT_CELLS", 4 * with_mask.n_head * with_mask.n_keys)  # 4 rows a block
+    monkeypatch.setattr(masks, "REPORT_CELLS", 4 * with_mask.n_keys)  # 4 rows a block
     rep = masks.mask_report(with_mask, without, own, 1, 0, n_real, True, (2,))
     base = masks.forbidden_cells(with_mask.n_tokens, n_real, True, (2,))
     for i in range(with_mask.n_layer):  # numpy over whole layers, in float64
