@@ -14,6 +14,7 @@ import torch
 from ..attention import DEFAULT_FILL, stages_from_scores
 from ..trace import AttentionTrace
 from ..trace.window_cache import remembered
+from .heads import head_groups
 
 #: Fill values people meet in the wild, by name: Hugging Face models use the float32 minimum, many
 #: tutorials -10000 or -1e9, some code -inf.
@@ -249,21 +250,22 @@ def _layer_measures(
     with_mask: AttentionTrace, without: AttentionTrace, own: AttentionTrace, layer: int, forbidden, n_real: int
 ) -> tuple[float, float, float]:
     """(leak with the mask, leak without it, max change against the model's own weights) of one layer, as `leaked`
-    and `layer_change` measure them: each head's three maps read once (a long text never holds a layer of them) and
-    measured a block of query rows at a time, so the float64 arithmetic stays in the cache (float64 sums, as
-    `leaked` does). One read per head, not per block: many small torch calls are slow on a busy host."""
+    and `layer_change` measure them: the three traces' weights read a head group at a time (`head_groups`: a short
+    text's whole layer at once, a long text's one head, never a layer of them) and measured a block of query rows at a
+    time, so the float64 arithmetic stays in the cache (float64 sums, as `leaked` does). Few large reads, not one per
+    block or per head: many small torch calls are slow on a busy host."""
     n_head, n_keys = with_mask.n_head, with_mask.n_keys
-    step = max(1, REPORT_CELLS // max(1, n_keys))
     leak = np.zeros(2)
     change = 0.0
-    for h in range(n_head):
-        w, wo, m = (t.stages(layer, heads=h).weights[0] for t in (with_mask, without, own))  # [query, key]
+    for heads in head_groups(n_head, with_mask.n_tokens * n_keys):  # a short text: the whole layer in one read
+        w, wo, m = (t.stages(layer, heads=heads).weights for t in (with_mask, without, own))  # [head, query, key]
+        step = max(1, REPORT_CELLS // (len(heads) * n_keys))
         for a in range(0, with_mask.n_tokens, step):
             b = min(a + step, with_mask.n_tokens)
             real = max(0, min(b, n_real) - a)  # the block's real (non-padding) queries
             bad = forbidden[a : a + real]
-            leak += [np.where(bad, x[a : a + real], 0).sum(dtype=np.float64) for x in (w, wo)]
-            change = max(change, float(np.abs(np.subtract(w[a:b], m[a:b], dtype=np.float64)).max(initial=0.0)))
+            leak += [np.where(bad, x[:, a : a + real], 0).sum(dtype=np.float64) for x in (w, wo)]
+            change = max(change, float(np.abs(np.subtract(w[:, a:b], m[:, a:b], dtype=np.float64)).max(initial=0.0)))
     per_row = leak / (n_head * n_real) if n_real > 0 else np.full(2, np.nan)  # the mean over heads and real queries
     return float(per_row[0]), float(per_row[1]), change
 

@@ -187,15 +187,16 @@ def test_a_forward_pass_mask_reaches_later_layers_only(bundled):
     assert rep.leak_with[3] > 0  # layer 3 was not masked: it still looks ahead
 
 
-def test_the_report_read_in_blocks_of_query_rows_equals_whole_layers(bundled, monkeypatch):
-    """The report reads a few query rows of every head at a time (a long text never holds a [query, key] map per
-    head); blocks that end inside the real queries and inside the padding give what whole layers give."""
-    n_real = attnviz.trace(bundled, TEXT).n_tokens
+def test_the_report_read_in_blocks_of_query_rows_equals_whole_layers(tiny_bert, tiny_text, monkeypatch):
+    """The report measures a few query rows at a time (the float64 arithmetic stays small); blocks that end inside
+    the real queries and inside the padding give what whole layers give."""
+    n_real = len(tiny_bert.tokenizer(tiny_text)["input_ids"])
     pad = dict(pad_to=n_real + 5)
-    with_mask = attnviz.trace(bundled, TEXT, causal=True, hide=(2,), **pad)
-    without = attnviz.trace(bundled, TEXT, pad_mask=False, **pad)
-    own = attnviz.trace(bundled, TEXT, **pad)
-    monkeypatch.setattr(masks, "REPORT_CELLS", 4 * with_mask.n_keys)  # 4 rows a block
+    with_mask = attnviz.trace(tiny_bert, tiny_text, causal=True, hide=(2,), **pad)
+    without = attnviz.trace(tiny_bert, tiny_text, pad_mask=False, **pad)
+    own = attnviz.trace(tiny_bert, tiny_text, **pad)
+    assert with_mask.n_tokens == n_real + 5 and (n_real % 4, (n_real + 5) % 4) != (0, 0)
+    monkeypatch.setattr(masks, "REPORT_CELLS", 4 * with_mask.n_head * with_mask.n_keys)  # 4 rows a block
     rep = masks.mask_report(with_mask, without, own, 1, 0, n_real, True, (2,))
     base = masks.forbidden_cells(with_mask.n_tokens, n_real, True, (2,))
     for i in range(with_mask.n_layer):  # numpy over whole layers, in float64
