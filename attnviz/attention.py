@@ -101,6 +101,11 @@ def stages_from_scores(
     return Stages(scores, scaled, masked, _weights(masked, sinks))
 
 
+def weights_from_masked(masked: torch.Tensor, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """The weights stage from the masked one, as `stages_from_scores` computes it."""
+    return _weights(masked, sinks)
+
+
 def _weights(masked: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
     """softmax(masked), with the sink logits (if any) as an extra key of every row that is then dropped."""
     if sinks is None:
@@ -116,6 +121,12 @@ def weights_from_scores(
     """The weights of `stages_from_scores` alone, equal to its weights bit for bit: the same operations, done in place
     on `scores`, which the caller gives up (a tensor nobody else holds; no autograd). For reads that need only the
     weights (value norms): one [..., query, key] tensor is allocated besides the scores instead of three."""
+    return _weights(masked_in_place(scores, scale, mask, fill, bias, softcap), sinks)
+
+
+def masked_in_place(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None):
+    """The masked stage of `masked_from_scores`, bit for bit, computed in place on `scores` (which the caller gives
+    up: a tensor nobody else holds, no autograd)."""
     x = scores.mul_(scale)
     if bias is not None:
         x.add_(bias)
@@ -123,7 +134,7 @@ def weights_from_scores(
         x.div_(softcap).tanh_().mul_(softcap)
     if mask is not None and not bool(mask.all()):
         x.masked_fill_(~mask, fill)
-    return _weights(x, sinks)
+    return x
 
 
 def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None):
@@ -200,10 +211,13 @@ def additive_scores(q, k, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor,
     """
     hq = q @ w_q.transpose(-2, -1)  # [..., Tq, h]
     hk = (k @ w_k.transpose(-2, -1)).unsqueeze(-3)  # [..., 1, Tk, h]
-    v = v[..., None, None, :]  # [..., 1, 1, h]
+    v = v[..., None, :, None]  # [..., 1, h, 1]: the sum over hidden units as one matrix product
     step = max(1, chunk // max(1, hk.numel()))
-    blocks = [(torch.tanh(hq[..., i : i + step, None, :] + hk) * v).sum(-1) for i in range(0, hq.shape[-2], step)]
-    return torch.cat(blocks, dim=-2) if blocks else hq.new_zeros((*hq.shape[:-1], k.shape[-2]))
+    out = hq.new_empty((*hq.shape[:-1], k.shape[-2]))
+    for i in range(0, hq.shape[-2], step):
+        hidden = hq[..., i : i + step, None, :] + hk  # [..., step, Tk, h]
+        out[..., i : i + step, :] = (hidden.tanh_() @ v).squeeze(-1)  # tanh in place: autograd keeps its output
+    return out
 
 
 # --- masks ---------------------------------------------------------------------------------------
