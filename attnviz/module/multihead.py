@@ -200,20 +200,20 @@ def recorded_layer(module: MultiHeadAttention, qkv_scores: tuple, mask, scale: f
     in place on the scores when no gradient needs them. The record keeps a dot product as q and k (its stages
     computed when asked), any other score function as its scores; the values with what each head writes
     (||v W_o[h]||); every row's softmax normaliser from the masked stage the forward itself computed."""
-    q, k, v, scores = qkv_scores
+    q, k, v, scores = (t[0].detach() for t in qkv_scores)  # the record is a snapshot: no gradient flows into it
     if mask is not None and (mask.shape[0] > 1 or mask.shape[1] > 1):
         raise AttnvizError("A recorded layer takes one [query, key] mask for every example and head.")
-    dot = module.score in ("dot", "scaled_dot")
-    kept = dict(q=q[0], k=k[0]) if dot else dict(q=None, k=None, scores=scores[0].clone())  # before the in place
+    kept = dict(q=q, k=k) if module.score in ("dot", "scaled_dot") else dict(q=None, k=None, scores=scores.clone())
     if torch.is_grad_enabled():
-        masked = masked_from_scores(scores, scale, mask, fill)[1]
+        masked = masked_from_scores(qkv_scores[3], scale, mask, fill)[1]
     else:
-        masked = masked_in_place(scores, scale, mask, fill)
+        masked = masked_in_place(qkv_scores[3], scale, mask, fill)  # after the clone above
     mask = torch.ones(masked.shape[-2:], dtype=torch.bool, device=k.device) if mask is None else mask[0, 0]
-    written = output_norms.table(v[0], output_norms.r_factors(module.w_o.weight, module.n_head))
-    layer = LayerRecord(
-        scale=scale, mask=mask, fill=fill, values=Values(v[0], written), norms=norms_of(masked[0]), **kept
-    )
+    with torch.inference_mode():
+        written = output_norms.table(v, output_norms.r_factors(module.w_o.weight, module.n_head))
+        layer = LayerRecord(
+            scale=scale, mask=mask, fill=fill, values=Values(v, written), norms=norms_of(masked[0].detach()), **kept
+        )
     return weights_from_masked(masked), layer
 
 
