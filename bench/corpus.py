@@ -8,9 +8,9 @@ slows ~120-token texts (the padding), while the profile's per-text work (its sta
 per text) would stay; so the profile reads one text a forward and the goal's baseline does too.
 cost_wide: the same on 4 layers of the Llama-3.2-1B shape at 512 tokens (the ratio falls as the model widens).
 The goal, per width (docs/corpus.md, "Per-cell work cut": the profile's extra is ~ cells per forward FLOP x its ~13-15
-ns per cell x the forward's FLOP rate): cost_wide (width 2,048, causal) at most 1.25x; the bundled 384-wide model at
-most 1.75x up to 128 tokens (cost_short, cost_120) and at most 2x at ~300 tokens (cost_512), whose cells per FLOP are
-4-11 times the wide model's.
+ns per cell x the forward's FLOP rate): cost_wide (width 2,048, causal) at most 1.25x (measured 1.21x and 1.27x: at the
+line); the bundled 384-wide model at most 1.75x up to 128 tokens (cost_short, cost_120) and at most 2x at ~300 tokens
+(cost_512), whose cells per FLOP are 4-11 times the wide model's.
 finder: the Corpus page's head finder for 32 x 32 heads.
 side_by_side (BENCH_BASELINE=/path/to/another/checkout python -m bench.corpus): every cost row for that checkout and
 this one, in fresh processes alternating baseline, branch for each row, each timing its own SDPA forward beside its
