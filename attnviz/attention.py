@@ -58,20 +58,20 @@ class Stages(NamedTuple):
     weights: torch.Tensor
 
 
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last axis that never returns NaN.
+def softmax(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last axis that never returns NaN (written into `out` when given).
 
     A row whose every entry is -inf (every key masked with fill=-inf) gets all-zero weights: the query attends to
     nothing, so its output is zero (torch.softmax would give NaN). A finite fill (-10000, -1e9, dtype min) needs no
     special case: a fully masked row's softmax is uniform over all keys, which is what the model computes."""
     x = checks.array("x", x, range(1, 9), finite=False)
-    weights = torch.softmax(x, dim=-1)  # the very kernel eager attention uses, so weights match it bit for bit
+    weights = torch.softmax(x, dim=-1, out=out)  # the very kernel eager attention uses, so weights match it bit for bit
     # An all -inf row comes out of torch.softmax as NaN in every column, so looking at the first column (T values
     # per head, not T*T) finds every candidate; only then pay for the exact check (x.amax: a full pass) over the rows.
     if not bool(weights[..., :1].isnan().any()):
         return weights
     dead = torch.isneginf(x.amax(dim=-1, keepdim=True))
-    return weights.masked_fill(dead, 0.0)
+    return weights.masked_fill(dead, 0.0) if out is None else weights.masked_fill_(dead, 0.0)
 
 
 def stages_from_scores(
@@ -101,21 +101,35 @@ def stages_from_scores(
     return Stages(scores, scaled, masked, _weights(masked, sinks))
 
 
-def _weights(masked: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
-    """softmax(masked), with the sink logits (if any) as an extra key of every row that is then dropped."""
+def weights_from_masked(masked: torch.Tensor, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """The weights stage from the masked one, as `stages_from_scores` computes it."""
+    return _weights(masked, sinks)
+
+
+def _weights(masked: torch.Tensor, sinks: torch.Tensor | None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(masked), with the sink logits (if any) as an extra key of every row that is then dropped; written into
+    `out` when given."""
     if sinks is None:
-        return softmax(masked)
+        return softmax(masked, out)
     sink = sinks.reshape(-1, 1, 1) if sinks.dim() == 1 else sinks.unsqueeze(-1)  # per head / per query
     sink = sink.to(masked.dtype).expand(*masked.shape[:-1], 1)  # [..., head, query, 1]
-    return softmax(torch.cat([masked, sink], dim=-1))[..., :-1]
+    weights = softmax(torch.cat([masked, sink], dim=-1))[..., :-1]
+    return weights if out is None else out.copy_(weights)
 
 
 def weights_from_scores(
-    scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None, sinks=None
+    scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None, sinks=None, out=None
 ) -> torch.Tensor:
     """The weights of `stages_from_scores` alone, equal to its weights bit for bit: the same operations, done in place
     on `scores`, which the caller gives up (a tensor nobody else holds; no autograd). For reads that need only the
-    weights (value norms): one [..., query, key] tensor is allocated besides the scores instead of three."""
+    weights (value norms): one [..., query, key] tensor is allocated besides the scores instead of three, none when
+    `out` (a float32 tensor of the scores' shape) is given to write them into."""
+    return _weights(masked_in_place(scores, scale, mask, fill, bias, softcap), sinks, out)
+
+
+def masked_in_place(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None):
+    """The masked stage of `masked_from_scores`, bit for bit, computed in place on `scores` (which the caller gives
+    up: a tensor nobody else holds, no autograd)."""
     x = scores.mul_(scale)
     if bias is not None:
         x.add_(bias)
@@ -123,7 +137,7 @@ def weights_from_scores(
         x.div_(softcap).tanh_().mul_(softcap)
     if mask is not None and not bool(mask.all()):
         x.masked_fill_(~mask, fill)
-    return _weights(x, sinks)
+    return x
 
 
 def masked_from_scores(scores, scale: float, mask=None, fill: float = DEFAULT_FILL, bias=None, softcap=None):
@@ -200,10 +214,13 @@ def additive_scores(q, k, w_q: torch.Tensor, w_k: torch.Tensor, v: torch.Tensor,
     """
     hq = q @ w_q.transpose(-2, -1)  # [..., Tq, h]
     hk = (k @ w_k.transpose(-2, -1)).unsqueeze(-3)  # [..., 1, Tk, h]
-    v = v[..., None, None, :]  # [..., 1, 1, h]
+    v = v[..., None, :, None]  # [..., 1, h, 1]: the sum over hidden units as one matrix product
     step = max(1, chunk // max(1, hk.numel()))
-    blocks = [(torch.tanh(hq[..., i : i + step, None, :] + hk) * v).sum(-1) for i in range(0, hq.shape[-2], step)]
-    return torch.cat(blocks, dim=-2) if blocks else hq.new_zeros((*hq.shape[:-1], k.shape[-2]))
+    out = hq.new_empty((*hq.shape[:-1], k.shape[-2]))
+    for i in range(0, hq.shape[-2], step):
+        hidden = hq[..., i : i + step, None, :] + hk  # [..., step, Tk, h]
+        out[..., i : i + step, :] = (hidden.tanh_() @ v).squeeze(-1)  # tanh in place: autograd keeps its output
+    return out
 
 
 # --- masks ---------------------------------------------------------------------------------------

@@ -7,7 +7,14 @@ for what batching would buy: it halves a short text's forward (Python per module
 slows ~120-token texts (the padding), while the profile's per-text work (its statistics, examples and samples are
 per text) would stay; so the profile reads one text a forward and the goal's baseline does too.
 cost_wide: the same on 4 layers of the Llama-3.2-1B shape at 512 tokens (the ratio falls as the model widens).
+The goal, per width (docs/corpus.md, "Per-cell work cut": the profile's extra is ~ cells per forward FLOP x its ~13-15
+ns per cell x the forward's FLOP rate): cost_wide (width 2,048, causal) at most 1.25x (measured 1.21x and 1.27x: at the
+line); the bundled 384-wide model at most 1.75x up to 128 tokens (cost_short, cost_120) and at most 2x at ~300 tokens
+(cost_512), whose cells per FLOP are 4-11 times the wide model's.
 finder: the Corpus page's head finder for 32 x 32 heads.
+side_by_side (BENCH_BASELINE=/path/to/another/checkout python -m bench.corpus): every cost row for that checkout and
+this one, in fresh processes alternating baseline, branch for each row, each timing its own SDPA forward beside its
+profile (one thread, CPU time), so both ratios of a row come from one run under the same load.
 memory: the peak resident memory a fresh process adds while profiling 1,000 and then 10,000 short texts (a tiny
 random Llama: the model does not matter, the corpus size does); the goal is growth within 10% of each other.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -171,5 +179,28 @@ def corpus(n_texts: int = 32, rounds: int = 3, warmup: int = 1, sizes=(1_000, 10
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
 
+#: The cost rows (the goal's: profile vs the SDPA forward), as corpus() runs them: name -> (function, kwargs).
+ROWS = {"cost_short": ("cost", {"n_texts": 32}), "cost_120": ("cost", {"n_texts": 32, "join": 8}),
+        "cost_512": ("cost", {"n_texts": 16, "join": 24, "max_tokens": 512}), "cost_wide": ("cost_wide", {})}  # fmt: skip
+ROW_CHILD = "import json; from bench import corpus; print(json.dumps(getattr(corpus, {fn!r})(**{kw!r})))"
+
+
+def side_by_side(baseline: str, rows=tuple(ROWS), **kw) -> dict:
+    """{row: {"baseline": cost dict, "branch": cost dict}}: each row in a fresh process in `baseline`'s checkout and
+    then in this one (the same interpreter, one after the other, so under the same load). kw: arguments for every row
+    (n_texts, rounds; the wide row takes n_texts and rounds)."""
+    out = {}
+    for row in rows:
+        fn, args = ROWS[row]
+        out[row] = {}
+        for name, tree in (("baseline", baseline), ("branch", str(ROOT))):
+            code = ROW_CHILD.format(fn=fn, kw=args | kw)
+            run = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=True)
+            out[row][name] = json.loads(run.stdout.strip().splitlines()[-1])
+        print(row, {k: {m: v[m] for m in v if m.endswith("_vs_sdpa")} for k, v in out[row].items()}, flush=True)
+    return out
+
+
 if __name__ == "__main__":
-    print(json.dumps(corpus(), indent=1))
+    base = os.environ.get("BENCH_BASELINE")
+    print(json.dumps(side_by_side(base) if base else corpus(), indent=1))

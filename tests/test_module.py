@@ -178,6 +178,12 @@ def test_a_recorded_forward_gives_torchs_output_and_a_layer_whose_stages_are_tor
         out, layer = ours(q, kv, kv, mask=allowed, causal=False, record=True)
     close(out, ref_out)
     close(layer.stages(torch.arange(5)).weights, ref_w[0])
+    # a window of keys alone is exact from the row normalisers the forward recorded, with or without autograd
+    close(layer.stages(torch.arange(5), keys=slice(2, 4)).weights, ref_w[0][..., 2:4])
+    out, graded = ours(q, kv, kv, mask=allowed, causal=False, record=True)  # a notebook's call outside no_grad
+    close(graded.stages(torch.arange(5), keys=slice(1, 2)).weights, ref_w[0][..., 1:2])
+    out.sum().backward()  # the output still trains the module; the record is a snapshot beside it
+    assert ours.w_q.weight.grad is not None and bool(ours.w_q.weight.grad.abs().sum() > 0)
     # the values it keeps give torch's output too: sum over heads of weights @ v @ W_o[h] (+ the bias)
     v = layer.values.of_heads(torch.arange(5))  # [head, key, d_head]
     per_head = ref_w[0] @ v  # [head, query, d_head]
@@ -195,6 +201,7 @@ def test_a_recorded_forward_keeps_a_score_functions_scores_and_its_stages_equal_
     assert layer.q is None and layer.scores is not None  # not a dot product: kept as its scores
     for name in ("scores", "scaled", "masked", "weights"):
         close(getattr(layer.stages(torch.arange(4)), name), getattr(stages, name))
+    close(layer.stages(torch.arange(4), keys=slice(1, 3)).weights, stages.weights[..., 1:3])  # from the row norms
 
 
 def test_from_torch_key_padding_mask_equals_valid_lens():

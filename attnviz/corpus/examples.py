@@ -57,8 +57,9 @@ class RowKeys:
     """The strongest keys of the rows of a window that selections keep: each selection is built with its keys left
     blank, then `find` runs one topk over the rows every selection kept (not over every row) and fills them in."""
 
-    def __init__(self, weights: torch.Tensor, n_keys: int):
-        self.weights, self.n_keys = weights, n_keys
+    def __init__(self, weights: torch.Tensor, n_keys: int, width: int | None = None):
+        """weights [layer, head, w, key]: the first keys of rows `width` keys long (the rest hold weight 0)."""
+        self.weights, self.n_keys, self.width = weights, n_keys, width or weights.shape[-1]
         self.wanted: list[tuple[np.ndarray, Kept]] = []
 
     def selected(self, rank: np.ndarray, order: np.ndarray, text: int, start: int, maxw: np.ndarray) -> Kept:
@@ -89,8 +90,10 @@ class RowKeys:
         if rows.size == 0:
             return
         unique, inverse = np.unique(rows, return_inverse=True)
-        k = min(self.n_keys, n_all)
+        k = min(self.n_keys, self.width)
         chosen = self.weights.reshape(-1, n_all)[torch.as_tensor(unique, device=self.weights.device)]
+        if self.width > n_all:  # the whole rows, as their zeros rank among their keys
+            chosen = torch.nn.functional.pad(chosen, (0, self.width - n_all))
         top = torch.topk(chosen, k, dim=-1)
         tw, tk = top.values.float().cpu().numpy()[inverse], top.indices.cpu().numpy()[inverse]
         at = 0
@@ -134,9 +137,10 @@ class Examples:
             seed,
         )
 
-    def update(self, weights: torch.Tensor, rows: torch.Tensor, text: int, start: int, maxw=None) -> None:
+    def update(self, weights: torch.Tensor, rows: torch.Tensor, text: int, start: int, maxw=None, width=None) -> None:
         """weights [layer, head, w, key] of one window of text `text`; rows [layer, w] bool; maxw [layer, head, w]
-        float64 numpy, each row's largest weight (computed here if not given).
+        float64 numpy, each row's largest weight (computed here if not given); width: the rows' whole length when
+        `weights` holds their first keys only (the rest weigh 0).
 
         Rows are ranked on their largest weight (or their seeded priority) alone, and a row that ranks below what a
         head has kept already can never be chosen: only the others have their strongest keys found (topk over the
@@ -153,7 +157,7 @@ class Examples:
         drawn = np.where(inside & (prio[:, :, None] <= self._drawn.rank[..., -1:]), prio[:, :, None], np.inf)
         best = np.argsort(rank, axis=-1, kind="stable")[..., :cap]  # ties: the earlier query, as merging breaks them
         picked = np.argsort(drawn, axis=-1, kind="stable")[..., :per]
-        keys = RowKeys(weights, n_keys)
+        keys = RowKeys(weights, n_keys, width)
         top = keys.selected(rank, best, text, start, maxw)
         found = keys.selected(drawn, picked, text, start, np.broadcast_to(maxw[:, :, None], drawn.shape))
         keys.find()

@@ -23,6 +23,7 @@ import torch
 
 from ..analysis.heads import live_keys, query_rows
 from ..trace import AttentionTrace
+from ..trace.layers import HIDDEN_FILL
 
 CELLS = 1 << 22  # [layer, head, query, key] float32 cells of one window: 16 MB
 TINY = torch.finfo(torch.float32).tiny
@@ -33,18 +34,25 @@ PATTERNS = ("previous_score", "duplicate_score", "induction_score")
 
 @dataclass
 class Window:
-    """Every layer's whole rows for queries start..stop-1 of one text."""
+    """Every layer's whole rows for queries start..stop-1 of one text, read over the keys 0..reach-1 that hold every
+    weight of them (the keys after are hidden from every row of the window: weight exactly 0)."""
 
-    weights: torch.Tensor  # [layer, head, w, key] float32
+    weights: torch.Tensor  # [layer, head, w, reach] float32
     start: int
     rows: torch.Tensor  # [layer, w] bool: the queries that count (not padding, may attend something)
-    keys: torch.Tensor  # [layer, key] bool: the keys that are not padding
-    norms: torch.Tensor | None  # [layer, head, key] ||v W_O[h]|| where the trace keeps values
+    keys: torch.Tensor  # [layer, key] bool: the keys that are not padding (every key of the text)
+    norms: torch.Tensor | None  # [layer, head, reach] ||v W_O[h]|| where the trace keeps values
+
+    @property
+    def n_keys(self) -> int:
+        """The text's keys (the rows' whole length, of which the window reads the first `reach`)."""
+        return self.keys.shape[1]
 
 
 def windows(trace: AttentionTrace, cells: int = CELLS, has_values: bool | None = None, scratch: Scratch | None = None):
-    """Windows of queries covering the text, each holding at most `cells` cells (one query at least). scratch: the
-    windows' weights are written into its memory (each window's tensor is overwritten by the next one)."""
+    """Windows of queries covering the text, each holding at most `cells` cells (one query at least) over the keys
+    that hold their rows' weights (a causal window of queries reads its triangle's keys, not the keys ahead of it).
+    scratch: the windows' weights are written into its memory (each window's tensor is overwritten by the next)."""
     n, n_keys, n_layer = trace.n_tokens, trace.n_keys, trace.n_layer
     square = n == n_keys
     masks = [trace.layer_mask(layer) for layer in range(n_layer)]
@@ -53,15 +61,44 @@ def windows(trace: AttentionTrace, cells: int = CELLS, has_values: bool | None =
     norms = None
     if trace.has("values") if has_values is None else has_values:
         norms = torch.stack([trace.output_norms(layer, device=True) for layer in range(n_layer)]).float()
-    height = max(1, cells // max(1, n_layer * trace.n_head * n_keys))
-    for start in range(0, n, height):
-        stop = min(n, start + height)
+    device, scratch = trace.layers[0].tensors()[0].device, scratch or Scratch()
+    for start, stop, hi in spans(key_reach(trace, masks), n_layer * trace.n_head, cells):
+        weights = scratch.get("weights", (n_layer, trace.n_head, stop - start, hi), torch.float32, device)
         with torch.inference_mode():
-            w = [trace.weights_tensor(layer, queries=(start, stop)) for layer in range(n_layer)]
-            out = None if scratch is None else scratch.get("weights", (len(w), *w[0].shape), w[0].dtype, w[0].device)
-            weights = torch.stack(w, out=out)
+            for layer in range(n_layer):  # each layer's weights written in place: no stacked copy
+                trace.weights_tensor(
+                    layer, queries=(start, stop), keys=None if hi == n_keys else (0, hi), out=weights[layer]
+                )
         r = torch.as_tensor(np.stack([x[start:stop] for x in rows]))
-        yield Window(weights, start, r.to(weights.device), keys.to(weights.device), norms)
+        win_norms = None if norms is None else norms[..., :hi]
+        yield Window(weights, start, r.to(device), keys.to(device), win_norms)
+
+
+def key_reach(trace: AttentionTrace, masks: list) -> np.ndarray:
+    """int [query]: 1 + the last key any layer lets each query see, so keys from there on hold the fill alone (weight
+    exactly 0, `holds_the_rows`); every key for a query that sees none in some layer, and for every query when a
+    layer's fill is not that low (the trace would read a window of keys through its row norms) or it has no mask."""
+    n, n_keys = trace.n_tokens, trace.n_keys
+    fills = [trace.facts(layer).fill for layer in range(trace.n_layer)]
+    if any(m is None for m in masks) or not all(f is not None and f <= HIDDEN_FILL for f in fills):
+        return np.full(n, n_keys)
+    reach = np.zeros(n, np.int64)
+    for m in masks:
+        last = n_keys - np.argmax(m[:, ::-1], axis=-1)
+        reach = np.maximum(reach, np.where(m.any(-1), last, n_keys))
+    return reach
+
+
+def spans(reach: np.ndarray, per_cell: int, cells: int):
+    """(start, stop, reach) of windows of queries covering every query: each as many queries as fit `cells` cells
+    (per_cell = layers x heads cells per query and key) over the keys its queries reach, one query at least."""
+    n, start = len(reach), 0
+    while start < n:
+        wide = np.maximum.accumulate(reach[start:])  # the keys a window of 1, 2, ... queries reaches
+        cost = per_cell * np.arange(1, n - start + 1) * wide
+        stop = start + max(1, int(np.searchsorted(cost, cells, side="right")))
+        yield start, stop, int(wide[stop - start - 1])
+        start = stop
 
 
 def token_patterns(ids, start: int, stop: int, n_keys: int) -> dict:
@@ -160,7 +197,11 @@ class TextSums:
         and their entropy log Z - (u log u) / Z, so they are never divided out cell by cell."""
         w, rows = win.weights, win.rows
         n, n_keys, n_lin, n_pat = w.shape[2], w.shape[3], len(LINEAR), len(self.patterns)
-        f = self.features(win, n, n_keys)
+        f = self.features(win, n, win.n_keys)  # every key: which neighbours and pattern cells a row has
+        self.neighbours += f[..., 4:n_lin].sum((1, 2), dtype=torch.float64)
+        self.cells |= f[..., n_lin : n_lin + n_pat].flatten(1, 2).amax(1) > 0
+        if n_keys < win.n_keys:  # the keys the window reads: the rest hold no weight
+            f = f[:, :, :n_keys].contiguous()
         rows64 = rows.double()[:, None, :]
         sums = row_sums(w, f)  # [layer, head, query, feature]
         self.linear[0] += sums[..., :n_lin].sum(2, dtype=torch.float64)
@@ -182,8 +223,6 @@ class TextSums:
             self.linear[1] += (sums[..., :n_lin] / z[..., None]).sum(2)
             self.entropy[1] += (torch.where(live, z.log() - own / z, 0.0) * rows64).sum(-1)
         self.rows += rows.sum(-1)
-        self.neighbours += f[..., 4:n_lin].sum((1, 2), dtype=torch.float64)
-        self.cells |= f[..., n_lin : n_lin + n_pat].flatten(1, 2).amax(1) > 0
 
     def values(self) -> tuple[dict, dict]:
         """(statistic -> [layer, head] float64 numpy of this text, statistic -> [layer, head] bool: defined here).

@@ -89,7 +89,7 @@ class ProfileState:
             sums.add(win)
             maxw = win.weights.amax(-1).double().cpu().numpy()
             self.histogram.update(maxw, win.rows.cpu().numpy())
-            self.examples.update(win.weights, win.rows, text_id, win.start, maxw)
+            self.examples.update(win.weights, win.rows, text_id, win.start, maxw, win.n_keys)
             if self.settings.distances:
                 keep = sample[win.start : win.start + win.weights.shape[2]]
                 self.divergence.update(win.weights, win.rows, cells, torch.as_tensor(keep, device=win.weights.device))

@@ -161,6 +161,7 @@ def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
             f"{label!r} loaded, but attnviz could not run it on a test sentence ({first_line(e, 200, named=True)}). "
             "Try another model, or the bundled all-MiniLM-L6-v2."
         ) from None
+    passes.lend(model, _traced_with(found))
     return _built(subject, label, dtype, found, head)
 
 
@@ -199,8 +200,13 @@ def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
         name, model, tokenizer, _max_tokens(model.config, tokenizer), str(param.device), forward_inputs(model), captures
     )
     found = probe(subject)
-    passes.lend(model, capture.CAPTURE_NAME if found.route == "seam" else "eager", theirs)
+    passes.lend(model, _traced_with(found), theirs)
     return _built(subject, name, dtype, found, head_of(model))
+
+
+def _traced_with(found: Found) -> str:
+    """The attention implementation attnviz's own forward passes need for what the probe found."""
+    return capture.CAPTURE_NAME if found.route == "seam" else "eager"
 
 
 def _config_and_tokenizer(label: str, path: str, common: dict):

@@ -19,31 +19,33 @@ def call_kwargs(model) -> dict:
     return {"use_cache": False} if "use_cache" in params else {}
 
 
-_LENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a user's model -> (attnviz's implementation, theirs)
+_OURS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a model -> the implementation attnviz traces it with
 
 
-def lend(model, ours: str, theirs: str | None) -> None:
-    """A user's own model (attnviz.from_model) runs `ours` only inside attnviz's forward passes and `theirs` between
-    them, so its own output_attentions keeps working. A notebook's model is used by one thread at a time; the app's
-    cached models are attnviz's own and never lent."""
-    if theirs is None or theirs == ours:
-        return
-    _LENT[model] = (ours, theirs)
-    model.set_attn_implementation(theirs)
+def lend(model, ours: str, theirs: str | None = None) -> None:
+    """attnviz's forward passes of `model` run the attention implementation `ours`, whatever the model runs between
+    them: `theirs` for a user's own model (attnviz.from_model), so that its own output_attentions keeps working, or
+    whatever its user switches it to later (`loaded.model.set_attn_implementation("sdpa")` would otherwise hide every
+    attention call from the capture). A notebook's model is used by one thread at a time; the app's cached models are
+    attnviz's own and never switched."""
+    _OURS[model] = ours
+    if theirs is not None and theirs != ours:
+        model.set_attn_implementation(theirs)
 
 
 @contextlib.contextmanager
 def _borrowed(model):
-    """`model` on attnviz's implementation inside the block when it is a lent user's model."""
-    lent = _LENT.get(model)
-    if lent is None:
+    """`model` on attnviz's implementation inside the block, back on the one it had after it."""
+    ours = _OURS.get(model)
+    theirs = model.config._attn_implementation  # read only; transformers' own docs read it, no public getter exists
+    if ours is None or theirs == ours:
         yield
         return
-    model.set_attn_implementation(lent[0])
+    model.set_attn_implementation(ours)
     try:
         yield
     finally:
-        model.set_attn_implementation(lent[1])
+        model.set_attn_implementation(theirs)
 
 
 def forward(model, inputs: dict, rec: Recorder):

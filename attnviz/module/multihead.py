@@ -14,12 +14,15 @@ from ..attention import (
     as_bool_mask,
     causal_cells,
     check_scale,
+    masked_from_scores,
+    masked_in_place,
     stages_from_scores,
     valid_length_mask,
-    weights_from_scores,
+    weights_from_masked,
 )
 from ..errors import AttnvizError
 from ..trace import LayerRecord, Values, output_norms
+from ..trace.row_norms import norms_of
 from .scores import ScoreFunction
 
 
@@ -134,10 +137,8 @@ class MultiHeadAttention(nn.Module):
         scale = self.score_fn.default_scale(self.d_head) if scale is None else check_scale(scale)
         fill = checks.number("fill", fill, minus_inf=True)
         scores = self.score_fn(qh, kh)  # (B, nh, Tq, Tk)
-        if record:  # the weights alone, in place on the scores when no gradient needs them
-            layer = recorded_layer(self, (qh[0], kh[0], vh[0], scores[0]), full_mask, scale, fill)
-            weigh = _weights_of if torch.is_grad_enabled() else weights_from_scores
-            weights = weigh(scores, scale, full_mask, fill)
+        if record:
+            weights, layer = recorded_layer(self, (qh, kh, vh, scores), full_mask, scale, fill)
         else:
             stages = stages_from_scores(scores, scale, full_mask, fill)  # each (B, nh, Tq, Tk)
             weights = stages.weights
@@ -194,18 +195,26 @@ def combined_mask(
     return combined
 
 
-def recorded_layer(module: MultiHeadAttention, qkv_scores: tuple, mask, scale: float, fill: float) -> LayerRecord:
-    """One example's layer of `module`'s forward as a trace keeps it: a dot product as q and k (its stages computed
-    when asked), any other score function as its scores; the values with what each head writes (||v W_o[h]||)."""
-    q, k, v, scores = qkv_scores
+def recorded_layer(module: MultiHeadAttention, qkv_scores: tuple, mask, scale: float, fill: float):
+    """(the weights of every example, the first example's layer as a trace keeps it), from one masked stage computed
+    in place on the scores when no gradient needs them. The record keeps a dot product as q and k (its stages
+    computed when asked), any other score function as its scores; the values with what each head writes
+    (||v W_o[h]||); every row's softmax normaliser from the masked stage the forward itself computed."""
+    q, k, v, scores = (t[0].detach() for t in qkv_scores)  # the record is a snapshot: no gradient flows into it
     if mask is not None and (mask.shape[0] > 1 or mask.shape[1] > 1):
         raise AttnvizError("A recorded layer takes one [query, key] mask for every example and head.")
-    mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device) if mask is None else mask[0, 0]
-    written = output_norms.table(v, output_norms.r_factors(module.w_o.weight, module.n_head))
-    values = Values(v, written)
-    if module.score in ("dot", "scaled_dot"):
-        return LayerRecord(q, k, scale, mask, fill, values=values)
-    return LayerRecord(None, None, scale, mask, fill, scores=scores.clone(), values=values)
+    kept = dict(q=q, k=k) if module.score in ("dot", "scaled_dot") else dict(q=None, k=None, scores=scores.clone())
+    if torch.is_grad_enabled():
+        masked = masked_from_scores(qkv_scores[3], scale, mask, fill)[1]
+    else:
+        masked = masked_in_place(qkv_scores[3], scale, mask, fill)  # after the clone above
+    mask = torch.ones(masked.shape[-2:], dtype=torch.bool, device=k.device) if mask is None else mask[0, 0]
+    with torch.inference_mode():
+        written = output_norms.table(v, output_norms.r_factors(module.w_o.weight, module.n_head))
+        layer = LayerRecord(
+            scale=scale, mask=mask, fill=fill, values=Values(v, written), norms=norms_of(masked[0].detach()), **kept
+        )
+    return weights_from_masked(masked), layer
 
 
 def seeded_module(
@@ -231,10 +240,6 @@ def seeded_vectors(n: int, d: int, seed: int = 0) -> torch.Tensor:
     n, d = checks.whole("n", n, low=0, high=checks.MAX_TOKENS), checks.whole("d", d, low=1, high=checks.MAX_WIDTH)
     checks.cells("seeded_vectors", n, d, most=checks.MAX_CELLS // 4)  # float32: 1 GiB at most
     return torch.randn(n, d, generator=torch.Generator().manual_seed(checks.whole("seed", seed, low=0, high=2**63 - 1)))
-
-
-def _weights_of(scores, scale: float, mask, fill: float) -> torch.Tensor:
-    return stages_from_scores(scores, scale, mask, fill).weights
 
 
 # The public functions check their call against their signature (unknown keywords, missing arguments) first.

@@ -10,7 +10,6 @@ answers into read-only numpy arrays, so no caller ever asks which kind it holds.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, get_args
@@ -18,18 +17,15 @@ from typing import Literal, get_args
 import numpy as np
 import torch
 
-from .. import checks
 from ..attention import (
-    DEFAULT_FILL,
     Stage,
     Stages,
-    check_scale,
     expand_kv,
     masked_from_scores,
     stages_from_scores,
     weights_from_scores,
 )
-from ..errors import ArgumentError, AttnvizError
+from ..errors import AttnvizError
 from . import row_norms
 from .mask import StructuredMask, as_structured
 from .row_norms import RowNorms
@@ -46,6 +42,8 @@ NO_VALUES = "it keeps no value vectors"
 NORM_CELLS = 2**22  # score cells per step while computing the row norms (16 MB of float32 per intermediate)
 BLOCK = 2**22  # elements of q or k made float32 at once for a product (16 MB: few ops, no copy of a whole text)
 ALL = slice(None)
+#: A fill at or below this hides a key exactly: exp(fill - score) is 0 in float32 for any score above fill + 104.
+HIDDEN_FILL = -1e30
 
 
 def kv_groups(n_head: int, n_kv: int) -> tuple[tuple[int, ...], ...]:
@@ -348,68 +346,40 @@ class GivenWeights:
         return (self.weights,)
 
 
-def weights_alone(layer: LayerRecord | GivenWeights, heads=None, queries=ALL, keys=ALL) -> torch.Tensor:
+def weights_alone(layer: LayerRecord | GivenWeights, heads=None, queries=ALL, keys=ALL, out=None) -> torch.Tensor:
     """`layer.stages(heads, queries, keys).weights` without the other three stages: a recorded layer's whole rows are
-    computed in place on their scores (`weights_from_scores`, the same numbers); a window of keys, whose weights come
-    from the row norms, and given weights are read as `stages` reads them."""
-    if not isinstance(layer, LayerRecord) or keys != ALL:
-        return layer.stages(heads, queries, keys).weights
+    computed in place on their scores (`weights_from_scores`, the same numbers), and so is a first window of keys
+    that holds every weight of its rows (`holds_the_rows`: the rest are hidden, exactly 0); any other window of keys,
+    whose weights come from the row norms, and given weights are read as `stages` reads them. out: a float32 tensor
+    of the result's shape to write the weights into."""
+    if not isinstance(layer, LayerRecord) or not (keys == ALL or holds_the_rows(layer, queries, keys)):
+        weights = layer.stages(heads, queries, keys).weights
+        return weights if out is None else out.copy_(weights)
     heads = _every(heads, layer.shape[0])
-    mask = layer.mask.rows(queries).to(layer.mask.device)
+    mask = layer.mask.rows(queries, keys).to(layer.mask.device)
     return weights_from_scores(
-        layer.raw_scores(heads, queries),
+        layer.raw_scores(heads, queries, keys),
         layer.scale,
         mask,
         layer.fill,
-        layer._bias(heads, queries),
+        layer._bias(heads, queries, keys),
         layer.softcap,
         layer._sink_logits(heads, queries),
+        out=out,
     )
 
 
-def records_from_scores(scores, scale, mask=None, fill=None, bias=None) -> tuple[LayerRecord, ...]:
-    """Recorded layers from stage arrays: scores [layer, head, query, key], scale one number or [layer], mask
-    [layer, query, key] (True = may attend; None: all), fill one number or [layer], bias [layer, head, query, key]."""
-    scores = checks.array("scores", scores, (4,)).to(torch.float32)
-    if 0 in scores.shape:
-        raise ArgumentError(
-            "scores", f"scores needs a layer, a head, a query and a key at least; got {tuple(scores.shape)}."
-        )
-    n_layer = scores.shape[0]
-    masks = torch.ones(n_layer, *scores.shape[2:], dtype=torch.bool) if mask is None else mask
-    masks = checks.array("mask", masks, (3,), finite=False) != 0
-    biases = [None] * n_layer if bias is None else checks.array("bias", bias, (4,)).to(torch.float32)
-    for name, given in (("mask", masks), ("bias", biases)):
-        if len(given) != n_layer:
-            raise ArgumentError(name, f"{name} has {len(given)} layers; scores has {n_layer}.")
-    why = "it was made from stage arrays, which hold no value vectors"
-    return tuple(
-        LayerRecord(None, None, check_scale(s), m, checks.number("fill", f, minus_inf=True), b, x, no_values=why)
-        for x, s, m, f, b in zip(
-            scores.clone(),
-            _per_layer("scale", scale, n_layer),
-            masks,
-            _per_layer("fill", DEFAULT_FILL if fill is None else fill, n_layer),
-            biases,
-        )
-    )
-
-
-def _per_layer(name: str, value, n_layer: int) -> list[float]:
-    """One number, or one per layer."""
-    if isinstance(value, numbers.Number):
-        return [checks.number(name, value, minus_inf=name == "fill")] * n_layer
-    a = checks.array(name, value, (0, 1), finite=False).double().reshape(-1)
-    if len(a) not in (1, n_layer):
-        raise ArgumentError(name, f"{name} must be one number or one per layer ({n_layer}); got {len(a)}.")
-    return a.expand(n_layer).tolist()
-
-
-def given_layers(weights, why: str) -> tuple[GivenWeights, ...]:
-    """Layers of given weights [layer, head, query, key]; `why` says why there are no other stages."""
-    w = checks.array("weights", weights, (4,)).detach().to("cpu", torch.float32).numpy().copy()  # nobody else holds it
-    checks.text("why", why)
-    return tuple(GivenWeights(torch.from_numpy(a.copy()), why) for a in w)
+def holds_the_rows(layer: LayerRecord, queries=ALL, keys=ALL) -> bool:
+    """Whether keys 0..stop-1 hold every weight of the rows `queries`: the mask hides every later key from each row
+    and lets each row see one of these at least, and the fill is so low (HIDDEN_FILL) that a hidden key's weight,
+    exp(fill - the row's largest score), is exactly 0 in float32. The softmax over those keys is then the row's: a
+    causal window of queries reads its triangle's keys, not the keys ahead of it that only hold the fill."""
+    start, stop, step = keys.indices(layer.shape[2])
+    if start != 0 or step != 1 or not layer.fill <= HIDDEN_FILL:
+        return False
+    if layer.mask.key_span(queries)[1] > stop and bool(layer.mask.rows(queries, slice(stop, None)).any()):
+        return False
+    return bool(layer.mask.rows(queries, keys).any(-1).all())
 
 
 def check_layers(layers, n_query: int, n_key: int) -> None:

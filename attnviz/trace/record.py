@@ -21,6 +21,7 @@ import torch
 from .. import checks
 from ..attention import DEFAULT_FILL, Stage, Stages, check_scale
 from ..errors import AttnvizError, InputError, check_index
+from .from_arrays import given_layers, records_from_scores
 from .generation import Generation
 from .given import weights_array
 from .layers import (
@@ -32,9 +33,7 @@ from .layers import (
     LayerRecord,
     Values,
     check_layers,
-    given_layers,
     kv_groups,
-    records_from_scores,
 )
 from .reads import frozen, frozen_mask, frozen_stages, head_index, held_bytes, span, stacked, token_ids, what_if
 from .values import ValueReads

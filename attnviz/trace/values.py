@@ -33,13 +33,14 @@ class ValueReads:
         out = values.output_norms(head_index(heads, self.n_head), span("keys", keys, self.n_keys))
         return out if device else frozen(out)
 
-    def weights_tensor(self, layer: int, heads=None, queries=None, keys=None) -> torch.Tensor:
+    def weights_tensor(self, layer: int, heads=None, queries=None, keys=None, *, out=None) -> torch.Tensor:
         """`stages(layer, heads, queries, keys, device=True).weights` (a float32 tensor of its own where the trace
-        lives) without computing the other three stages: what value norms multiply."""
+        lives) without computing the other three stages: what value norms multiply. out: a float32 tensor of that
+        shape where the trace lives to write them into (a corpus profile's reused memory)."""
         record = self.layers[check_index("layer", layer, self.n_layer)]
         rows, cols = span("queries", queries, self.n_tokens), span("keys", keys, self.n_keys)
         with torch.inference_mode():
-            return weights_alone(record, head_index(heads, self.n_head), rows, cols)
+            return weights_alone(record, head_index(heads, self.n_head), rows, cols, out)
 
     @checks.public(name="AttentionTrace.values")
     def values(self, layer: int, head: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.generate import generate
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
+from ..plots import common
 from ..trace import AttentionTrace
 from ..trace import file as trace_file
 from .generation import generation_request
@@ -32,6 +33,7 @@ def setup() -> None:
     when it is not a loopback address (attnviz.settings)."""
     settings.serving_on(config.get_option("server.address"))
     _threads()
+    common.template_by_default()
 
 
 def _threads() -> None:
@@ -47,6 +49,7 @@ def warm_up() -> None:
     from ..plots import heatmaps  # a page's figure module, imported by the first page anyway
 
     _threads()
+    common.template_by_default()
     trace = trace_pretrained(get_model(BUNDLED), DEFAULT_TEXT)
     heatmaps.head_grid(trace, 0).to_json()
 

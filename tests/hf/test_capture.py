@@ -227,6 +227,16 @@ def test_from_model_leaves_the_users_model_on_its_own_attention(tiny_llama_dir, 
     np.testing.assert_allclose(tr.weights, theirs, rtol=0, atol=1e-6)
 
 
+def test_a_loaded_model_its_user_switched_to_sdpa_still_traces_every_call(tiny_llama_dir, tiny_llama, tiny_text):
+    """A notebook user who switches a loaded model's attention (to time it, or to run it fast between traces) still
+    gets every layer traced, the same weights, and the model back on the implementation they chose."""
+    mine = attnviz.load_model(tiny_llama_dir)
+    mine.model.set_attn_implementation("sdpa")
+    tr = attnviz.trace(mine, tiny_text)
+    assert mine.model.config._attn_implementation == "sdpa"
+    np.testing.assert_array_equal(tr.weights, attnviz.trace(tiny_llama, tiny_text).weights)
+
+
 def test_a_mask_with_a_head_axis_keeps_its_values_per_head_and_one_set_of_hidden_cells():
     """Doge and Falcon (ALiBi) pass additive masks with one slice per head: the values differ by head, the hidden
     cells must not (a layer has one mask), else the capture is refused rather than showing one head's mask for all."""

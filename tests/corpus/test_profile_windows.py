@@ -1,0 +1,44 @@
+"""A text read in windows of a few queries, a causal window over only the keys its rows reach, gives what one window
+over the whole text gives: every statistic, the histogram, the examples with their keys, the head distances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz.analysis.heads import special_keys, special_tokens_of
+from attnviz.corpus.rows import windows
+from attnviz.corpus.state import ProfileState, Settings
+
+TEXTS = ["the cat sat on the mat .", "a dog ran away , the dog was tired .", "hello world", "the mat the mat the mat"]
+
+
+@pytest.mark.parametrize("family", ["tiny_bert", "tiny_gpt2", "tiny_llama"])
+def test_small_windows_give_the_profile_of_whole_texts(family, request):
+    loaded = request.getfixturevalue(family)
+    s, specials = Settings(distance_rows=0, qk_samples=0, top=6), special_tokens_of(loaded.tokenizer)
+    whole, parts = (ProfileState(loaded.n_layer, loaded.n_head, s) for _ in range(2))
+    cells = loaded.n_layer * loaded.n_head * 12  # a window of 3 queries x 4 keys, or of one query
+    read = []
+    for i, text in enumerate(TEXTS):
+        tr = attnviz.trace(loaded, text)
+        whole.observe(tr, i, special_keys(tr, *specials))
+        parts.observe(tr, i, special_keys(tr, *specials), cells=cells)
+        read += [(win.weights.shape[2], win.weights.shape[3], tr.n_keys) for win in windows(tr, cells)]
+    assert max(w for w, _, _ in read) > 1 and min(w for w, _, _ in read) == 1
+    # a decoder's window reads the keys up to its last query; an encoder's rows see every key
+    assert any(k < n for _, k, n in read) == (family != "tiny_bert")
+    a, b = whole.means.result(), parts.means.result()
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-6, err_msg=name)
+    np.testing.assert_array_equal(parts.histogram.counts, whole.histogram.counts)
+    np.testing.assert_allclose(parts.divergence.result(), whole.divergence.result(), atol=1e-6)
+    ea, eb = whole.examples.rows(), parts.examples.rows()
+    strip = lambda e: {k: v for k, v in e.items() if k not in ("max_weight", "key_weights")}  # noqa: E731
+    assert [strip(e) for e in eb] == [strip(e) for e in ea] and len(ea) > 0
+    for x, y in zip(ea, eb):
+        np.testing.assert_allclose(
+            y["key_weights"] + [y["max_weight"]], x["key_weights"] + [x["max_weight"]], atol=1e-6
+        )
