@@ -29,6 +29,10 @@ few kB long cannot make the dashboard build a million layer records. Heavy runs 
 turn with a message (attnviz.ui.heavy): each one holds a few hundred MB at its peak, so this bounds a replica's
 memory and keeps its cores answering the light pages (docs/deploy.md sizes a pod from it).
 
+torch's thread count (`torch_threads`) follows OMP_NUM_THREADS, the variable torch itself reads at start, when it is
+set: a host running one process per core (a test runner's workers, a replica pinned to one core) sets 1 so that its
+processes do not fight over the cores; else the cores, at most 4.
+
 The values are read on every call (a few dictionary look-ups), so a test or an operator can change the
 environment of a running process and the next request sees it.
 """
@@ -83,6 +87,12 @@ def current() -> Settings:
         heavy_runs=max(1, int(_number("ATTNVIZ_HEAVY_RUNS", 2))),
         profiles_dir=os.environ.get("ATTNVIZ_PROFILES_DIR", "").strip() or "profiles",
     )
+
+
+def torch_threads() -> int:
+    """The thread count the dashboard and the benchmarks give torch: OMP_NUM_THREADS when set, else the cores (at most
+    4)."""
+    return int(_number("OMP_NUM_THREADS", max(1, min(4, os.cpu_count() or 1))))
 
 
 def _default_tokens(hosted: bool) -> int:

@@ -13,12 +13,12 @@ import argparse
 import asyncio
 import datetime as dt
 import json
-import os
 import sys
 import time
 
 import torch
 
+from attnviz import settings
 from bench import browser, geometry, llama8b, module, report, speed, traces
 from bench.measure import OUT, ROOT, load, machine
 
@@ -38,7 +38,7 @@ QUICK = {"cpu": {"sizes": (16,), "rounds": 1, "warmup": 0}, "llama": {"models": 
 
 
 def run(groups, quick: bool = False) -> dict:
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))  # what the dashboard sets
+    torch.set_num_threads(settings.torch_threads())  # what the dashboard sets
     start = time.perf_counter()
     res = {"date": dt.datetime.now().isoformat(timespec="minutes"), "quick": quick, "machine": machine()}
     for group in groups:

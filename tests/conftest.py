@@ -23,9 +23,12 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
-import torch
+if os.environ.get("PYTEST_XDIST_WORKER"):  # before numpy and torch start their thread pools: see torch_threads below
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the package is used from the checkout, not installed
@@ -33,6 +36,7 @@ if str(ROOT) not in sys.path:  # the package is used from the checkout, not inst
 
 import attnviz  # noqa: E402
 from attnviz.hf import bundled_model_path  # noqa: E402
+from attnviz.settings import torch_threads  # noqa: E402
 
 #: Words the tiny tokenizers know; everything else becomes the unknown token.
 TINY_WORDS = "the cat sat on mat a dog ran away . , hello world it was tired because".split()
@@ -41,11 +45,13 @@ TINY_TEXT = "the cat sat on the mat because it was tired ."
 
 # --- running in parallel (`pytest -n 2 --dist loadgroup`, as .ci/run does; plain `pytest` runs serially) ---------
 
-# One torch thread count for the whole process, the one the app's setup() picks on its first run: a trace the app
-# computed (and cached) under another count than the test's own reference differs in the last float bits, and the
-# tests compare them exactly. So no one-thread-per-worker under xdist: measured, the app raised the count to 2 inside
-# the first AppTest and two exact comparisons failed (test_page_neuron, test_page_compare).
-torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+# One torch thread count for the whole process, the one the app's setup() picks on its first run
+# (attnviz.settings.torch_threads): a trace the app computed (and cached) under another count than the test's own
+# reference differs in the last float bits, and the tests compare them exactly. Under xdist that count is one thread
+# per worker (OMP_NUM_THREADS=1, which the app follows too, as do the servers, kernels and Ray workers the tests
+# start): two workers of two threads each on the CI's two cores, beside Chromium, made tiny torch ops wait on each
+# other's threads (measured on a loaded machine: four of test_own_bert's cases 0.2 s with one thread, 1-5 s with two).
+torch.set_num_threads(torch_threads())
 
 
 # Work units. xdist's own groups (--dist loadgroup with xdist_group marks) do nothing here: xdist 3.8 writes the

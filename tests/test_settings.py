@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from attnviz import settings
@@ -64,3 +66,18 @@ def test_hosted_mode_is_on_when_the_server_listens_beyond_loopback_unless_opted_
         monkeypatch.setenv("ATTNVIZ_HOSTED", "0")
         assert not settings.current().hosted, address
         monkeypatch.delenv("ATTNVIZ_HOSTED")
+
+
+def test_torch_threads_follow_omp_num_threads_else_the_cores_at_most_four(monkeypatch):
+    """A test runner's workers set OMP_NUM_THREADS=1 (tests/conftest.py): the app and the benchmarks keep it."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert settings.torch_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert settings.torch_threads() == 3
+    cores = max(1, min(4, os.cpu_count() or 1))
+    for unset_or_bad in (None, "", "0", "-2", "many"):
+        if unset_or_bad is None:
+            monkeypatch.delenv("OMP_NUM_THREADS")
+        else:
+            monkeypatch.setenv("OMP_NUM_THREADS", unset_or_bad)
+        assert settings.torch_threads() == cores, unset_or_bad

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 import time
 
@@ -38,7 +37,7 @@ def setup() -> None:
 
 def _threads() -> None:
     if not getattr(_threads, "done", False):
-        torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+        torch.set_num_threads(settings.torch_threads())
         _threads.done = True
 
 
