@@ -19,6 +19,7 @@ import time
 import torch
 
 from attnviz import settings
+from attnviz.plots import common
 from bench import browser, geometry, llama8b, module, report, speed, traces
 from bench.measure import OUT, ROOT, load, machine
 
@@ -38,7 +39,8 @@ QUICK = {"cpu": {"sizes": (16,), "rounds": 1, "warmup": 0}, "llama": {"models": 
 
 
 def run(groups, quick: bool = False) -> dict:
-    torch.set_num_threads(settings.torch_threads())  # what the dashboard sets
+    torch.set_num_threads(settings.torch_threads())  # what the dashboard sets, as its figures' template
+    common.template_by_default()
     start = time.perf_counter()
     res = {"date": dt.datetime.now().isoformat(timespec="minutes"), "quick": quick, "machine": machine()}
     for group in groups:
