@@ -133,20 +133,6 @@ def hide_keys(weights: np.ndarray, hidden: np.ndarray) -> np.ndarray:
     return np.divide(w, total, out=np.zeros_like(w), where=total > 0)
 
 
-def offset_share(w: np.ndarray, rows: np.ndarray, offset: int, keys: np.ndarray | None = None) -> np.ndarray:
-    """[head] mean of w[:, i, i + offset] over the chosen rows i that have such a key (0 if none has).
-
-    keys: bool [key], the keys that count (not padding); a row whose neighbour is not one of them is left out."""
-    i = np.flatnonzero(rows)
-    j = i + offset
-    ok = (j >= 0) & (j < w.shape[-1])
-    if keys is not None:
-        ok[ok] &= np.asarray(keys, bool)[j[ok]]
-    if not ok.any():
-        return np.zeros(w.shape[0])
-    return w[:, i[ok], j[ok]].mean(axis=-1)
-
-
 def pattern_score(weights: np.ndarray, pattern: np.ndarray) -> np.ndarray:
     """TransformerLens's "mul" score: sum(A * P) / sum(A) over [query, key], for every leading index.
 
@@ -182,22 +168,15 @@ def induction_pattern(ids) -> np.ndarray:
 
 def layer_stats(weights: np.ndarray, rows: np.ndarray, special: np.ndarray, punct: np.ndarray, keys=None) -> dict:
     """Clark-style statistics of one layer: weights [head, query, key]; rows bool [query] to average over;
-    keys bool [key]: the keys that may be a neighbour (default all)."""
+    keys bool [key]: the keys that may be a neighbour (default all). `head_stats`' sums, over one block of every row."""
     w = np.asarray(weights, np.float64)
-    if not rows.any():
-        return {k: np.zeros(w.shape[0]) for k in CLARK}
-    sel = w[:, rows]  # [head, chosen query, key]
-    dist = np.abs(np.flatnonzero(rows)[:, None] - np.arange(w.shape[-1])[None, :])
-    logs = np.log(np.where(sel > 0, sel, 1.0))
-    return {
-        "entropy": -(sel * logs).sum(axis=-1).mean(axis=-1),
-        "distance": (sel * dist).sum(axis=-1).mean(axis=-1),
-        "special": sel[..., special].sum(axis=-1).mean(axis=-1),
-        "punctuation": sel[..., punct].sum(axis=-1).mean(axis=-1),
-        "previous": offset_share(w, rows, -1, keys),
-        "next": offset_share(w, rows, 1, keys),
-        "self": offset_share(w, rows, 0, keys),
-    }
+    sums = _Sums(w.shape[0], np.asarray(rows, bool), _every_key(w, keys), special, punct, {})
+    sums.add(0, w)
+    return sums.result()
+
+
+def _every_key(w: np.ndarray, keys) -> np.ndarray:
+    return np.ones(w.shape[-1], bool) if keys is None else np.asarray(keys, bool)
 
 
 def query_rows(mask: np.ndarray | None, square: bool) -> np.ndarray | None:
@@ -287,7 +266,7 @@ class _Sums:
         self.clark["distance"] += (sel * np.abs((i + a)[:, None] - np.arange(w.shape[-1]))).sum(axis=(-2, -1))
         self.clark["special"] += sel[..., self.special].sum(axis=(-2, -1))
         self.clark["punctuation"] += sel[..., self.punct].sum(axis=(-2, -1))
-        for (offset, _), acc in self.near.items():  # as offset_share: rows whose neighbour is a counted key
+        for (offset, _), acc in self.near.items():  # the rows whose neighbour is a counted key
             j = i + a + offset
             ok = (j >= 0) & (j < w.shape[-1])
             ok[ok] &= self.keys[j[ok]]
