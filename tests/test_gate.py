@@ -16,7 +16,7 @@ from attnviz.ui.heavy import queued_message
 
 def _crowd(gate: Gate, n: int, hold: float = 0.05):
     """n threads through the gate, each holding it `hold` s; (most inside at once, entry order, what waiters heard)."""
-    inside, most, order, heard = [0], [0], [], []
+    inside, most, order, heard, done = [0], [0], [], [], []
     lock = threading.Lock()
 
     def work(i: int) -> None:
@@ -28,12 +28,16 @@ def _crowd(gate: Gate, n: int, hold: float = 0.05):
             time.sleep(hold)
             with lock:
                 inside[0] -= 1
+        done.append(i)
 
     threads = []
     for i in range(n):
         threads.append(threading.Thread(target=work, args=(i,)))
         threads[-1].start()
-        time.sleep(0.005)  # arrive in order
+        deadline = time.monotonic() + 5  # arrive in order: thread i is in the gate or its queue before i + 1 starts
+        while gate.running + gate.waiting + len(done) <= i and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.005)  # and the holders' ends apart, one slot freed at a time
     for t in threads:
         t.join(10)
     return most[0], order, heard
