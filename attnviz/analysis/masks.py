@@ -249,11 +249,11 @@ REPORT_CELLS = 1 << 17  # [head, query, key] cells of one block of query rows me
 def _layer_measures(
     with_mask: AttentionTrace, without: AttentionTrace, own: AttentionTrace, layer: int, forbidden, n_real: int
 ) -> tuple[float, float, float]:
-    """(leak with the mask, leak without it, max change against the model's own weights) of one layer, as `leaked`
-    and `layer_change` measure them: the three traces' weights read a head group at a time (`head_groups`: a short
-    text's whole layer at once, a long text's one head, never a layer of them) and measured a block of query rows at a
-    time, so the float64 arithmetic stays in the cache (float64 sums, as `leaked` does). Few large reads, not one per
-    block or per head: many small torch calls are slow on a busy host."""
+    """(leak with the mask, leak without it, max change against the model's own weights) of one layer: `leaked` and
+    `layer_change` on each block of query rows, the three traces' weights read a head group at a time (`head_groups`:
+    a short text's whole layer at once, a long text's one head, never a layer of them), so the float64 arithmetic
+    stays in the cache. Few large reads, not one per block or per head: many small torch calls are slow on a busy
+    host."""
     n_head, n_keys = with_mask.n_head, with_mask.n_keys
     leak = np.zeros(2)
     change = 0.0
@@ -263,9 +263,9 @@ def _layer_measures(
         for a in range(0, with_mask.n_tokens, step):
             b = min(a + step, with_mask.n_tokens)
             real = max(0, min(b, n_real) - a)  # the block's real (non-padding) queries
-            bad = forbidden[a : a + real]
-            leak += [np.where(bad, x[:, a : a + real], 0).sum(dtype=np.float64) for x in (w, wo)]
-            change = max(change, float(np.abs(np.subtract(w[:, a:b], m[:, a:b], dtype=np.float64)).max(initial=0.0)))
+            if real:  # `leaked` is a mean over the block's heads and real queries: its sum is that times their count
+                leak += [leaked(x[:, a : a + real], forbidden[a : a + real], real) * len(heads) * real for x in (w, wo)]
+            change = max(change, layer_change(w[:, a:b], m[:, a:b]))
     per_row = leak / (n_head * n_real) if n_real > 0 else np.full(2, np.nan)  # the mean over heads and real queries
     return float(per_row[0]), float(per_row[1]), change
 
@@ -289,8 +289,10 @@ def mask_report(
     that layer: hiding a causal model's only visible key sends a finite fill's weight to the future, and the leak
     counts it. n_real_keys: keys that are not padding, when they are not the queries (cross-attention)."""
     base = forbidden_cells(with_mask.n_tokens, n_real, causal, hide, with_mask.n_keys, n_real_keys)
-    layers = [_layer_measures(with_mask, without, own, i, with_own_mask(base, own.layer_mask(i)), n_real)
-              for i in range(with_mask.n_layer)]  # fmt: skip
+    layers = [
+        _layer_measures(with_mask, without, own, i, with_own_mask(base, own.layer_mask(i)), n_real)
+        for i in range(with_mask.n_layer)
+    ]
     leak_with, leak_without, change = (np.array(m) for m in zip(*layers))
     mask = with_mask.layer_mask(layer)
     n, k = with_mask.n_tokens, with_mask.n_keys
