@@ -77,29 +77,44 @@ def tile_rows(n: int, size: int, per_tile: int | None) -> list[tuple[int, int]]:
 
 def pooled_layer(trace: AttentionTrace, layer: int, stage: str, size: int, per_tile: int | None = None) -> np.ndarray:
     """[head, size, size] float32: one layer's stage pooled (see `pooled_stage`): each chunk of query rows is summed
-    over key blocks where the trace lives (a product with a 0/1 key-block matrix), only the tiles move to the host."""
+    over key blocks where the trace lives (a product with a 0/1 key-block matrix) and added into its rows of tiles;
+    only the tiles move to the host. Runs of rows that touch are read together, so a short text is one read a
+    layer, not one per row of tiles."""
     cols = block_starts(trace.n_keys, min(size, trace.n_keys))
+    runs = tile_rows(trace.n_tokens, size, per_tile)
     step = max(1, CHUNK_CELLS // max(1, trace.n_head * trace.n_keys))  # query rows of one chunk
-    out, blocks = [], None
+    total = count = blocks = None
     with torch.inference_mode():
-        for a, b in tile_rows(trace.n_tokens, size, per_tile):
-            total = count = 0.0
-            for c in range(a, b, step):
-                rows = (c, min(b, c + step))
-                x = _rows_of(trace, layer, stage, rows)  # [head, rows, key]
-                if stage == "masked":
-                    x = x.masked_fill(
-                        torch.as_tensor(~trace.layer_mask(layer, queries=rows), device=x.device), torch.nan
-                    )
-                blocks = _key_blocks(cols, x) if blocks is None else blocks  # once a layer: fewer small ops
-                finite = None if stage in SHARES else torch.isfinite(x)  # weights are finite by construction
-                total = total + ((x if finite is None else x.where(finite, 0.0)) @ blocks).sum(1)  # [head, key block]
-                count = count + (0.0 if finite is None else (finite.to(x.dtype) @ blocks).sum(1))
-            if stage in SHARES:  # summed over a block's keys, averaged over its queries: rows stay distributions
-                out.append(total / (b - a))
-            else:
-                out.append(torch.where(count > 0, total / count.clamp(min=1), torch.nan))
-        return torch.stack(out, dim=1).float().cpu().numpy()
+        for rows, tiles in row_chunks(runs, step):
+            x = _rows_of(trace, layer, stage, rows)  # [head, rows, key]
+            if stage == "masked":
+                x = x.masked_fill(torch.as_tensor(~trace.layer_mask(layer, queries=rows), device=x.device), torch.nan)
+            if blocks is None:  # once a layer: fewer small ops
+                blocks = _key_blocks(cols, x)
+                total = x.new_zeros(x.shape[0], len(runs), blocks.shape[1])
+                count = None if stage in SHARES else torch.zeros_like(total)
+            tiles = tiles.to(x.device)
+            finite = None if count is None else torch.isfinite(x)  # weights are finite by construction
+            total.index_add_(1, tiles, (x if finite is None else x.where(finite, 0.0)) @ blocks)  # [head, row, block]
+            if count is not None:
+                count.index_add_(1, tiles, finite.to(x.dtype) @ blocks)
+        if count is None:  # summed over a block's keys, averaged over its queries: rows stay distributions
+            out = total / torch.tensor([b - a for a, b in runs], dtype=total.dtype, device=total.device)[:, None]
+        else:
+            out = torch.where(count > 0, total / count.clamp(min=1), torch.nan)
+        return out.float().cpu().numpy()
+
+
+def row_chunks(runs: list[tuple[int, int]], step: int):
+    """((start, stop), [rows] tile of each row) for reads of at most `step` consecutive query rows covering `runs` (the
+    rows of each row of tiles, in order): runs that touch share a read."""
+    rows = np.concatenate([np.arange(a, b) for a, b in runs])
+    tiles = np.repeat(np.arange(len(runs)), [b - a for a, b in runs])
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1  # where the rows stop being consecutive
+    for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(rows)]):
+        for c in range(lo, hi, step):
+            d = min(hi, c + step)
+            yield (int(rows[c]), int(rows[d - 1]) + 1), torch.from_numpy(tiles[c:d])
 
 
 def _rows_of(trace: AttentionTrace, layer: int, stage: str, rows: tuple[int, int]) -> torch.Tensor:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import attnviz
-from attnviz.analysis.pooling import pooled_stage, tile_rows
+from attnviz.analysis.pooling import pooled_stage, row_chunks, tile_rows
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +45,9 @@ def test_a_few_rows_per_tile_row_read_a_centred_run_of_each_block(padded):
     w = padded.stages(2).weights
     np.testing.assert_allclose(got[2], by_hand(w, runs, [0, 16, 32, 48, 64], True), rtol=1e-5, atol=1e-6)
     assert not np.allclose(got[2], pooled_stage(padded, "weights", 4)[2], atol=1e-4)  # a sample, not every row
+
+
+def test_runs_that_touch_are_read_together_up_to_a_chunk_each_row_in_its_own_tile():
+    got = [(rows, tiles.tolist()) for rows, tiles in row_chunks([(0, 3), (3, 5), (7, 9)], step=4)]
+    assert got == [((0, 4), [0, 0, 0, 1]), ((4, 5), [1]), ((7, 9), [2, 2])]
+    assert [rows for rows, _ in row_chunks(tile_rows(15, 15, None), step=64)] == [(0, 15)]  # a short text: one read
