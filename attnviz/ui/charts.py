@@ -31,6 +31,7 @@ _CHART = "[data-testid='stApp'] .js-plotly-plot"
 #: is); start_plotly imports that very module, next to the bundle's own main script, as the run starts, so the
 #: browser loads Plotly while the server works and the chart that later asks for it finds it ready.
 PLOTLY_CHUNK = "PlotlyChart"
+_START_KEY = "plotly-start"  # the keyed container of that script, hidden (a script alone still took a row's gap)
 START_PLOTLY_JS = """
 (() => {
   if (window.__attnvizPlotly) return;
@@ -53,7 +54,7 @@ def start_plotly() -> None:
     fixed (the chunk's name comes from Streamlit's own folder) and does nothing when Plotly is already on its way."""
     chunk = plotly_chunk()
     if chunk is not None:
-        with st.sidebar:  # runs in the app's own page (no frame), like ui.keep_history's script
+        with st.sidebar.container(key=_START_KEY):  # runs in the app's own page (no frame), like ui.keep_history's
             st.html(f"<script>{START_PLOTLY_JS.replace('CHUNK', chunk)}</script>", unsafe_allow_javascript=True)
 
 
@@ -77,6 +78,8 @@ def _rules(light: str, dark: str) -> list[str]:
 def screen_look() -> str:
     """The stylesheet that gives charts the dark look on a dark page (and changes nothing on a light one)."""
     rules = [rule for light, dark in common.DARK_LOOK.items() for rule in _rules(light, dark)]
+    # start_plotly's script shows nothing: its container goes, with the wrapper that would leave a row's gap
+    rules.append(f"[data-testid='stLayoutWrapper']:has(> .st-key-{_START_KEY}), .st-key-{_START_KEY} {{display: none}}")
     card = common.DARK_LOOK[common.PAPER]
     rules += [  # the modebar floats on the card: its own translucent white and grey icons
         f"{_CHART} .modebar-group {{background-color: light-dark(rgba(255, 255, 255, 0.5), {card}cc) !important}}",

@@ -38,5 +38,8 @@ def test_a_link_in_a_new_tab_loads_plotly_once_as_its_run_starts_and_draws_every
     marks, requests = tab.page.evaluate("() => window.__marks"), tab.page.evaluate(PLOTLY_REQUESTS_JS)
     # one request: the early import and the chart's own are one module (two would load and start plotly.js twice)
     assert len(requests) == 1 and marks["running"] <= requests[0] < marks["chart"], (marks, requests)
+    # the script's container takes no room in the sidebar (its wrapper would leave a row's gap)
+    hidden = "() => getComputedStyle(document.querySelector('.st-key-plotly-start').parentElement).display"
+    assert tab.page.evaluate(hidden) == "none"
     assert tab.errors_on_page() == [] and tab.real_console_errors() == [], tab.console_errors
     assert "Traceback" not in tab.page.inner_text("body")
