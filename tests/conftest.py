@@ -63,6 +63,9 @@ FRESH_VENV_FILES = {"test_readme.py", "test_notebook.py", "test_packaging.py", "
 #: their slow tests start first, each on whichever worker is free. Every other browser file is one unit: its module
 #: fixtures (a second server, a copied model) are built once.
 BROWSER_SPLIT = {"test_links.py", "test_long_pages.py"}
+#: Browser tests (a file, or a test id) that read one session fixture's pass through the pages (tests/browser/
+#: conftest.py: light_pass): one unit, so that the pass runs once, on one worker.
+BROWSER_SHARED = ("test_screenshots.py", "test_small_screens.py", "draws_no_text_over_text[10]")
 #: The order units start in, slowest first (seconds in a CI run before 2026-11-26; the head-slider session x20 took
 #: 444 there, about 190 alone since its cheaper rounds): the head-slider session, the 2,048-token pages 143, the
 #: overlap checks 123/113/90, then whole files. Units not named here follow in
@@ -73,11 +76,13 @@ FIRST = ("test_the_head_slider", "test_every_page_draws_a_2048", "test_every_pag
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit a test runs in under xdist: 'fresh_venv', 'browser-<file>', or the test alone."""
+    """The unit a test runs in under xdist: 'fresh_venv', 'browser-<file>', 'browser-light-pass', or the test alone."""
     path = nodeid.split("::")[0]
     name = path.rsplit("/", 1)[-1]
     if name in FRESH_VENV_FILES:
         return "fresh_venv"
+    if path.startswith("tests/browser/") and any(key in nodeid for key in BROWSER_SHARED):
+        return "browser-light-pass"
     if path.startswith("tests/browser/") and name not in BROWSER_SPLIT:
         return f"browser-{name}"
     return nodeid

@@ -67,11 +67,17 @@ def test_every_page_draws_a_2048_token_text_with_bounded_work(browser, long_serv
             f"export?{urlencode(dict(source='hub', model=folder, text='the cat sat .'))}", charts=0, timeout=300_000
         )
         report.append(f"{'first load':10s} {time.perf_counter() - t0:5.1f} s (the model, once per server; short text)")
-        for path, charts in PAGES.items():
+        # The Heads page from the link, the others through the sidebar in that session (its text, model and token
+        # limit: each page says it kept the first N tokens), Sentence pairs last from its own link (its text and
+        # second sentence)
+        for i, (path, charts) in enumerate(sorted(PAGES.items(), key=lambda kv: kv[0] == "pairs")):
             text, pair = (PAIR_A, "the dog ran away .") if path == "pairs" else (TEXT, "")
             query = urlencode(dict(source="hub", model=folder, text=text, pair=pair, max_tokens=N))
             received[0], t0 = 0, time.perf_counter()
-            tab.open(f"{path}?{query}", charts=charts, timeout=300_000)
+            if i and path != "pairs":
+                tab.switch(path, charts=charts, timeout=300_000)
+            else:
+                tab.open(f"{path}?{query}", charts=charts, timeout=300_000)
             seconds = time.perf_counter() - t0
             name = path or "heads"
             body = page.inner_text("body")
@@ -97,7 +103,9 @@ def test_every_page_draws_a_2048_token_text_with_bounded_work(browser, long_serv
     assert problems == [], "\n".join(problems)
 
 
-#: tokens -> (sentence, second sentence of the Sentence pairs page); the bundled tokenizer makes 10 tokens of the first
+#: tokens -> (sentence, second sentence of the Sentence pairs page); the bundled tokenizer makes 10 tokens of the first.
+#: The bundled model's pages on a short text are read from the light theme's pass through the pages instead
+#: (page_pass.py, the app's default sentence: 13 tokens), which test_screenshots and test_small_screens share.
 SIZES = {10: ("The cat sat on the mat again.", "It was tired."), 128: (TEXT, "the dog ran away ."), 512: (TEXT, TEXT)}
 #: page path -> charts it draws at least on a short text (Export draws on request; Ablation says why not on BERT)
 SHORT_PAGES = PAGES | {"rollout": 3, "ablation": 0}
@@ -113,15 +121,32 @@ def _short_page_problems(tab: Tab, name: str, n: int, cut: bool) -> list[str]:
     return problems + [f"{name}: clipped: {t}" for t in tab.page.evaluate(CLIPPED_TITLES_JS)]
 
 
+def _passed_page_problems(seen, path: str) -> list[str]:
+    """_short_page_problems of the bundled model's page `path` on the default sentence, from page_pass's record."""
+    page, name = seen.pages[path or "heads"], f"bert/{path or 'heads'}/default"
+    problems = [f"{name}: {e[:200]}" for e in page.errors]
+    problems += [f"{name}: a traceback on the page"] if page.traceback else []
+    problems += [f"{name}: overlapping text: {o}" for o in page.overlaps]
+    problems += [f"{name}: clipped: {t}" for t in page.clipped]
+    switched = path != "pairs"  # the pass opens Sentence pairs from its link, the others through the sidebar
+    return problems + ([f"{name}: a text in the address"] if switched and "text" in page.query else [])
+
+
 @pytest.mark.parametrize("n", list(SIZES))
-def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, server, gpt2_bpe_dir, n):
+def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, server, gpt2_bpe_dir, n, request):
     """Every page of the bundled BERT and of GPT-2 with its byte-level BPE tokenizer (its labels are other strings:
     '·cat'), at 1,280 x 800 on the session's server: no chart text drawn over other text, no title clipped by its card,
-    no error. A 128- or 512-token text is cut there through the link's token limit, and the page says so."""
+    no error. A 128- or 512-token text is cut there through the link's token limit, and the page says so. On a short
+    text the bundled model's pages are read from the light theme's pass (`light_pass`: the default sentence)."""
+    problems, models = [], {"bert": {}, "gpt2": dict(source="hub", model=str(gpt2_bpe_dir))}
+    if n == 10:
+        seen = request.getfixturevalue("light_pass")
+        problems += [p for path in SHORT_PAGES for p in _passed_page_problems(seen, path)]
+        models.pop("bert")
     context = browser.new_context(viewport={"width": 1280, "height": 800})
-    tab, problems, (text, pair) = Tab(context.new_page(), server), [], SIZES[n]
+    tab, (text, pair) = Tab(context.new_page(), server), SIZES[n]
     try:
-        for model, source in {"bert": {}, "gpt2": dict(source="hub", model=str(gpt2_bpe_dir))}.items():
+        for model, source in models.items():
             for i, (path, charts) in enumerate(SHORT_PAGES.items()):
                 least = 1 if path == "ablation" and source else charts if n == 10 or path != "rollout" else 2
                 if i and path != "pairs":  # the link's text, model and token limit are the session's now

@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
 from browserkit import CLIPPED_TITLES_JS, OUT, Tab, free_port, start_server
+from page_pass import FIRST_CHART_TOP_JS
 
 LONG = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 20)
 PAGES = {
@@ -30,25 +31,65 @@ def chart(figure: str) -> str:
     return f"Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g.layout.meta?.figure === '{figure}')"
 
 
+def sentence_box_overlay(tab: Tab) -> str:
+    """What the sentence box draws over its text (Streamlit's character counter, 'InputInstructions'), if anything."""
+    box = tab.page.locator("[data-testid='stTextArea']").filter(has=tab.page.locator("textarea[aria-label='Sentence']"))
+    overlay = box.locator("[data-testid='InputInstructions']")
+    return overlay.inner_text() if overlay.count() else ""
+
+
+@pytest.fixture(scope="module")
+def long_pass(browser, server) -> dict[str, dict]:
+    """The pages at 1,280 x 800 with the ~400-token text, as a person goes (the Heads page from its link, the others
+    through the sidebar), each read as drawn: {page: {top, clipped, errors, text, overlay}}, where `text` is the
+    address's text and `overlay` what the sentence box draws over its text. Read by the long case of the fold test
+    and by the sentence box test (the same page, text and size)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page, seen = context.new_page(), {}
+    page.set_default_timeout(120_000)
+    laptop = Tab(page, server)
+    try:
+        for i, (name, path) in enumerate(PAGES.items()):
+            if i:  # the first page's text is the session's: the others through the sidebar
+                laptop.switch(path, charts=1, timeout=120_000)
+            else:
+                laptop.open(path + "?text=" + quote(LONG), charts=2, timeout=120_000)
+            laptop.page.wait_for_timeout(800)
+            seen[name] = {
+                "top": laptop.page.evaluate(FIRST_CHART_TOP_JS),
+                "clipped": laptop.page.evaluate(CLIPPED_TITLES_JS),
+                "errors": laptop.errors_on_page(),
+                "text": parse_qs(urlparse(laptop.page.url).query).get("text"),
+                "overlay": sentence_box_overlay(laptop),
+            }
+            laptop.shot(f"laptop-long-{name}")
+    finally:
+        context.close()
+    return seen
+
+
 @pytest.mark.parametrize("length", ["short", "long"])
-def test_every_page_starts_a_chart_above_the_fold_with_its_titles_inside(laptop, length):
-    """#12.5: at 1,280 x 800 the first chart starts in the first screen, and no chart title is clipped."""
-    text = "" if length == "short" else "?text=" + quote(LONG)
-    late, clipped = [], []
-    for i, (name, path) in enumerate(PAGES.items()):
-        if i:  # the first page's text is the session's: the others through the sidebar, as a person goes
-            laptop.switch(path, charts=1, timeout=120_000)
-            assert parse_qs(urlparse(laptop.page.url).query).get("text") == ([LONG] if text else None), name
-        else:
-            laptop.open(path + text, charts=1, timeout=120_000)
-        laptop.page.wait_for_timeout(800)
-        top = laptop.page.evaluate("() => document.querySelector('.js-plotly-plot').getBoundingClientRect().top")
-        if top > 650:  # at least 150 px of the chart is on the first screen
-            late.append(f"{name}: first chart at {top:.0f} px")
-        clipped += laptop.page.evaluate(CLIPPED_TITLES_JS)
-        laptop.shot(f"laptop-{length}-{name}")
-        assert laptop.errors_on_page() == [], name
+def test_every_page_starts_a_chart_above_the_fold_with_its_titles_inside(request, length):
+    """#12.5: at 1,280 x 800 the first chart starts in the first screen, and no chart title is clipped. The pages are
+    read from a pass through them: with the short (default) text the light theme's (page_pass.py, shared with
+    test_screenshots[light]: the same text, theme and size), with the long text this file's (long_pass)."""
+    if length == "short":
+        passed = request.getfixturevalue("light_pass").pages
+        seen = {n: {"top": p.first_chart_top, "clipped": p.clipped, "errors": p.errors, "text": p.query.get("text")}
+                for n, p in passed.items()}  # fmt: skip
+    else:
+        seen = request.getfixturevalue("long_pass")
+    late = [f"{name}: first chart at {seen[name]['top']} px" for name in PAGES if not above(seen[name]["top"])]
+    clipped = [t for name in PAGES for t in seen[name]["clipped"]]
+    for name in PAGES:
+        assert seen[name]["text"] == ([LONG] if length == "long" else None), name  # the session's text
+        assert seen[name]["errors"] == [], name
     assert late == [] and clipped == [], "\n".join(late + clipped)
+
+
+def above(top: float | None) -> bool:
+    """At least 150 px of the chart is on the first screen (800 px high)."""
+    return top is not None and top <= 650
 
 
 def test_a_cold_start_says_the_model_is_loading(browser):
@@ -91,11 +132,11 @@ def test_at_400_tokens_colour_ranges_show_structure_and_long_charts_are_grouped(
     x, y = laptop.page.evaluate(f"() => {{ const t = {chart('head_grid')}._fullData[0]; return [t.x[5], t.y[7]]; }}")
     assert x.startswith("005 ") and y.startswith("007 ") and len(x) > 4, (x, y)
     laptop.shot("long-heads-row-max")
-    laptop.open("scaling?text=" + quote(LONG), charts=3)
+    laptop.switch("scaling", charts=3)  # the session's text, through the sidebar
     n = laptop.page.evaluate(f"() => Math.max(...{chart('row_saturation')}._fullData.map(t => t.x.length))")
     assert n <= 64, f"the row chart draws {n} points"
     assert "in 64 groups" in laptop.page.inner_text("[data-testid='stMain']")
-    laptop.open("masks?text=" + quote(LONG), charts=4)
+    laptop.switch("masks", charts=4)
     n = laptop.page.evaluate(f"() => {chart('fill_demo')}._fullData[0].z[0].length")
     assert n <= 64, f"the fill chart draws {n} columns"
     assert "total weight" in laptop.page.inner_text("[data-testid='stMain']")
@@ -148,12 +189,8 @@ def test_back_and_forward_move_between_views(laptop):
     assert laptop.errors_on_page() == []
 
 
-def test_the_sentence_box_shows_no_counter_over_a_long_text(laptop):
-    """#12.7: at ~400 tokens the sentence box has no character counter drawn over its last line of text."""
-    laptop.open("?text=" + quote(LONG), charts=2)
-    box = laptop.page.locator("[data-testid='stTextArea']").filter(
-        has=laptop.page.locator("textarea[aria-label='Sentence']")
-    )
-    overlay = box.locator("[data-testid='InputInstructions']")
-    shown = overlay.inner_text() if overlay.count() else ""
+def test_the_sentence_box_shows_no_counter_over_a_long_text(long_pass):
+    """#12.7: at ~400 tokens the sentence box has no character counter drawn over its last line of text (the Heads
+    page of long_pass, opened from its link)."""
+    shown = long_pass["heads"]["overlay"]
     assert shown.strip() == "", f"the sentence box draws {shown!r} over the text"
