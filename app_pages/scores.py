@@ -31,25 +31,29 @@ st.caption(
     + ("Change it in the sidebar." if src.single_layer else "Choose **Our module** as the source to change it.")
 )
 head = ui.head_picker(sources["scaled_dot"])
-results = S.softmax_inputs(traces, head)
-ui.chart(
-    sp.score_histograms(results, what="softmax input", figure="module_softmax_inputs"),
-    "scores",
-    "module",
-    f"head{head}",
-)
-st.caption(
-    "What each score function hands the softmax: its scores times the scale it applies (1/√d_head only "
-    f"for scaled dot; d_head = {d_head} here)."
-)
+above = st.container()  # the histograms go above the token window that the weights chart draws
 span = ui.token_window(one, hm.MAX_SHOWN)
+kept = S.drawn_softmax_inputs(traces, head, sp.drawn_window(one.n_tokens, one.n_keys, span))
+with above:
+    ui.chart(
+        sp.score_histograms(kept.results, what="softmax input", figure="module_softmax_inputs"),
+        "scores",
+        "module",
+        f"head{head}",
+    )
+    st.caption(
+        "What each score function hands the softmax: its scores times the scale it applies (1/√d_head only "
+        f"for scaled dot; d_head = {d_head} here)."
+    )
 ui.chart(
-    sp.weights_side_by_side(results, one.tokens, one.key_tokens, figure="module_score_weights", token_range=span),
+    sp.weights_side_by_side(
+        kept.results, one.tokens, one.key_tokens, figure="module_score_weights", token_range=span, shape=kept.shape
+    ),
     "score_weights",
     "module",
     f"head{head}",
 )
-sharp = S.softmax_inputs_sharpness(traces, head)
+sharp = kept.sharpness
 rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in sharp]
 st.dataframe(
     rows,

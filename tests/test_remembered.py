@@ -61,8 +61,29 @@ def test_the_scaling_what_if_computes_only_the_heads_it_shows(two_traces):
     assert one.weights.shape == (1, a.n_tokens, a.n_tokens)
     np.testing.assert_allclose(one.weights[0], every.weights[4], rtol=1e-6, atol=1e-7)
     # the weights at the model's own scale are the trace's own, computed by the model's attention
-    np.testing.assert_allclose(scaling.compare_scale(a, 3, a.scale[3], head=4).rescaled.weights[0],
+    np.testing.assert_allclose(scaling.compare_scale(a, 3, a.scale[3], head=4).rescaled_weights[0],
                                a.stages(3).weights[4], rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+def test_the_scaling_comparison_is_kept_per_view_and_keeps_only_what_the_page_draws(two_traces):
+    a, b = two_traces
+    part = scaling.compare_scale(a, 2, 0.5, head=1, window=(2, 6))
+    assert scaling.compare_scale(a, 2, 0.5, head=1, window=(2, 6)) is part  # a revisit reads it
+    other = scaling.compare_scale(a, 2, 0.25, head=1, window=(2, 6))  # another scale is another comparison
+    assert other is not part and not np.allclose(other.rescaled_weights, part.rescaled_weights)
+    # independent: numpy's softmax of the trace's masked scores times the scale, every key, then the window cut
+    s = a.stages(2, heads=1).scores[0].astype(np.float64) * 0.5
+    s = np.where(a.layer_mask(2), s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    np.testing.assert_allclose(part.rescaled_weights[0], w[2:6, 2:6], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(part.max_rescaled[0], w.max(-1), rtol=1e-5)  # the row measures cover every row
+    fresh = scaling.compare_scale(b, 2, 0.5, head=1)  # the whole text on the same text's other trace
+    np.testing.assert_array_equal(fresh.rescaled_weights[:, 2:6, 2:6], part.rescaled_weights)
+    np.testing.assert_array_equal(fresh.hist_scaled.counts, part.hist_scaled.counts)  # every cell, whatever the window
+    assert part.hist_scaled.n == a.n_tokens**2
+    with pytest.raises(attnviz.AttnvizError, match="window"):
+        scaling.compare_scale(a, 2, 0.5, head=1, window=(4, 4))
 
 
 def test_an_equal_argument_of_another_type_is_not_handed_a_kept_result(two_traces):

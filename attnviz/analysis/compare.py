@@ -34,7 +34,7 @@ MEASURES = {
 class Comparison:
     """b - a per head, and how much each head changed (one [head] array per measure of MEASURES)."""
 
-    diff: np.ndarray | None  # [head, query, key], b - a (None when the caller asked for the measures only)
+    diff: np.ndarray | None  # [head, query, key], b - a (of a window when asked; None: the measures only)
     change: dict
 
     def ranked(self, measure: str = "mean_abs") -> list[int]:
@@ -119,12 +119,16 @@ def compare_traces(
     what: str = "two sentences",
     view: str = "weights",
     pooled: bool = False,
+    window=None,
 ) -> Comparison:
     """Compare layer_a of trace a with layer_b (default the same) of trace b, after `check_comparable`.
 
     view: one of values.VIEWS; value-weighted attention needs both traces to keep values (an InputError names the
     one that does not, and why). pooled: each side's heads averaged into one pattern first (rows still sum to 1), so
-    models of different head counts or widths compare layer by layer; the result has one "head", the average."""
+    models of different head counts or widths compare layer by layer; the result has one "head", the average.
+    window: ((query start, stop), (key start, stop)): `diff` holds only those cells (what a page draws: kept for every
+    session, it is a few hundred KB instead of [head, query, key] float64, 128 MB at 2,048 tokens); the measures
+    still cover every cell. None: the whole diff."""
     check_comparable(a, b, what, pooled)
     if view == VALUE_WEIGHTED:
         for side, trace in (("a", a), ("b", b)):
@@ -137,7 +141,13 @@ def compare_traces(
     wa, wb = attention_view(a, layer_a, view), attention_view(b, layer_b, view)
     if pooled:
         wa, wb = wa.mean(axis=0, keepdims=True), wb.mean(axis=0, keepdims=True)
-    return compare_layers(wa, wb)
+    if window is None:
+        return compare_layers(wa, wb)
+    (q0, q1), (k0, k1) = ((int(x), int(y)) for x, y in window)
+    if not (0 <= q0 < q1 <= a.n_tokens and 0 <= k0 < k1 <= a.n_keys):
+        raise InputError(f"The window {window} is not within the {a.n_tokens:,} queries and {a.n_keys:,} keys.")
+    change = compare_layers(wa, wb, keep_diff=False).change
+    return Comparison(np.subtract(wb[:, q0:q1, k0:k1], wa[:, q0:q1, k0:k1], dtype=np.float64), change)
 
 
 #: Swaps for a minimal pair (either way round): common words, one token each in the usual vocabularies; the

@@ -12,8 +12,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..attention import Stages
+from ..errors import InputError
 from ..trace import AttentionTrace
+from ..trace.window_cache import remembered
 from .law import LawRow, sqrt_d_law
 from .stats import Histogram, histogram, row_entropy, row_max
 
@@ -48,55 +49,61 @@ def scale_label(scale: float, d_head: int, model: float | None = None) -> str:
 
 @dataclass(frozen=True)
 class ScalingComparison:
-    """softmax(scores) next to softmax(scores x scale) for one layer, on one head or all heads.
+    """softmax(scores) next to softmax(scores x scale) for one layer, on one head or all heads: what the Scaling page
+    draws of them, small enough to be kept for every revisit (the stages themselves are 4 x [head, query, key]).
 
-    Arrays are [head, query, key] (or [head, query] for the row measures), restricted to the chosen heads.
-    `raw` is scale 1; `rescaled` is the chosen scale; both come from `trace.recompute`, so the mask is applied
-    as captured.
+    Both sides come from `trace.recompute` (scale 1 and `scale`), so the mask is applied as captured. Arrays are
+    restricted to the chosen `heads`: the row measures [head, query] cover every query; the weights [head, query,
+    key] only the drawn `window` (start, stop) of queries and keys, each row still the softmax over every key.
     """
 
     scale: float
     model_scale: float
     heads: tuple[int, ...]
-    raw: Stages
-    rescaled: Stages
+    window: tuple[int, int]
+    raw_weights: np.ndarray
+    rescaled_weights: np.ndarray
+    max_raw: np.ndarray
+    max_rescaled: np.ndarray
+    entropy_raw: np.ndarray
+    entropy_rescaled: np.ndarray
     hist_scores: Histogram
     hist_scaled: Histogram
 
-    @property
-    def max_raw(self) -> np.ndarray:
-        return row_max(self.raw.weights)
 
-    @property
-    def max_rescaled(self) -> np.ndarray:
-        return row_max(self.rescaled.weights)
-
-    @property
-    def entropy_raw(self) -> np.ndarray:
-        return row_entropy(self.raw.weights)
-
-    @property
-    def entropy_rescaled(self) -> np.ndarray:
-        return row_entropy(self.rescaled.weights)
-
-
+@remembered  # a revisit, another visitor or another window's redraw of the same view reads it (a few hundred KB)
 def compare_scale(
-    trace: AttentionTrace, layer: int, scale: float, head: int | None = None, bins: int | None = None
+    trace: AttentionTrace,
+    layer: int,
+    scale: float,
+    head: int | None = None,
+    bins: int | None = None,
+    window: tuple[int, int] | None = None,
 ) -> ScalingComparison:
     """Cheap what-if: one layer's stages with scale 1 and with `scale`, no new forward pass.
 
-    head=None takes all heads. Later layers are NOT recomputed: they still saw the model's own weights.
+    head=None takes all heads; window: the (start, stop) tokens whose weights are kept (None: every token). Later
+    layers are NOT recomputed: they still saw the model's own weights.
     """
     heads = tuple(range(trace.n_head)) if head is None else (int(head),)
+    start, stop = (0, trace.n_tokens) if window is None else (int(window[0]), int(window[1]))
+    if not 0 <= start < stop <= trace.n_tokens:
+        raise InputError(f"The window {start}..{stop} is not within the text's {trace.n_tokens:,} tokens.")
     raw = trace.recompute(layer, scale=1.0, heads=heads)  # only the heads shown: one head of 12 is 12x less work
     rescaled = trace.recompute(layer, scale=float(scale), heads=heads)
     bins = bins or int(np.clip(2 * math.sqrt(raw.scores.size), 20, 80))  # one head of a short sentence is ~200 cells
+    cut = lambda w: np.ascontiguousarray(w[:, start:stop, start:stop])  # noqa: E731 - a copy: the layer is let go
     return ScalingComparison(
         scale=float(scale),
         model_scale=model_scale(trace, layer),
         heads=heads,
-        raw=raw,
-        rescaled=rescaled,
+        window=(start, stop),
+        raw_weights=cut(raw.weights),
+        rescaled_weights=cut(rescaled.weights),
+        max_raw=row_max(raw.weights),
+        max_rescaled=row_max(rescaled.weights),
+        entropy_raw=row_entropy(raw.weights),
+        entropy_rescaled=row_entropy(rescaled.weights),
         hist_scores=histogram(raw.scores, bins),
         hist_scaled=histogram(rescaled.scaled, bins),
     )

@@ -21,7 +21,9 @@ import torch
 
 from .. import checks
 from ..attention import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores, stages_from_scores
+from ..errors import InputError
 from ..trace.window_cache import remembered
+from .stats import histogram
 
 __all__ = [
     "SCORE_FUNCTIONS",
@@ -33,7 +35,8 @@ __all__ = [
     "seeded_queries_keys",
     "sharpness",
     "softmax_inputs",
-    "softmax_inputs_sharpness",
+    "DrawnInputs",
+    "drawn_softmax_inputs",
     "spread_by_width",
 ]
 
@@ -116,11 +119,32 @@ def softmax_inputs(traces: dict, head: int, layer: int = 0) -> dict:
     return out
 
 
-@remembered
-def softmax_inputs_sharpness(traces: dict, head: int, layer: int = 0) -> list[dict]:
-    """`sharpness(softmax_inputs(traces, head, layer))`, kept for every session (a few numbers; computing them reads
-    every cell of four [query, key] arrays in float64)."""
-    return sharpness(softmax_inputs(traces, head, layer))
+@dataclass(frozen=True)
+class DrawnInputs:
+    """What the Score functions page shows of `softmax_inputs`: `results` name -> (the histogram of its softmax
+    inputs, every cell; its weights [query, key] within `window`), `shape` the whole (queries, keys) and `sharpness`
+    its rows. A few hundred KB where the inputs are 2 x 4 x [query, key] (134 MB at 2,048 tokens)."""
+
+    results: dict
+    window: tuple[tuple[int, int], tuple[int, int]]
+    shape: tuple[int, int]
+    sharpness: list[dict]
+
+
+@remembered  # a revisit, or another visitor, reads it instead of four heads' stages and 16M values binned at 2,048
+def drawn_softmax_inputs(traces: dict, head: int, window, bins: int = 40, layer: int = 0) -> DrawnInputs:
+    """`softmax_inputs(traces, head, layer)` binned into `bins` bars and cut to window ((q0, q1), (k0, k1)), with
+    their `sharpness`; kept for every session."""
+    (q0, q1), (k0, k1) = ((int(a), int(b)) for a, b in window)
+    full = softmax_inputs(traces, head, layer)
+    shape = np.shape(next(iter(full.values()))[1])
+    if not (0 <= q0 < q1 <= shape[0] and 0 <= k0 < k1 <= shape[1]):
+        raise InputError(f"The window {window} is not within the {shape[0]:,} queries and {shape[1]:,} keys.")
+    results = {
+        name: (histogram(np.asarray(scaled), bins=bins), np.ascontiguousarray(np.asarray(weights)[q0:q1, k0:k1]))
+        for name, (scaled, weights) in full.items()
+    }
+    return DrawnInputs(results, ((q0, q1), (k0, k1)), shape, sharpness(full))
 
 
 def sharpness(results: dict) -> list[dict]:

@@ -46,10 +46,9 @@ def compare(
     b = trace if other is None else other
     other_layer = (layer + 1) % trace.n_layer if other is None and other_layer is None else other_layer
     what = what or ("two layers" if other is None else "two traces")
-    result = C.compare_traces(trace, b, layer, other_layer, what, view, pooled=pooled)
-    order = result.ranked(measure)
     drawn = hm.windows(trace, token_range)  # queries and keys apart, as on the Heads page
-    (start, stop), (kstart, kstop) = drawn
+    result = C.compare_traces(trace, b, layer, other_layer, what, view, pooled=pooled, window=drawn)
+    order = result.ranked(measure)
     change = result.change[measure]
     titles = [f"#{r + 1}: head {h} ({C.short_number(change[h])})" for r, h in enumerate(order)]
     drawn_view = "weights" if view == "weights" else "value-weighted attention"
@@ -58,9 +57,8 @@ def compare(
         titles = [f"heads averaged ({C.short_number(change[0])})"]
         title = f"b − a of the {drawn_view}, each side's heads averaged ({C.MEASURES[measure]})"
     title += hm.range_note(trace.n_tokens, trace.n_keys, *drawn)
-    diff = result.diff[:, start:stop, kstart:kstop]
     grid = cp.diff_grid(
-        diff,
+        result.diff,
         trace.tokens,
         title,
         order,

@@ -42,12 +42,13 @@ def scaling(
     if not trace.has("scores"):
         return Scaling((law(trace.d_head or None),))  # no raw scores to rescale; the law still holds
     scale = S.model_scale(trace, layer) if scale is None else float(scale)
-    cmp = S.compare_scale(trace, layer, scale, None if all_heads else head)
+    drawn = hm.window(trace.n_tokens, token_range)
+    cmp = S.compare_scale(trace, layer, scale, None if all_heads else head, window=drawn)
     who = f"mean of {trace.n_head} heads" if all_heads else f"head {head}"
     text = S.scale_label(scale, trace.d_head)
     out = (
         ("1 · The spread of the scores", dp.score_histograms(cmp, trace.d_head, text)),
-        ("2 · What the softmax makes of them", dp.softmax_pair(cmp, trace.tokens, who, text, token_range)),
+        ("2 · What the softmax makes of them", dp.softmax_pair(cmp, trace.tokens, who, text)),
         ("3 · How peaked each row is", dp.row_saturation(cmp, trace.tokens, text)),
         law(trace.d_head or None),
     )

@@ -29,7 +29,6 @@ from .common import (
     token_axes,
     weights_axis,
 )
-from .heatmaps import window
 
 RAW_COLOUR = "#d62728"  # softmax of raw scores: red, the "too hot" one
 SCALED_COLOUR = "#1f77b4"
@@ -101,19 +100,19 @@ def score_histograms(cmp: ScalingComparison, d_head: int, scale_text: str) -> go
     return finish(fig, "score_histograms", 380, bargap=0)
 
 
-def softmax_pair(cmp: ScalingComparison, tokens, head_label: str, scale_text: str, token_range=None) -> go.Figure:
+def softmax_pair(cmp: ScalingComparison, tokens, head_label: str, scale_text: str) -> go.Figure:
     """softmax(scores) next to softmax(scores x scale), 0..1 on one colour scale: saturation shows as one bright cell
-    per row. Long texts show a window of at most MAX_SHOWN tokens (`token_range`; the first ones by default), each row
-    still the softmax over every key; the title says which tokens."""
-    start, stop = window(len(tokens), token_range)
+    per row. Long texts show the comparison's window of tokens (`cmp.window`), each row still the softmax over every
+    key; the title says which tokens."""
+    start, stop = cmp.window
     part = "" if (start, stop) == (0, len(tokens)) else f"<br>tokens {start}–{stop - 1} of {len(tokens):,}"
     titles = (f"softmax(scores): scale 1, {head_label}{part}", f"softmax(scores × {scale_text}), {head_label}{part}")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
     fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
     for col, (w, name) in enumerate(
-        ((cmp.raw.weights, "softmax raw"), (cmp.rescaled.weights, "softmax scaled")), start=1
+        ((cmp.raw_weights, "softmax raw"), (cmp.rescaled_weights, "softmax scaled")), start=1
     ):
-        z = w[:, start:stop, start:stop].mean(axis=0)
+        z = w.mean(axis=0)  # the window's weights, averaged over the heads shown
         fig.add_trace(heatmap(z, tokens, "coloraxis", "weight", name, start=start), row=1, col=col)
         token_axes(fig, tokens, 1, col, show_y=col == 1, start=start, stop=stop)
     return finish(fig, "softmax_pair", grid_height(stop - start, 2), top=70 if part else 50, coloraxis=weights_axis())

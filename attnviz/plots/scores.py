@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis.stats import histogram
+from ..analysis.stats import Histogram, histogram
 from .common import WEIGHTS_SCALE, f32, finish, ticks
 from .windows import axis_ranges, range_note, window
 
@@ -17,13 +17,15 @@ LOG_TICKS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]  # l
 
 
 def score_histograms(results: dict, bins: int = 40, what: str = "score", figure: str = "score_histograms") -> go.Figure:
-    """One panel per score function: the distribution of its scores (binned here, not in the browser).
+    """One panel per score function: the distribution of its scores (binned here, not in the browser, unless
+    `results` holds them binned already: a Histogram in place of the scores).
 
     `what` names the values on the x axes (e.g. "softmax input" for scores times the scale)."""
     names = list(results)
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=[LABELS[n] for n in names], horizontal_spacing=0.06)
     for col, name in enumerate(names, start=1):
-        h = histogram(np.asarray(results[name][0]), bins=bins)
+        h = results[name][0]
+        h = h if isinstance(h, Histogram) else histogram(np.asarray(h), bins=bins)
         fig.add_trace(
             go.Bar(
                 x=f32(h.centers),
@@ -45,22 +47,23 @@ def score_histograms(results: dict, bins: int = 40, what: str = "score", figure:
 
 
 def weights_side_by_side(
-    results: dict, tokens=None, key_tokens=None, figure: str = "score_weights", token_range=None
+    results: dict, tokens=None, key_tokens=None, figure: str = "score_weights", token_range=None, shape=None
 ) -> go.Figure:
     """One 0..1 heatmap of softmax weights per score function (rows: queries, columns: keys).
 
     With `tokens` the axes are labelled '%02d token' (keys under every panel, queries on the first), and a long text
     shows a window of at most MAX_SHOWN tokens per axis (`token_range`: one range or a Window; the first ones by
-    default), said in the titles."""
+    default), said in the titles. shape: the whole (queries, keys) when the weights in `results` are that window
+    already (analysis.scores.drawn_softmax_inputs)."""
     names = list(results)
-    n_q, n_k = np.shape(results[names[0]][1])
-    rows, cols = axis_ranges(token_range)
-    (q0, q1), (k0, k1) = window(n_q, rows), window(n_k, cols)
+    n_q, n_k = np.shape(results[names[0]][1]) if shape is None else shape
+    (q0, q1), (k0, k1) = drawn_window(n_q, n_k, token_range)
     cut = range_note(n_q, n_k, (q0, q1), (k0, k1)).replace(" · ", "<br>", 1)
     titles = [LABELS[n] + cut for n in names]
     fig = make_subplots(rows=1, cols=len(names), subplot_titles=titles, horizontal_spacing=0.04)
     for col, name in enumerate(names, start=1):
-        w = np.asarray(results[name][1])[q0:q1, k0:k1]
+        w = np.asarray(results[name][1])
+        w = w if shape is not None else w[q0:q1, k0:k1]
         fig.add_trace(
             go.Heatmap(
                 z=f32(w),
@@ -86,6 +89,12 @@ def weights_side_by_side(
     labelled = tokens is not None
     margin = dict(l=100 if labelled else 40, r=20, t=60 if cut else 40, b=100 if labelled else 40)
     return finish(fig, figure, 380 if labelled else 320, margin=margin)
+
+
+def drawn_window(n_queries: int, n_keys: int, token_range=None) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The (queries, keys) that `weights_side_by_side` draws of [n_queries, n_keys] weights for `token_range`."""
+    rows, cols = axis_ranges(token_range)
+    return window(n_queries, rows), window(n_keys, cols)
 
 
 def _label_axes(fig: go.Figure, tokens, key_tokens, col: int, rows: tuple, cols: tuple) -> None:

@@ -90,14 +90,14 @@ def test_compare_scale_reproduces_the_model_and_the_variance_law():
     own = scaling.model_scale(tr, 1)
     assert own == pytest.approx(0.25)
     cmp = scaling.compare_scale(tr, 1, own)  # all heads
-    assert cmp.heads == (0, 1, 2) and cmp.rescaled.weights.shape == (3, 5, 5)
-    np.testing.assert_allclose(cmp.rescaled.weights, tr.weights[1], atol=1e-6)
+    assert cmp.heads == (0, 1, 2) and cmp.rescaled_weights.shape == (3, 5, 5)
+    np.testing.assert_allclose(cmp.rescaled_weights, tr.weights[1], atol=1e-6)
     # multiplying by s multiplies the variance by s^2 (numpy's own variance of the raw scores, times s^2)
     assert cmp.hist_scaled.var == pytest.approx(np.var(tr.scores[1].astype(np.float64)) * own**2, rel=1e-4)
     assert cmp.hist_scores.n == cmp.hist_scaled.n == 3 * 5 * 5
     one = scaling.compare_scale(tr, 1, 1.0, head=2)
     assert one.heads == (2,)
-    np.testing.assert_allclose(one.rescaled.weights, one.raw.weights, atol=1e-7)
+    np.testing.assert_allclose(one.rescaled_weights, one.raw_weights, atol=1e-7)
     # unscaled rows are more peaked than scaled ones
     assert cmp.max_raw.mean() > cmp.max_rescaled.mean() and cmp.entropy_raw.mean() < cmp.entropy_rescaled.mean()
 

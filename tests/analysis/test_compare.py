@@ -62,6 +62,21 @@ def test_traces_of_different_lengths_or_heads_are_refused_with_the_reason():
     assert C.changed_tokens(a, make_trace(["a", "x", "c"])) == [1]
 
 
+def test_a_window_keeps_only_its_cells_of_the_difference_and_every_cell_in_the_measures():
+    a = make_trace(["a", "b", "c", "d", "e"], n_head=3)
+    whole = C.compare_traces(a, a, 0, 1, "two layers")
+    part = C.compare_traces(a, a, 0, 1, "two layers", window=((1, 4), (0, 2)))
+    assert C.compare_traces(a, a, 0, 1, "two layers", window=((1, 4), (0, 2))) is part  # kept for a revisit
+    want = a.layer(1).weights.astype(np.float64) - a.layer(0).weights  # numpy's own difference, then the window
+    np.testing.assert_array_equal(part.diff, want[:, 1:4, 0:2])
+    for name, values in whole.change.items():
+        np.testing.assert_array_equal(part.change[name], values)
+    other = C.compare_traces(a, a, 0, 1, "two layers", window=((0, 3), (0, 2)))  # another window, other cells
+    np.testing.assert_array_equal(other.diff, want[:, 0:3, 0:2])
+    with pytest.raises(InputError, match="window"):
+        C.compare_traces(a, a, 0, 1, "two layers", window=((0, 9), (0, 2)))
+
+
 # --- the default sentence b: one word swapped, checked with the model's own tokenizer --------------------------
 
 CORPUS = ["the cat sat on the mat because it was tired", "a cat and a cat and the cat", "the man ran home"] * 20

@@ -151,3 +151,26 @@ def test_the_neuron_view_at_2048_tokens_sends_a_small_figure_with_the_sink_in_vi
     weights = torch.softmax(scores, 0).numpy()
     np.testing.assert_allclose(table["weight"].to_numpy(np.float64), weights[keys], atol=1e-6)
     assert weights[0] > 0 and table["weight"].iloc[0] == pytest.approx(weights[0], abs=1e-6)
+
+
+def test_a_moved_window_redraws_the_views_kept_for_revisits(long_trace):
+    """Scaling, Score functions and Compare keep only the drawn window of their results for a revisit: moving the
+    window must draw the new tokens, and moving it back the first figure again."""
+    tr = long_trace
+    at = open_link("scaling", {}, text=LONG)
+    first = figures(at)["softmax_pair"]
+    at.slider(key="tokens").set_value((100, 228)).run()
+    moved = next(t for t in figures(at)["softmax_pair"]["data"] if t.get("name") == "softmax scaled")
+    assert "tokens 100–227" in json.dumps(figures(at)["softmax_pair"]["layout"], ensure_ascii=False)
+    np.testing.assert_allclose(array(moved["z"]), tr.layer(0).weights[0, 100:228, 100:228], atol=1e-6)  # the model's
+    at.slider(key="tokens").set_value((0, 128)).run()
+    assert figures(at)["softmax_pair"] == first
+    for page, figure in (("scores", "module_score_weights"), ("compare", "diff_grid")):
+        at = open_link(page, {}, text=LONG)
+        first = figures(at)[figure]
+        at.slider(key="queries").set_value((100, 228)).run()
+        moved = figures(at)[figure]
+        assert {t["y0"] for t in moved["data"] if t["type"] == "heatmap"} == {100}, page  # every panel
+        assert "queries 100–227" in json.dumps(moved["layout"], ensure_ascii=False), page
+        at.slider(key="queries").set_value((0, 128)).run()
+        assert figures(at)[figure] == first, page
