@@ -13,7 +13,6 @@ if "attnviz.ui" not in sys.modules:
 from attnviz import ui  # noqa: E402 - after the notice above, on purpose
 
 starting.empty()
-ui.start_plotly()  # a new tab loads Plotly's script while the server works, not after the run (ui.charts)
 ui.setup()
 st.html(ui.screen_look())  # charts follow a dark theme on screen; their files stay print-ready
 

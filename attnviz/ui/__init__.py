@@ -9,7 +9,7 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 """
 
 from .before_softmax import scale_note
-from .charts import chart, chart_config, screen_look, start_plotly
+from .charts import chart, chart_config, screen_look
 from .clicks import (
     chart_key,
     point_in,
@@ -82,7 +82,6 @@ __all__ = [
     "chart",
     "chart_config",
     "screen_look",
-    "start_plotly",
     "colour_range",
     "columns",
     "copy_link",

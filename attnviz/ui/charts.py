@@ -11,9 +11,6 @@ made from the figure, not from the page's styles, so it stays white.
 
 from __future__ import annotations
 
-from functools import cache
-from pathlib import Path
-
 # Imported whole before any page draws: Plotly's figure checks look pandas up in sys.modules without importing it,
 # so a session that builds a figure while another session's thread is still importing pandas met a half-initialised
 # module ("partially initialized module 'pandas' has no attribute 'Series'"; eight sessions on a cold server).
@@ -24,38 +21,6 @@ from ..export import short_model_name
 from ..plots import common
 
 _CHART = "[data-testid='stApp'] .js-plotly-plot"
-
-#: Streamlit's frontend fetches and starts its Plotly element, a 4.7 MB script (plotly.js and its React wrapper),
-#: only when a page's first chart arrives: a new tab paid about 2 s for it after the server's run was over. The file
-#: is named `PlotlyChart.<hash>.js` in Streamlit's bundle (tests/test_streamlit_plotly_chunk.py checks that it still
-#: is); start_plotly imports that very module, next to the bundle's own main script, as the run starts, so the
-#: browser loads Plotly while the server works and the chart that later asks for it finds it ready.
-PLOTLY_CHUNK = "PlotlyChart"
-_START_KEY = "plotly-start"  # the keyed container of that script, hidden (a script alone still took a row's gap)
-START_PLOTLY_JS = """
-(() => {
-  if (window.__attnvizPlotly) return;
-  const main = document.querySelector("script[type='module'][src*='/static/js/index.']");
-  if (!main) return;
-  window.__attnvizPlotly = import(new URL('CHUNK', main.src).href).catch(() => null);
-})();
-"""
-
-
-@cache
-def plotly_chunk() -> str | None:
-    """The file name of Streamlit's Plotly element in its frontend bundle; None if there is not exactly one."""
-    found = sorted((Path(st.__file__).parent / "static" / "static" / "js").glob(f"{PLOTLY_CHUNK}.*.js"))
-    return found[0].name if len(found) == 1 else None
-
-
-def start_plotly() -> None:
-    """Have a new tab load Plotly's script now (it is otherwise loaded once the first chart arrives). The script is
-    fixed (the chunk's name comes from Streamlit's own folder) and does nothing when Plotly is already on its way."""
-    chunk = plotly_chunk()
-    if chunk is not None:
-        with st.sidebar.container(key=_START_KEY):  # runs in the app's own page (no frame), like ui.keep_history's
-            st.html(f"<script>{START_PLOTLY_JS.replace('CHUNK', chunk)}</script>", unsafe_allow_javascript=True)
 
 
 def _rgb(colour: str) -> str:
@@ -78,8 +43,6 @@ def _rules(light: str, dark: str) -> list[str]:
 def screen_look() -> str:
     """The stylesheet that gives charts the dark look on a dark page (and changes nothing on a light one)."""
     rules = [rule for light, dark in common.DARK_LOOK.items() for rule in _rules(light, dark)]
-    # start_plotly's script shows nothing: its container goes, with the wrapper that would leave a row's gap
-    rules.append(f"[data-testid='stLayoutWrapper']:has(> .st-key-{_START_KEY}), .st-key-{_START_KEY} {{display: none}}")
     card = common.DARK_LOOK[common.PAPER]
     rules += [  # the modebar floats on the card: its own translucent white and grey icons
         f"{_CHART} .modebar-group {{background-color: light-dark(rgba(255, 255, 255, 0.5), {card}cc) !important}}",
