@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import checks
 from ..errors import InputError
 from ..trace import AttentionTrace
 from ..trace.window_cache import remembered
@@ -138,14 +139,13 @@ def compare_traces(
                     f"none. {trace.why_not('values')} Compare the weights instead."
                 )
     layer_b = layer_a if layer_b is None else layer_b
+    if window is not None:  # checked before any work
+        (q0, q1), (k0, k1) = checks.inside_cells("window", window, a.n_tokens, a.n_keys)
     wa, wb = attention_view(a, layer_a, view), attention_view(b, layer_b, view)
     if pooled:
         wa, wb = wa.mean(axis=0, keepdims=True), wb.mean(axis=0, keepdims=True)
     if window is None:
         return compare_layers(wa, wb)
-    (q0, q1), (k0, k1) = ((int(x), int(y)) for x, y in window)
-    if not (0 <= q0 < q1 <= a.n_tokens and 0 <= k0 < k1 <= a.n_keys):
-        raise InputError(f"The window {window} is not within the {a.n_tokens:,} queries and {a.n_keys:,} keys.")
     change = compare_layers(wa, wb, keep_diff=False).change
     return Comparison(np.subtract(wb[:, q0:q1, k0:k1], wa[:, q0:q1, k0:k1], dtype=np.float64), change)
 

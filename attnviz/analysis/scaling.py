@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import InputError
+from .. import checks
 from ..trace import AttentionTrace
 from ..trace.window_cache import remembered
 from .law import LawRow, sqrt_d_law
@@ -86,9 +86,7 @@ def compare_scale(
     layers are NOT recomputed: they still saw the model's own weights.
     """
     heads = tuple(range(trace.n_head)) if head is None else (int(head),)
-    start, stop = (0, trace.n_tokens) if window is None else (int(window[0]), int(window[1]))
-    if not 0 <= start < stop <= trace.n_tokens:
-        raise InputError(f"The window {start}..{stop} is not within the text's {trace.n_tokens:,} tokens.")
+    start, stop = checks.inside("window", window, trace.n_tokens)
     raw = trace.recompute(layer, scale=1.0, heads=heads)  # only the heads shown: one head of 12 is 12x less work
     rescaled = trace.recompute(layer, scale=float(scale), heads=heads)
     bins = bins or int(np.clip(2 * math.sqrt(raw.scores.size), 20, 80))  # one head of a short sentence is ~200 cells

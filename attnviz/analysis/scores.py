@@ -21,7 +21,6 @@ import torch
 
 from .. import checks
 from ..attention import SCORE_FUNCTIONS, additive_scores, dot_scores, general_scores, stages_from_scores
-from ..errors import InputError
 from ..trace.window_cache import remembered
 from .stats import histogram
 
@@ -135,11 +134,10 @@ class DrawnInputs:
 def drawn_softmax_inputs(traces: dict, head: int, window, bins: int = 40, layer: int = 0) -> DrawnInputs:
     """`softmax_inputs(traces, head, layer)` binned into `bins` bars and cut to window ((q0, q1), (k0, k1)), with
     their `sharpness`; kept for every session."""
-    (q0, q1), (k0, k1) = ((int(a), int(b)) for a, b in window)
+    one = next(iter(traces.values()))
+    (q0, q1), (k0, k1) = checks.inside_cells("window", window, one.n_tokens, one.n_keys)  # before any work
     full = softmax_inputs(traces, head, layer)
     shape = np.shape(next(iter(full.values()))[1])
-    if not (0 <= q0 < q1 <= shape[0] and 0 <= k0 < k1 <= shape[1]):
-        raise InputError(f"The window {window} is not within the {shape[0]:,} queries and {shape[1]:,} keys.")
     results = {
         name: (histogram(np.asarray(scaled), bins=bins), np.ascontiguousarray(np.asarray(weights)[q0:q1, k0:k1]))
         for name, (scaled, weights) in full.items()

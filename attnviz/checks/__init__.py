@@ -212,6 +212,23 @@ def window(name: str, value, size: int) -> tuple[int, int] | None:
     return whole(f"{name} start", value[0]), whole(f"{name} stop", value[1])
 
 
+def inside(name: str, value, size: int, what: str = "tokens") -> tuple[int, int]:
+    """A non-empty (start, stop) window of whole numbers within 0..size (no clipping: a window a page drew)."""
+    start, stop = window(name, value, size) or (0, size)
+    if not 0 <= start < stop <= size:
+        raise ArgumentError(name, f"The {name} {start}..{stop} is not within the {size:,} {what}.")
+    return start, stop
+
+
+def inside_cells(name: str, value, n_queries: int, n_keys: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((query start, stop), (key start, stop)): `inside` each axis."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ArgumentTypeError(name, f"{name} must be ((query start, stop), (key start, stop)), not {kind_of(value)}.")
+    return inside(f"{name} of queries", value[0], n_queries, "queries"), inside(
+        f"{name} of keys", value[1], n_keys, "keys"
+    )
+
+
 def fits(name: str, value, shape) -> torch.Tensor:
     """An array that broadcasts against `shape` without growing it (a mask over scores), as a tensor."""
     t = array(name, value, range(len(shape) + 1), finite=False)
