@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import MAX_TICKS, WEIGHTS_SCALE, escape, f32, finish, tick_labels, ticks
+from .common import COLOUR_BAR_ROOM, MAX_TICKS, WEIGHTS_SCALE, escape, f32, finish, tick_labels, tick_room, ticks
 
 
 def who_reads(
@@ -44,4 +44,5 @@ def who_reads(
         title=f"{escape(title)}: who reads {key_label}",
     )
     fig.update_layout(meta={"figure": "who_reads", "key": key})
-    return fig.update_layout(margin_l=80)
+    # room for the slanted query labels and the colour bar: laid out in one pass (common.tick_room)
+    return fig.update_layout(margin=dict(l=80, r=COLOUR_BAR_ROOM, b=tick_room(fig.layout.xaxis.ticktext, angle=60)))

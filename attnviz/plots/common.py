@@ -313,6 +313,32 @@ def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
     )
 
 
+# --- margins that need no second pass ---------------------------------------------------------------
+# Plotly lays a figure out once with the margins it is given, then, when a colour bar or an axis's tick labels need
+# more room than that, grows the margins and lays everything out again: two passes on every draw, about half of each
+# chart's drawing time (measured in Chromium on the Heads page's charts). Streamlit draws a chart afresh whenever its
+# figure changes, so the Heads page paid the second pass on every new sentence, layer and head. Margins given at least
+# that room are laid out once. The estimates below lean generous (a few pixels of white at most); one that falls
+# short costs only the second pass, as before, never a clipped label.
+
+#: The room a vertical colour bar at Plotly's default place takes right of the plot (its offset, bar, tick labels and
+#: a title on its side): measured 82-101 px on the Heads page's charts (weights, scores, the sqrt and log ranges).
+COLOUR_BAR_ROOM = 106
+#: The width of a tick label's character, as a fraction of its font size (Source Sans averages ~0.5; digits ~0.55).
+_CHAR_EM = 0.62
+_TITLE_ROOM = 32  # an axis title beside its tick labels: its line and the gap to them
+
+
+def tick_room(labels, size: float = 12, angle: float = 0, title: bool = True) -> int:
+    """Pixels an axis's tick labels (and its title, when `title`) take out from the plot: the longest label's width,
+    or its extent across the axis when the labels are slanted by `angle` degrees."""
+    longest = max((len(str(t)) for t in labels), default=0) * _CHAR_EM * size
+    across = (
+        longest * abs(math.sin(math.radians(angle))) + size * abs(math.cos(math.radians(angle))) if angle else longest
+    )
+    return math.ceil(across + 8 + (_TITLE_ROOM if title else 0))
+
+
 # --- figures ----------------------------------------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ from ..trace import AttentionTrace, window_cache
 from .clickable import CELLS, cell_targets, target_axes  # noqa: F401 (CELLS re-exported)
 from .colours import COLOUR_RANGES, LOG_FLOOR, colour, colour_bar, colour_values, transformed  # noqa: F401
 from .common import (
+    COLOUR_BAR_ROOM,
     MASKED_BG,
     MAX_TICKS,
     PAPER,
@@ -37,6 +38,7 @@ from .common import (
     paper_figure,
     thin,
     tick_labels,
+    tick_room,
     ticks,
     token_axis,
 )
@@ -216,7 +218,7 @@ def head_grid(
                 plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
                 meta={"figure": "head_grid", "layer": layer, "stage": stage, "heads": [h0, h1]},
                 height=rows * panel + 100,
-                margin=dict(l=100, r=10, t=80 if stage == VALUE_WEIGHTED else 60, b=10),
+                margin=dict(l=100, r=COLOUR_BAR_ROOM, t=80 if stage == VALUE_WEIGHTED else 60, b=10),  # one pass
                 title=dict(
                     text=f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}",
                     font=dict(size=14),
@@ -300,7 +302,12 @@ def head_detail(
     fig.update_layout(
         meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
         height=side,
-        margin=dict(l=10, r=10, t=50 if note or stage == VALUE_WEIGHTED else 40, b=10),
+        margin=dict(  # room for the tick labels and the colour bar: laid out in one pass (common.tick_room)
+            l=tick_room(fig.layout.yaxis.ticktext),
+            r=COLOUR_BAR_ROOM,
+            t=50 if note or stage == VALUE_WEIGHTED else 40,
+            b=tick_room(fig.layout.xaxis.ticktext, angle=60),
+        ),
         title=dict(text=title + _subtitle(stage, note), font_size=14, x=0, xanchor="left"),
     )
     fig.update_layout(hoverdistance=-1, **target_axes(*drawn, *names))  # hover and click: the nearest cell
@@ -386,7 +393,7 @@ def overview(
     fig.update_layout(
         meta={"figure": "overview", "stage": stage},
         height=n_layer * row_px + 110,
-        margin=dict(l=10, r=10, t=100, b=10),
+        margin=dict(l=tick_room([str(n_layer - 1)]), r=COLOUR_BAR_ROOM, t=100, b=10),  # one pass
         hovermode="closest",
         clickmode="event+select",
         title=dict(

@@ -58,6 +58,7 @@ class Seen:
     first_chart_top: float | None  # px from the window's top to the first chart's, None without a chart
     query: dict[str, list[str]]  # the address bar's parameters once drawn
     shot: str  # test-output/screens/answers/<shot>.png: its first screen (<shot>-full.png: the whole page, if taken)
+    regrown: list[str] = field(default_factory=list)  # charts whose margins Plotly grew: laid out twice
 
 
 @dataclass
@@ -69,6 +70,13 @@ class Pass:
 
 
 FIRST_CHART_TOP_JS = "() => document.querySelector('.js-plotly-plot')?.getBoundingClientRect().top ?? null"
+#: Charts whose margins Plotly grew past the ones the figure gives (for a colour bar or tick labels): each such chart
+#: is laid out twice on every draw (plots.common.tick_room). "name side asked->drawn" per grown side.
+REGROWN_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
+  const L = gd._fullLayout, name = (gd.layout.meta || {}).figure || 'chart';
+  return ['l', 'r', 't', 'b'].filter(k => Math.round(L._size[k]) > L.margin[k])
+    .map(k => `${name} ${k} ${L.margin[k]}->${Math.round(L._size[k])}`);
+})"""
 
 
 def run(browser, server: str, theme: str, pages=tuple(PAGES), whole=tuple(PAGES)) -> Pass:
@@ -91,11 +99,11 @@ def run(browser, server: str, theme: str, pages=tuple(PAGES), whole=tuple(PAGES)
             errors, clipped = tab.errors_on_page(), tab.page.evaluate(CLIPPED_TITLES_JS)  # read as drawn
             under_modebar, overlaps = tab.page.evaluate(UNDER_MODEBAR_JS), tab.page.evaluate(TEXT_OVERLAPS_JS)
             body, query = tab.page.inner_text("body"), parse_qs(urlparse(tab.page.url).query)
-            top = tab.page.evaluate(FIRST_CHART_TOP_JS)
+            top, regrown = tab.page.evaluate(FIRST_CHART_TOP_JS), tab.page.evaluate(REGROWN_JS)
             shot = shoot(tab, f"{theme}-{name}", whole=name in whole)
             log = SERVER_LOG.read_text()[len(before) :]
             traceback = "Traceback" in body
-            seen.pages[name] = Seen(errors, clipped, under_modebar, traceback, overlaps, log, top, query, shot)
+            seen.pages[name] = Seen(errors, clipped, under_modebar, traceback, overlaps, log, top, query, shot, regrown)
         seen.console_errors = tab.real_console_errors()
         seen.background = tab.page.evaluate(
             """() => getComputedStyle(document.querySelector("[data-testid='stApp']")).backgroundColor"""

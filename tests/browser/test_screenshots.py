@@ -36,3 +36,11 @@ def test_every_analysis_page_renders_cleanly_in_both_themes(browser, server, the
     assert dark == (theme == "dark"), f"the {theme} theme did not apply: background {background}"
     problems = problems_of(seen)
     assert problems == [], "\n".join(problems)
+
+
+def test_the_heads_page_lays_its_charts_out_in_one_pass(light_pass):
+    """The Heads page's four charts (redrawn on every new sentence, layer and head) give their colour bars and tick
+    labels the room they take (plots.common.tick_room), so Plotly lays each out once: a margin Plotly had to grow
+    means a second layout pass on every redraw, about half of that chart's drawing time."""
+    regrown = {name: light_pass.pages[name].regrown for name in ("heads", "heads-pair")}
+    assert regrown == {"heads": [], "heads-pair": []}, regrown
