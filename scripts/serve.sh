@@ -28,6 +28,11 @@ export ATTNVIZ_HOSTED="${ATTNVIZ_HOSTED:-1}"
 export ATTNVIZ_TRACE_CACHE_MB="${ATTNVIZ_TRACE_CACHE_MB:-256}"
 export PYTHONUNBUFFERED=1
 
+# The app's own modules as bytecode, once (PYTHONDONTWRITEBYTECODE, which the image sets, otherwise has every start
+# compile them from source: about 0.3 s of a cold start). The image compiles them at build time; a folder this user
+# cannot write is left as it is.
+python -m compileall -q attnviz app_pages app.py >/dev/null 2>&1 || true
+
 # scripts/serve.py is `streamlit run` that imports torch, transformers and Plotly and loads the model as the server
 # starts, so the first visitor does not wait for them.
 exec python scripts/serve.py run app.py \

@@ -63,12 +63,16 @@ def test_the_start_script_binds_the_address_it_is_given(tmp_path):
     proc = serve([str(ROOT / "scripts" / "serve.sh")], port, "127.0.0.2", env, log)
     try:
         assert listening(port) == {"127.0.0.2"}, listening(port)
-        # before any visitor (none comes here), the server loads the model in the background (scripts/serve.py)
-        deadline, loaded = time.monotonic() + 240, "attnviz: loaded model 'bundled'"
-        while loaded not in log.read_text() and time.monotonic() < deadline and proc.poll() is None:
+        # before any visitor (none comes here), the server loads the model in the background (scripts/serve.py),
+        # and with no visitor waiting, traces the default sentence and draws its first figure too
+        deadline, warm = time.monotonic() + 240, "attnviz: warm in"
+        while warm not in log.read_text() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
-        assert loaded in log.read_text(), log.read_text()[-2000:]
-        assert "warm-up skipped" not in log.read_text()
+        text = log.read_text()
+        assert "attnviz: loaded model 'bundled'" in text and warm in text, text[-2000:]
+        steps = next(line for line in text.splitlines() if line.startswith("attnviz: warm-up "))
+        assert all(f" {step} " in steps for step in ("setup", "model", "trace", "figure")), steps
+        assert "warm-up skipped" not in text
     finally:
         stop(proc)
     script = (ROOT / "scripts" / "serve.sh").read_text()

@@ -9,6 +9,7 @@ import time
 import streamlit as st
 import torch
 from streamlit import config
+from streamlit.runtime import Runtime, RuntimeState
 
 from .. import settings
 from ..analysis import heads
@@ -21,6 +22,7 @@ from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
 from ..plots import common
 from ..trace import AttentionTrace
 from ..trace import file as trace_file
+from .charts import start_plotly
 from .generation import generation_request
 from .heavy import LIGHT_TOKENS, heavy
 from .literal import literal, show_error
@@ -42,15 +44,36 @@ def _threads() -> None:
 
 
 def warm_up() -> None:
-    """At server start, before any visitor (scripts/serve.py): torch's threads, the bundled model in the shared model
-    cache, and one trace and one figure of the default sentence, so that the first forward pass and Plotly's first
-    figure (each much slower than the next) are paid here."""
+    """At server start (scripts/serve.py): torch's threads, the bundled model in the shared model cache, and, while no
+    visitor is there yet, one trace and one figure of the default sentence, so that the first forward pass and Plotly's
+    first figure (each much slower than the next) are paid before anyone waits. A visitor who came while the model
+    loaded runs the same trace and figures at once: doing them here too would only compete with that run.
+    Says in the server log how long each step took."""
     from ..plots import heatmaps  # a page's figure module, imported by the first page anyway
+
+    steps, t = {}, time.perf_counter()
+
+    def step(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        steps[name], t = now - t, now
 
     _threads()
     common.template_by_default()
-    trace = trace_pretrained(get_model(BUNDLED), DEFAULT_TEXT)
-    heatmaps.head_grid(trace, 0).to_json()
+    step("setup")
+    model = get_model(BUNDLED)
+    step("model")
+    if not _visitors():
+        trace = trace_pretrained(model, DEFAULT_TEXT)
+        step("trace")
+        heatmaps.head_grid(trace, 0).to_json()
+        step("figure")
+    print("attnviz: warm-up " + ", ".join(f"{k} {v:.1f} s" for k, v in steps.items()), file=sys.stderr, flush=True)
+
+
+def _visitors() -> bool:
+    """Whether a browser session is connected to this server."""
+    return Runtime.exists() and Runtime.instance().state == RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED
 
 
 _LOADED: set[str] = set()  # models this process has loaded (the cache may have dropped some since)
@@ -58,13 +81,16 @@ _LOADED: set[str] = set()  # models this process has loaded (the cache may have 
 
 def loading_notice():
     """A main-area placeholder: on a cold start it says the model is loading (the sidebar's spinner is easy to
-    miss and the main area would stay blank). Call `.empty()` on it once the sidebar has loaded the model."""
+    miss and the main area would stay blank), and has the browser load Plotly's script meanwhile (start_plotly). Call
+    `.empty()` on it once the sidebar has loaded the model."""
     box = st.empty()
     if not _LOADED:
-        box.info(
-            "Loading the model and starting up… the first visit after a restart takes a few seconds.",
-            icon=":material/hourglass_top:",
-        )
+        with box.container():
+            st.info(
+                "Loading the model and starting up… the first visit after a restart takes a few seconds.",
+                icon=":material/hourglass_top:",
+            )
+            start_plotly()  # the browser loads Plotly's script while the model loads
     return box
 
 

@@ -92,13 +92,28 @@ def above(top: float | None) -> bool:
     return top is not None and top <= 650
 
 
+# When the model-load notice went (the model loaded), in ms of the page's clock.
+NOTICE_GONE_JS = """(() => {
+  new MutationObserver(() => {
+    const on = Array.from(document.querySelectorAll("[data-testid='stAlert']"))
+      .some(a => a.innerText.includes('Loading the model'));
+    if (on) window.__noticeSeen = true;
+    else if (window.__noticeSeen && window.__noticeGone === undefined) window.__noticeGone = performance.now();
+  }).observe(document, {subtree: true, childList: true, characterData: true});
+})()"""
+PLOTLY_REQUESTS_JS = """() => performance.getEntriesByType('resource')
+  .filter(e => /\\/static\\/js\\/PlotlyChart\\.[\\w-]+\\.js$/.test(e.name)).map(e => e.startTime)"""
+
+
 def test_a_cold_start_says_the_model_is_loading(browser):
-    """#12.5: while the first model loads, the main area says so instead of staying blank."""
+    """#12.5: while the first model loads, the main area says so instead of staying blank; #28: and the browser
+    loads Plotly's script meanwhile (ui.start_plotly), once, not after the model has loaded."""
     port = free_port()
     proc = start_server(port, OUT.parent / "cold-start-server.log")
     try:
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         page = context.new_page()
+        page.add_init_script(NOTICE_GONE_JS)
         page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
         page.wait_for_selector("[data-testid='stMain'] [data-testid='stAlert']", timeout=60_000)
         said = page.inner_text("[data-testid='stMain']").lower()  # the cold-start notice, or the model-load notice
@@ -106,6 +121,10 @@ def test_a_cold_start_says_the_model_is_loading(browser):
         page.screenshot(path=str(OUT / "cold-start.png"))
         tab = Tab(page, f"http://127.0.0.1:{port}").idle(charts=1, timeout=120_000)
         assert "Loading the model" not in tab.page.inner_text("[data-testid='stMain']")  # gone once loaded
+        requested, loaded = page.evaluate(PLOTLY_REQUESTS_JS), page.evaluate("() => window.__noticeGone")
+        assert len(requested) == 1 and requested[0] < loaded, (requested, loaded)  # asked for while the model loaded
+        assert page.locator(".st-key-attnviz-plotly-start").count() == 0  # gone with the notice
+        assert tab.errors_on_page() == [] and tab.real_console_errors() == [], tab.console_errors
         context.close()
     finally:
         proc.terminate()

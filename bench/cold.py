@@ -1,0 +1,106 @@
+"""The cold start alone (issue 28: the first heatmap within 5 s of the server starting), step by step, this checkout
+interleaved with another (BENCH_BASELINE, e.g. /work/main): `python -m bench.cold [rounds]`.
+
+Each round starts each tree's scripts/serve.sh in turn (never two at once; the order alternates every round), opens
+the Heads page in a fresh browser context as soon as the health check answers, and records, in seconds from the
+server's start: the health check answered (`health_s`), the page's HTML loaded (`html_s`), the session's first script
+run started and ended (`run_s`, `ran_s`: the script-state attribute Streamlit sets), the first Plotly chart on the page
+(`chart_s`, an element still empty) and the first heatmap drawn (`cold_s`, as bench/speed.py's cold_s: two charts with
+their SVG). From the server's log: the warm-up thread's own line (`warm_s` and its steps). Medians per tree, with the
+load average. Chromium's own start is paid before the clock starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench.browser import chromium
+from bench.measure import OUT, ROOT, load, served
+from bench.speed import DRAWN
+
+# Installed before the page's own scripts: when each step of the first run happened (performance.now(), ms since
+# the navigation started).
+TIMELINE = """(() => {
+  const t = window.__cold = {};
+  const mark = (name) => { if (t[name] === undefined) t[name] = performance.now(); };
+  new MutationObserver(() => {
+    const app = document.querySelector("[data-testid='stApp']");
+    if (!app) return;
+    mark('app');
+    const state = app.getAttribute('data-test-script-state');
+    if (state === 'running') mark('run');
+    if (state === 'notRunning' && t.run !== undefined) mark('ran');
+    if (document.querySelector('.js-plotly-plot')) mark('chart');
+    if (document.querySelector('.js-plotly-plot .main-svg')) mark('svg');
+  }).observe(document, {subtree: true, childList: true, attributes: true});
+})()"""
+STEPS = ("html", "app", "run", "ran", "chart", "svg")
+
+
+async def one(browser, root: Path, log: Path) -> dict:
+    """One cold start of `root`'s server: seconds from its start to each step."""
+    env = {"ATTNVIZ_HOSTED": "0", "ATTNVIZ_MAX_TOKENS": "2048"}  # as bench/speed.py serves
+    with served(log, root=root, env=env) as (proc, base):
+        healthy = time.perf_counter() - proc.started
+        context = await browser.new_context(viewport={"width": 1280, "height": 800})
+        await context.add_init_script(TIMELINE)
+        page = await context.new_page()
+        page.set_default_timeout(300_000)
+        opened = time.perf_counter() - proc.started
+        await page.goto(base + "/", wait_until="domcontentloaded")
+        html = time.perf_counter() - proc.started
+        await page.wait_for_function(DRAWN, arg=2, polling=50)
+        cold = time.perf_counter() - proc.started
+        marks = await page.evaluate("() => window.__cold")
+        await context.close()
+        await asyncio.sleep(1)  # the warm-up's line reaches the log
+    row = {"health_s": healthy, "html_s": html, "cold_s": cold}
+    row |= {f"{k}_s": opened + v / 1000 for k, v in marks.items()}
+    text = log.read_text(errors="replace")
+    for key, pattern in (("warm_s", r"warm in ([\d.]+) s"), ("model_s", r"loaded model 'bundled' in ([\d.]+) s")):
+        found = re.search(pattern, text)
+        row[key] = float(found.group(1)) if found else float("nan")
+    found = [re.search(pattern, text) for pattern in (r"warm in [\d.]+ s \((.*)\)", r"attnviz: warm-up (setup .*)")]
+    row["warm_steps"] = "; ".join(f.group(1) for f in found if f)
+    return row
+
+
+async def run(rounds: int = 3, baseline: str | None = None) -> dict:
+    baseline = baseline or os.environ.get("BENCH_BASELINE")
+    trees = {"branch": ROOT} | ({"baseline": Path(baseline).resolve()} if baseline else {})
+    rows = {name: [] for name in trees}
+    loads = [load()]
+    async with chromium() as browser:
+        for r in range(rounds):
+            for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
+                row = await one(browser, trees[name], OUT / f"cold-{name}.log")
+                rows[name].append(row)
+                print(f"[cold] round {r} {name}", _fmt(row), "load", load(), file=sys.stderr, flush=True)
+            loads.append(load())
+    return {"rows": rows, "loads": loads, "trees": {k: str(v) for k, v in trees.items()}}
+
+
+def _fmt(row: dict) -> str:
+    return " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v!r}" for k, v in row.items())
+
+
+def render(res: dict) -> str:
+    keys = ["health_s", "html_s", "app_s", "run_s", "ran_s", "chart_s", "cold_s", "model_s", "warm_s"]
+    names = list(res["rows"])
+    head = ["step (s from the server's start)", *(f"{n} (median of {len(res['rows'][n])})" for n in names)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key in keys:
+        meds = [statistics.median(r.get(key, float("nan")) for r in res["rows"][n]) for n in names]
+        lines.append(f"| {key} | " + " | ".join(f"{m:.2f}" for m in meds) + " |")
+    return "\n".join(lines) + f"\n\nload averages per round: {res['loads']}; trees: {res['trees']}"
+
+
+if __name__ == "__main__":
+    result = asyncio.run(run(int(sys.argv[1]) if len(sys.argv) > 1 else 3))
+    print(render(result))
