@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -130,7 +131,24 @@ def load_model(name: str | None = None, *, device: str = "auto", dtype: str | No
         return _load(name, device, dtype)
 
 
+#: Held while transformers' shared modules are first imported (see `_import_transformers`).
+_IMPORTING = threading.Lock()
+
+
+def _import_transformers() -> None:
+    """Import the parts of transformers every load uses, one thread at a time. Two sessions' threads importing them
+    at once (on a server, the warm-up loading the bundled model while a visitor's link loads another) can meet in
+    transformers' lazily imported modules, where Python's import machinery hands one of them a module still being
+    initialised: "cannot import name 'AttentionInterface' from 'transformers'". After the first import this is a
+    lock and a few dictionary lookups."""
+    with _IMPORTING:
+        from transformers import AttentionInterface, AutoConfig, AutoTokenizer, PreTrainedModel  # noqa: F401
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: F401
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # noqa: F401
+
+
 def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
+    _import_transformers()
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
@@ -174,6 +192,7 @@ def from_model(model, tokenizer, name: str = "my model") -> LoadedModel:
     `output_attentions=True` on your model still works after a trace. A family that refuses switching altogether
     (one that computes attention in its own code, such as BLOOM) stays on eager.
     """
+    _import_transformers()
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     if not isinstance(model, PreTrainedModel):

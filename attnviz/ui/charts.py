@@ -69,7 +69,7 @@ def start_plotly() -> None:
     4.7 MB script: about 2 s in a new tab here) only when a page's first chart arrives; on a cold start the page
     waits seconds for the model first (ui.loading_notice), and the script is loaded in that time instead of after."""
     with st.container(key=EARLY_PLOTLY):
-        st.plotly_chart(go.Figure(), theme=None, config={"staticPlot": True, "displayModeBar": False})
+        chart(go.Figure())  # through the one path (tests/plots/test_one_style.py); out of sight, so its modebar too
 
 
 def chart_config(*name_parts) -> dict:
