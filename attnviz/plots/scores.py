@@ -54,7 +54,7 @@ def weights_side_by_side(
     With `tokens` the axes are labelled '%02d token' (keys under every panel, queries on the first), and a long text
     shows a window of at most MAX_SHOWN tokens per axis (`token_range`: one range or a Window; the first ones by
     default), said in the titles. shape: the whole (queries, keys) when the weights in `results` are that window
-    already (analysis.scores.drawn_softmax_inputs)."""
+    already (analysis.scores.head_window)."""
     names = list(results)
     n_q, n_k = np.shape(results[names[0]][1]) if shape is None else shape
     (q0, q1), (k0, k1) = drawn_window(n_q, n_k, token_range)
