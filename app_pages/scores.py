@@ -45,7 +45,7 @@ with above:
     )
     n_q, n_k = summary.shape
     st.caption(
-        f"What each score function hands the softmax, for every query-key pair of head {head} ({n_q:,} x {n_k:,}): "
+        f"What each score function hands the softmax, for every query-key pair of head {head} ({n_q:,} × {n_k:,}): "
         f"its scores times the scale it applies (1/√d_head only for scaled dot; d_head = {d_head} here)."
     )
 ui.chart(
@@ -67,9 +67,9 @@ st.dataframe(
 by = {r["score function"]: r for r in sharp}
 st.markdown(
     f"**Why scaling matters here.** dot and scaled dot compute the same q·k; scaled dot multiplies it by "
-    f"1/√{d_head} before the softmax. Unscaled, the softmax inputs spread {by['dot']['std of softmax input']:.2f} "
-    f"instead of {by['scaled_dot']['std of softmax input']:.2f}, and each row's largest weight averages "
-    f"{by['dot']['mean largest weight']:.2f} instead of {by['scaled_dot']['mean largest weight']:.2f}: the rows "
+    f"1/√{d_head} before the softmax. Unscaled, the softmax inputs spread {by['dot']['std of softmax input']:.3g} "
+    f"instead of {by['scaled_dot']['std of softmax input']:.3g}, and each row's largest weight averages "
+    f"{by['dot']['mean largest weight']:.3g} instead of {by['scaled_dot']['mean largest weight']:.3g}: the rows "
     "are closer to a one-hot choice, whose gradient vanishes. The additive score needs no scale: its tanh keeps "
     "every hidden unit in (-1, 1), so its scores stay bounded however wide the vectors are."
 )
