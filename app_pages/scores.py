@@ -49,12 +49,15 @@ with above:
         f"its scores times the scale it applies (1/√d_head only for scaled dot; d_head = {d_head} here)."
     )
 ui.chart(
-    sp.weights_side_by_side(
-        results, one.tokens, one.key_tokens, figure="module_score_weights", token_range=span, shape=summary.shape
-    ),
+    sp.weights_side_by_side(results, one.tokens, one.key_tokens, "module_score_weights", span, summary.shape, top=None),
     "score_weights",
     "module",
     f"head{head}",
+)
+st.caption(
+    "Their softmax weights, on one colour scale from 0 to the largest weight drawn (the bar on the right): each row "
+    f"spreads one unit of weight over {n_k:,} keys, so at long texts every weight is small; the table says how peaked "
+    "the rows are over every key."
 )
 sharp = summary.sharpness
 rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in sharp]

@@ -37,23 +37,31 @@ def score_histograms(results: dict, bins: int = 40, what: str = "score", figure:
 
 
 def weights_side_by_side(
-    results: dict, tokens=None, key_tokens=None, figure: str = "score_weights", token_range=None, shape=None
+    results: dict,
+    tokens=None,
+    key_tokens=None,
+    figure: str = "score_weights",
+    token_range=None,
+    shape=None,
+    top: float | None = 1.0,
 ) -> go.Figure:
     """One 0..1 heatmap of softmax weights per score function (rows: queries, columns: keys).
 
     With `tokens` the axes are labelled '%02d token' (keys under every panel, queries on the first), and a long text
     shows a window of at most MAX_SHOWN tokens per axis (`token_range`: one range or a Window; the first ones by
     default), said in the titles. shape: the whole (queries, keys) when the weights in `results` are that window
-    already (analysis.scores.head_window)."""
+    already (analysis.scores.head_window). top: the weight at the top of the one colour scale all panels share; None:
+    the largest weight drawn (a long text's rows spread over many keys: a scale to 1 would draw them all dark)."""
     names = list(results)
     n_q, n_k = np.shape(results[names[0]][1]) if shape is None else shape
     (q0, q1), (k0, k1) = drawn_window(n_q, n_k, token_range)
     cut = range_note(n_q, n_k, (q0, q1), (k0, k1)).replace(" · ", "<br>", 1)
+    drawn = [np.asarray(results[n][1]) for n in names]
+    drawn = drawn if shape is not None else [w[q0:q1, k0:k1] for w in drawn]
+    top = (max(float(w.max()) for w in drawn) or 1.0) if top is None else top
     layout, data = _panels([LABELS[n] + cut for n in names], 0.04), []
-    for i, name in enumerate(names):
-        w = np.asarray(results[name][1])
-        w = w if shape is not None else w[q0:q1, k0:k1]
-        cells = dict(z=f32(w), x0=k0, dx=1, y0=q0, dy=1, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=1.0)
+    for i, w in enumerate(drawn):
+        cells = dict(z=f32(w), x0=k0, dx=1, y0=q0, dy=1, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=float(top))
         hover = "query %{y}, key %{x}: %{z:.3f}<extra></extra>"
         data.append(dict(type="heatmap", **cells, showscale=i == len(names) - 1, hovertemplate=hover, **panel_axes(i)))
         x, y = _axes(layout, i)

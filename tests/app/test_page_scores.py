@@ -53,6 +53,10 @@ def test_our_module_runs_each_score_function_on_the_sentence(bundled):
     for z, kind in zip(panels, SCORE_FUNCTIONS):
         src = ModuleSource(bundled, d_model=64, n_head=4, seed=2, inputs="random", weights="random", score=kind)
         np.testing.assert_allclose(z, forward_weights(src, TEXT, 1), atol=1e-6, err_msg=kind)
+    # one colour scale for the four panels, topped by the largest weight drawn (not 1: long rows would be dark)
+    assert {(t["zmin"], t["zmax"]) for t in figs["module_score_weights"]["data"]} == {
+        (0.0, max(z.max() for z in panels))
+    }
     # the histograms show what the softmax receives: dot's inputs are scaled dot's times sqrt(d_head) = 4
     spread = {r["score function"]: r["std of softmax input"] for r in at.dataframe[0].value.to_dict("records")}
     np.testing.assert_allclose(spread["dot"], 4 * spread["scaled dot"], rtol=1e-4)
