@@ -62,7 +62,7 @@ def weights_side_by_side(
     layout, data = _panels([LABELS[n] + cut for n in names], 0.04), []
     for i, w in enumerate(drawn):
         cells = dict(z=f32(w), x0=k0, dx=1, y0=q0, dy=1, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=float(top))
-        hover = "query %{y}, key %{x}: %{z:.3f}<extra></extra>"
+        hover = "query %{y}, key %{x}: %{z:.3g}<extra></extra>"  # 3 significant digits: long rows hold ~0.0005
         data.append(dict(type="heatmap", **cells, showscale=i == len(names) - 1, hovertemplate=hover, **panel_axes(i)))
         x, y = _axes(layout, i)
         x["title"] = dict(text="key")
@@ -124,11 +124,11 @@ def spread_lines(dims, spread: dict) -> go.Figure:
     )
     values = [x for v in spread.values() for x in v if x > 0]
     low, high = min(values) / 1.5, max(values) * 1.5
-    fig.update_layout(
-        xaxis=dict(type="log", title="width d", tickmode="array", tickvals=list(dims), ticktext=[str(d) for d in dims]),
-        yaxis=dict(
-            type="log", title="std of the scores", tickmode="array", tickvals=[t for t in LOG_TICKS if low <= t <= high]
-        ),
+    ticks_x = dict(tickmode="array", tickvals=list(dims), ticktext=[str(d) for d in dims])
+    ticks_y = dict(tickmode="array", tickvals=[t for t in LOG_TICKS if low <= t <= high])
+    fig.update_layout(  # fixed margins, as _panels: no second layout pass in the browser
+        xaxis=dict(type="log", title="width d", automargin=False, **ticks_x),
+        yaxis=dict(type="log", title="std of the scores", automargin=False, **ticks_y),
     )
     return finish(
         fig,
