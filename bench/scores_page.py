@@ -2,10 +2,13 @@
 
     python -m bench.scores_page browser BASELINE [ROUNDS]   bench.speed's four page rows for `scores` only, both
                                                           trees served at once and alternated every round
-    python -m bench.scores_page cpu [ROUNDS]                this checkout's server run of the page in-process
+    python -m bench.scores_page llama FOLDER                the tiny Llama written to FOLDER, for `cpu`
+    python -m bench.scores_page cpu ROUND FOLDER            the working directory's server run of the page in-process
                                                           (AppTest): process CPU seconds, first visit / revisit
 
-Run `cpu` once per tree (the tree's directory as the working directory) in alternation for a before/after pair.
+`cpu` runs one round in a fresh process; alternate trees round by round for a before/after pair, e.g. for main:
+    cd /work/main && PYTHONPATH=. HF_HUB_OFFLINE=1 ATTNVIZ_HOSTED=0 ATTNVIZ_MAX_TOKENS=2048 \
+        python /path/to/this/bench/scores_page.py cpu 0 FOLDER
 """
 
 from __future__ import annotations
@@ -43,29 +46,23 @@ async def browser_rows(baseline: str, rounds: int) -> dict:
     return out
 
 
-def cpu_seconds(rounds: int) -> dict:
-    """Process CPU seconds of the page's server run in AppTest, one session per round: the model's trace cached by a
-    visit to Export first, then Score functions (first visit), Export, Score functions again (revisit)."""
+def cpu_seconds(round_: int, folder: str) -> dict:
+    """Process CPU (and wall) seconds of the page's server run in AppTest, one session: the model's trace cached by a
+    visit to Export first, then Score functions (first visit), Export, Score functions again (revisit). The tree is
+    the working directory's, the text the bench's for `round_`, the model the tiny Llama in `folder`."""
     from streamlit.testing.v1 import AppTest
 
-    from attnviz.trace.window_cache import clear_results
-
-    out = {"first": [], "again": [], "load": [load()]}
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = str(tiny_llama(Path(tmp) / "long_llama"))
-        for r in range(rounds):
-            clear_results()
-            at = AppTest.from_file("app.py", default_timeout=600)
-            for key, value in dict(source="hub", model=folder, text=long_text(r, N), max_tokens=N).items():
-                at.session_state[key] = value
-            at.switch_page("app_pages/export.py").run()
-            for row in ("first", None, "again"):
-                t = time.process_time()
-                at.switch_page("app_pages/scores.py" if row else "app_pages/export.py").run()
-                assert not at.exception, [e.value for e in at.exception]
-                if row:
-                    out[row].append(time.process_time() - t)
-            out["load"].append(load())
+    at = AppTest.from_file(str(Path.cwd() / "app.py"), default_timeout=600)
+    for key, value in dict(source="hub", model=folder, text=long_text(round_, N), max_tokens=N).items():
+        at.session_state[key] = value
+    at.switch_page("app_pages/export.py").run()
+    out = {"load": load()}
+    for row in ("first", None, "again"):
+        cpu, wall = time.process_time(), time.perf_counter()
+        at.switch_page("app_pages/scores.py" if row else "app_pages/export.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        if row:
+            out |= {row: time.process_time() - cpu, f"{row}_wall": time.perf_counter() - wall}
     return out
 
 
@@ -73,6 +70,8 @@ if __name__ == "__main__":
     what, *rest = sys.argv[1:]
     if what == "browser":
         result = asyncio.run(browser_rows(rest[0], int(rest[1]) if len(rest) > 1 else 3))
+    elif what == "llama":
+        result = str(tiny_llama(Path(rest[0])))
     else:
-        result = cpu_seconds(int(rest[0]) if rest else 3)
+        result = cpu_seconds(int(rest[0]), rest[1])
     print(json.dumps(result))
