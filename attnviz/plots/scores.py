@@ -60,6 +60,8 @@ def weights_side_by_side(
     drawn = drawn if shape is not None else [w[q0:q1, k0:k1] for w in drawn]
     top = (max(float(w.max()) for w in drawn) or 1.0) if top is None else top
     layout, data = _panels([LABELS[n] + cut for n in names], 0.04), []
+    for title in layout["annotations"]:  # clear of the first query's label, which rises above the top row's cells
+        title["yshift"] = 6
     for i, w in enumerate(drawn):
         cells = dict(z=f32(w), x0=k0, dx=1, y0=q0, dy=1, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=float(top))
         hover = "query %{y}, key %{x}: %{z:.3g}<extra></extra>"  # 3 significant digits: long rows hold ~0.0005
