@@ -20,40 +20,46 @@ st.markdown(
 
 st.subheader("Inside our module, on your sentence", divider="gray")
 sources = ui.score_sources(src)
-traces = {name: ui.get_trace(s) for name, s in sources.items()}
-if any(tr is None for tr in traces.values()):
+one = ui.get_trace(sources["scaled_dot"])  # every score function scores the same q and k: this run's
+if one is None:
     st.stop()
-one = traces["scaled_dot"]
+module = sources["scaled_dot"].module_source()
 d_head = one.d_head
 st.caption(
-    f"Our module, `{sources['scaled_dot'].module_source().describe()}`, run four times with `score=` set to each "
-    "function: the same projections every time; general and additive add their own seeded parameters. "
+    f"Our module, `{module.describe()}`, with `score=` set to each function: the same projections, so the same "
+    "queries and keys, every time; general and additive add their own seeded parameters. "
     + ("Change it in the sidebar." if src.single_layer else "Choose **Our module** as the source to change it.")
 )
 head = ui.head_picker(sources["scaled_dot"])
 above = st.container()  # the histograms go above the token window that the weights chart draws
 span = ui.token_window(one, hm.MAX_SHOWN)
-kept = S.drawn_softmax_inputs(traces, head, sp.drawn_window(one.n_tokens, one.n_keys, span))
+drawn = S.head_window(one, module, head, sp.drawn_window(one.n_tokens, one.n_keys, span))
+summary = S.head_summary(one, module, head)
+results = {name: (summary.histograms[name], drawn[name]) for name in S.SCORE_FUNCTIONS}
 with above:
     ui.chart(
-        sp.score_histograms(kept.results, what="softmax input", figure="module_softmax_inputs"),
+        sp.score_histograms(results, what="softmax input", figure="module_softmax_inputs"),
         "scores",
         "module",
         f"head{head}",
     )
+    n_q, n_k = summary.shape
     st.caption(
-        "What each score function hands the softmax: its scores times the scale it applies (1/√d_head only "
-        f"for scaled dot; d_head = {d_head} here)."
+        f"What each score function hands the softmax, for every query-key pair of head {head} ({n_q:,} × {n_k:,}): "
+        f"its scores times the scale it applies (1/√d_head only for scaled dot; d_head = {d_head} here)."
     )
 ui.chart(
-    sp.weights_side_by_side(
-        kept.results, one.tokens, one.key_tokens, figure="module_score_weights", token_range=span, shape=kept.shape
-    ),
+    sp.weights_side_by_side(results, one.tokens, one.key_tokens, "module_score_weights", span, summary.shape, top=None),
     "score_weights",
     "module",
     f"head{head}",
 )
-sharp = kept.sharpness
+st.caption(
+    "Their softmax weights, on one colour scale from 0 to the largest weight drawn (the bar on the right): each row "
+    f"spreads one unit of weight over {n_k:,} keys, so at long texts every weight is small; the table says how peaked "
+    "the rows are over every key."
+)
+sharp = summary.sharpness
 rows = [{**r, "score function": sp.LABELS[r["score function"]]} for r in sharp]
 st.dataframe(
     rows,
@@ -64,9 +70,9 @@ st.dataframe(
 by = {r["score function"]: r for r in sharp}
 st.markdown(
     f"**Why scaling matters here.** dot and scaled dot compute the same q·k; scaled dot multiplies it by "
-    f"1/√{d_head} before the softmax. Unscaled, the softmax inputs spread {by['dot']['std of softmax input']:.2f} "
-    f"instead of {by['scaled_dot']['std of softmax input']:.2f}, and each row's largest weight averages "
-    f"{by['dot']['mean largest weight']:.2f} instead of {by['scaled_dot']['mean largest weight']:.2f}: the rows "
+    f"1/√{d_head} before the softmax. Unscaled, the softmax inputs spread {by['dot']['std of softmax input']:.3g} "
+    f"instead of {by['scaled_dot']['std of softmax input']:.3g}, and each row's largest weight averages "
+    f"{by['dot']['mean largest weight']:.3g} instead of {by['scaled_dot']['mean largest weight']:.3g}: the rows "
     "are closer to a one-hot choice, whose gradient vanishes. The additive score needs no scale: its tanh keeps "
     "every hidden unit in (-1, 1), so its scores stay bounded however wide the vectors are."
 )

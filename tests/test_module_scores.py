@@ -13,7 +13,7 @@ import torch
 import attnviz
 from attnviz import ModuleSource, MultiHeadAttention, seeded_module
 from attnviz.attention import SCORE_FUNCTIONS, additive_scores
-from attnviz.errors import InputError
+from attnviz.errors import AttnvizError, InputError
 
 
 def np_score(kind: str, q: np.ndarray, k: np.ndarray, params: dict, h: int) -> float:
@@ -57,6 +57,22 @@ def test_each_score_function_equals_the_numpy_formula(kind, causal):
     np.testing.assert_allclose(st.weights.numpy(), weights, atol=1e-6)
     np.testing.assert_allclose(out.numpy(), output, atol=1e-5)
     np.testing.assert_allclose(st.weights.sum(-1).numpy(), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", SCORE_FUNCTIONS)
+def test_one_heads_scores_alone_equal_the_formula_and_that_head_of_forward(kind):
+    m = seeded_module(12, 3, seed=4, score=kind)
+    x = torch.randn(7, 12, generator=torch.Generator().manual_seed(1))
+    scores, _, _ = np_forward(m, x.double().numpy(), kind)
+    with torch.no_grad():
+        q, k, _ = m.project(x[None], x[None], x[None])  # [1, head, token, d_head]
+        _, st = m(x)
+        for h in range(3):
+            alone = m.score_fn.of_head(h, q[0, h], k[0, h]).numpy()
+            np.testing.assert_allclose(alone, scores[h], atol=1e-5, rtol=1e-5)
+            np.testing.assert_allclose(alone, st.scores[h].numpy(), atol=1e-6)
+        with pytest.raises(AttnvizError, match="Head 3 does not exist"):
+            m.score_fn.of_head(3, q[0, 0], k[0, 0])
 
 
 def test_scaled_dot_is_the_default_and_still_equals_torch_multihead_attention():

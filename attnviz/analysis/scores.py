@@ -13,6 +13,7 @@ whatever d is, and its spread stays put as d grows (the general score grows like
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -33,9 +34,10 @@ __all__ = [
     "scaled_dot_scores",
     "seeded_queries_keys",
     "sharpness",
-    "softmax_inputs",
-    "DrawnInputs",
-    "drawn_softmax_inputs",
+    "HeadSummary",
+    "head_summary",
+    "head_window",
+    "score_functions",
     "spread_by_width",
 ]
 
@@ -107,48 +109,89 @@ def seeded_queries_keys(n: int, d: int, seed: int = 0) -> tuple[torch.Tensor, to
     return torch.randn(n, d, generator=g), torch.randn(n, d, generator=g)
 
 
-def softmax_inputs(traces: dict, head: int, layer: int = 0) -> dict:
-    """name -> (scaled [query, key], weights [query, key]) of one head: what each score function hands the softmax
-    (its scores times the scale it applies) and what comes out. `traces`: name -> AttentionTrace. Only that head is
-    computed: a whole layer would be every head's [query, key] (not kept: at 2,048 tokens they are 134 MB)."""
-    out = {}
-    for name, tr in traces.items():
-        one = tr.stages(layer, heads=[head])
-        out[name] = (one.scaled[0], one.weights[0])
-    return out
+#: Query rows per block when one head's stages are computed for every pair: about this many cells of each stage.
+BLOCK_CELLS = 2**20
 
 
 @dataclass(frozen=True)
-class DrawnInputs:
-    """What the Score functions page shows of `softmax_inputs`: `results` name -> (the histogram of its softmax
-    inputs, every cell; its weights [query, key] within `window`), `shape` the whole (queries, keys) and `sharpness`
-    its rows. A few hundred KB where the inputs are 2 x 4 x [query, key] (134 MB at 2,048 tokens)."""
+class HeadSummary:
+    """One head of our module over every query-key pair of the text, per score function: `histograms` name -> the
+    Histogram of its softmax inputs (its scores times the scale it applies), `sharpness` one row per score function
+    (the rows `sharpness` gives), `shape` the (queries, keys)."""
 
-    results: dict
-    window: tuple[tuple[int, int], tuple[int, int]]
-    shape: tuple[int, int]
+    histograms: dict
     sharpness: list[dict]
+    shape: tuple[int, int]
 
 
-@remembered  # a revisit, or another visitor, reads it instead of four heads' stages and 16M values binned at 2,048
-def drawn_softmax_inputs(traces: dict, head: int, window, bins: int = 40, layer: int = 0) -> DrawnInputs:
-    """`softmax_inputs(traces, head, layer)` binned into `bins` bars and cut to window ((q0, q1), (k0, k1)), with
-    their `sharpness`; kept for every session."""
-    one = next(iter(traces.values()))
-    (q0, q1), (k0, k1) = checks.inside_cells("window", window, one.n_tokens, one.n_keys)  # before any work
-    full = softmax_inputs(traces, head, layer)
-    shape = np.shape(next(iter(full.values()))[1])
-    results = {
-        name: (histogram(np.asarray(scaled), bins=bins), np.ascontiguousarray(np.asarray(weights)[q0:q1, k0:k1]))
-        for name, (scaled, weights) in full.items()
-    }
-    return DrawnInputs(results, ((q0, q1), (k0, k1)), shape, sharpness(full))
+def score_functions(src) -> dict:
+    """name -> the ScoreFunction our module `src` (a ModuleSource) runs with score=name, its parameters as
+    `src.build()` draws them; the projections, hence q and k, are the same for all of them."""
+    return {name: dataclasses.replace(src, score=name).build().score_fn for name in SCORE_FUNCTIONS}
+
+
+def _head_blocks(trace, fn, head: int, rows: tuple[int, int]):
+    """(first row, Stages [rows of the block, key]) of one head under score function `fn`, a block of query rows in
+    `rows` at a time: that head's q and k from `trace` (our module with a dot-product score, whose record keeps them),
+    scored by `fn`, scaled as `fn`'s own trace would be (the trace's scale if one was asked for, else `fn`'s
+    default), masked with the trace's mask and fill. Call under torch.inference_mode()."""
+    q, k = (torch.tensor(v) for v in trace.vectors(0, head))
+    given = dict(trace.options).get("scale")
+    scale, fill = fn.default_scale(trace.d_head) if given is None else float(given), trace.facts(0).fill
+    step = max(1, BLOCK_CELLS // max(1, trace.n_keys))
+    for r0 in range(rows[0], rows[1], step):
+        r1 = min(r0 + step, rows[1])
+        mask = torch.tensor(trace.layer_mask(0, queries=(r0, r1)))
+        yield r0, stages_from_scores(fn.of_head(head, q[r0:r1], k), scale, mask, fill)
+
+
+@remembered  # a revisit, or another visitor, reads four histograms and rows instead of 4 x [query, key] again
+def head_summary(trace, src, head: int, bins: int = 40) -> HeadSummary:
+    """Every query-key pair of one head under each score function of our module `src` (`score_functions`; `trace`:
+    src's trace with a dot-product score), a block of query rows at a time: the histogram of the softmax inputs over
+    every cell and the rows' sharpness. Only that head is computed, never a [query, key, hidden] tensor of more than
+    a block, and exact (the numbers the whole [query, key] stages give)."""
+    head = checks.check_index("head", head, trace.n_head)
+    bins = checks.whole("bins", bins, low=1, high=1000)
+    n, m = trace.n_tokens, trace.n_keys
+    histograms, rows = {}, []
+    for name, fn in score_functions(src).items():
+        scaled, peak, entropy = np.empty((n, m), np.float32), 0.0, 0.0
+        with torch.inference_mode():
+            for r0, st in _head_blocks(trace, fn, head, (0, n)):
+                scaled[r0 : r0 + st.scaled.shape[0]] = st.scaled.numpy()
+                peak += float(st.weights.amax(-1).double().sum())
+                entropy += float(torch.special.entr(st.weights).sum(-1).double().sum())  # rows in float32
+        histograms[name] = h = histogram(scaled, bins=bins)
+        rows.append(
+            {
+                "score function": name,
+                "std of softmax input": math.sqrt(h.var),
+                "mean largest weight": peak / n,
+                "mean entropy": entropy / n,
+            }
+        )
+    return HeadSummary(histograms, rows, (n, m))
+
+
+@remembered  # moving the window back, or a revisit, reads the window kept
+def head_window(trace, src, head: int, window) -> dict:
+    """name -> one head's weights [query, key] within window ((q0, q1), (k0, k1)) under each score function of our
+    module `src` (as `head_summary`): only the window's query rows are computed, over every key (the softmax needs
+    them all)."""
+    head = checks.check_index("head", head, trace.n_head)
+    (q0, q1), (k0, k1) = checks.inside_cells("window", window, trace.n_tokens, trace.n_keys)  # before any work
+    out = {}
+    with torch.inference_mode():
+        for name, fn in score_functions(src).items():
+            out[name] = torch.cat([st.weights[:, k0:k1] for _, st in _head_blocks(trace, fn, head, (q0, q1))]).numpy()
+    return out
 
 
 def sharpness(results: dict) -> list[dict]:
     """One row per score function: the spread of the softmax inputs, the mean of each row's largest weight and the
-    mean row entropy in nats (log n for uniform rows, 0 for one-hot rows). `results` as from `softmax_inputs` or
-    `ScoreModule.all` (numpy arrays or torch tensors)."""
+    mean row entropy in nats (log n for uniform rows, 0 for one-hot rows). `results` name -> (softmax inputs, weights)
+    as from `ScoreModule.all` (numpy arrays or torch tensors); `head_summary` gives the same rows for our module."""
     rows = []
     for name, (scaled, weights) in results.items():
         scaled, w = np.asarray(scaled, np.float64), np.asarray(weights, np.float64)

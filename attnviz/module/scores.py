@@ -34,7 +34,7 @@ class ScoreFunction(nn.Module):
                 f"The score function must be one of {', '.join(SCORE_FUNCTIONS)}; got {checks.shown(kind)} (score).",
             )
         hidden = checks.whole("score_hidden", hidden, low=1, high=checks.MAX_WIDTH, none=True)
-        self.kind, self.hidden = kind, hidden or d_head
+        self.kind, self.hidden, self.n_head = kind, hidden or d_head, n_head
         g = torch.Generator().manual_seed(checks.whole("score_seed", seed, low=0, high=2**63 - 1))
         normal = lambda *shape: nn.Parameter(torch.randn(*shape, generator=g) / math.sqrt(shape[-1]))  # noqa: E731
         if kind == "general":
@@ -56,4 +56,15 @@ class ScoreFunction(nn.Module):
             return general_scores(q, k, self.w)
         if self.kind == "additive":
             return additive_scores(q, k, self.w_q, self.w_k, self.v)
+        return dot_scores(q, k)
+
+    def of_head(self, head: int, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """One head's scores alone: q [Tq, hd], k [Tk, hd] -> [Tq, Tk] with head `head`'s parameters, what `forward`
+        gives that head without computing the others (a page that shows one head: the additive score's hidden
+        layer is [Tq, Tk, hidden] per head)."""
+        head = checks.check_index("head", head, self.n_head)
+        if self.kind == "general":
+            return general_scores(q, k, self.w[head])
+        if self.kind == "additive":
+            return additive_scores(q, k, self.w_q[head], self.w_k[head], self.v[head])
         return dot_scores(q, k)

@@ -7,8 +7,10 @@ from helpers import run_page
 
 import attnviz
 from attnviz.analysis import heads as H
+from attnviz.attention import SCORE_FUNCTIONS
+from attnviz.module.scores import ScoreFunction
 from attnviz.trace import AttentionTrace
-from attnviz.ui import DEFAULT_TEXT
+from attnviz.ui import DEFAULT_TEXT, data
 
 
 def counting(monkeypatch, owner, name: str) -> list:
@@ -62,3 +64,14 @@ def test_head_statistics_draws_its_induction_words_once(monkeypatch):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(calls) <= 1  # cached per model (another test may have drawn them already); was once per run
+
+
+def test_score_functions_traces_our_module_once_and_scores_only_the_head_shown(monkeypatch):
+    traced = counting(monkeypatch, data, "trace_module")
+    scored = counting(monkeypatch, ScoreFunction, "of_head")
+    state = dict(source="module", m_inputs="random", m_weights="random", m_dmodel=16, m_heads=4, head=2)
+    at = run_page("app_pages/scores.py", text="a text only this test traces: one two three", **state)
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(traced) == 1  # was one trace, every head, per score function
+    assert {args[1] for args in scored} == {2}  # each score function on the head shown, no other
+    assert {args[0].kind for args in scored} == set(SCORE_FUNCTIONS)

@@ -3,10 +3,14 @@ part; its weights are the module's own forward pass and the analysis module's, a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+import pytest
 import torch
 from helpers import array, figures, run_page, texts, z_arrays
 
+import attnviz
 from attnviz import ModuleSource
 from attnviz.analysis import scores as S
 from attnviz.attention import SCORE_FUNCTIONS
@@ -49,6 +53,10 @@ def test_our_module_runs_each_score_function_on_the_sentence(bundled):
     for z, kind in zip(panels, SCORE_FUNCTIONS):
         src = ModuleSource(bundled, d_model=64, n_head=4, seed=2, inputs="random", weights="random", score=kind)
         np.testing.assert_allclose(z, forward_weights(src, TEXT, 1), atol=1e-6, err_msg=kind)
+    # one colour scale for the four panels, topped by the largest weight drawn (not 1: long rows would be dark)
+    assert {(t["zmin"], t["zmax"]) for t in figs["module_score_weights"]["data"]} == {
+        (0.0, max(z.max() for z in panels))
+    }
     # the histograms show what the softmax receives: dot's inputs are scaled dot's times sqrt(d_head) = 4
     spread = {r["score function"]: r["std of softmax input"] for r in at.dataframe[0].value.to_dict("records")}
     np.testing.assert_allclose(spread["dot"], 4 * spread["scaled dot"], rtol=1e-4)
@@ -74,3 +82,52 @@ def test_the_sidebar_score_function_reaches_the_our_module_page(bundled):
     grid = z_arrays(figures(at)["head_grid"])
     np.testing.assert_allclose(np.stack(grid), stages.scores.numpy(), atol=1e-5)
     assert any("additive scores" in t for t in texts(at, "caption"))
+
+
+def numpy_head(src: ModuleSource, text: str, head: int, causal: bool) -> dict:
+    """kind -> (scaled [query, key], weights [query, key]) of one head in float64 numpy, from the module's weights
+    and each score function's formula: projections, score, its default scale, the causal mask, softmax."""
+    x = input_vectors(src, text)[0].double().numpy()
+    out = {}
+    for kind in SCORE_FUNCTIONS:
+        m = replace(src, score=kind).build()
+        p = {n: t.detach().double().numpy() for n, t in m.state_dict().items()}
+        cut = slice(head * m.d_head, (head + 1) * m.d_head)
+        q, k = ((x @ p[f"{w}.weight"].T + p[f"{w}.bias"])[:, cut] for w in ("w_q", "w_k"))
+        if kind == "general":
+            s = q @ p["score_fn.w"][head] @ k.T
+        elif kind == "additive":
+            hidden = (q @ p["score_fn.w_q"][head].T)[:, None, :] + (k @ p["score_fn.w_k"][head].T)[None, :, :]
+            s = np.tanh(hidden) @ p["score_fn.v"][head]
+        else:
+            s = q @ k.T
+        scaled = s / np.sqrt(m.d_head) if kind == "scaled_dot" else s
+        z = np.where(np.tril(np.ones(s.shape, bool)), scaled, -np.inf) if causal else scaled
+        e = np.exp(z - z.max(-1, keepdims=True))
+        out[kind] = (scaled, e / e.sum(-1, keepdims=True))
+    return out
+
+
+def test_the_histograms_and_the_table_cover_every_pair_of_the_head_computed_in_blocks(bundled, monkeypatch):
+    src = ModuleSource(bundled, d_model=16, n_head=2, seed=1, inputs="random", weights="random")
+    text = "the cat sat on the mat because it was tired and the dog ran off"
+    tr = attnviz.trace(src, text, causal=True)
+    monkeypatch.setattr(S, "BLOCK_CELLS", 3 * tr.n_keys)  # three query rows at a time, the last block shorter
+    assert tr.n_tokens % 3 != 0
+    summary = S.head_summary(tr, src, 1)
+    window = S.head_window(tr, src, 1, ((2, 9), (1, 6)))
+    want = numpy_head(src, text, 1, causal=True)
+    assert summary.shape == (tr.n_tokens, tr.n_keys)
+    for row in summary.sharpness:
+        kind = row["score function"]
+        scaled, w = want[kind]
+        entropy = -(w * np.log(np.where(w > 0, w, 1.0))).sum(-1).mean()
+        got = [row["std of softmax input"], row["mean largest weight"], row["mean entropy"]]
+        np.testing.assert_allclose(got, [scaled.std(), w.max(-1).mean(), entropy], rtol=1e-5, err_msg=kind)
+        counts, edges = np.histogram(scaled, bins=40, range=(scaled.min(), scaled.max()))
+        h = summary.histograms[kind]
+        np.testing.assert_allclose(h.edges, edges, rtol=1e-5, atol=1e-5, err_msg=kind)
+        assert h.n == scaled.size and np.abs(h.counts - counts).sum() <= 2, kind  # a value on an edge may move
+        np.testing.assert_allclose(window[kind], w[2:9, 1:6], atol=1e-6, err_msg=kind)
+    with pytest.raises(attnviz.AttnvizError, match="Head 2 does not exist"):
+        S.head_summary(tr, src, 2)
