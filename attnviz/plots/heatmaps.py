@@ -199,7 +199,9 @@ def head_grid(
     x_axis = token_axis(trace.key_tokens, kstart, kstop, MAX_TICKS // 2) | dict(
         showticklabels=False, automargin=False, showgrid=False, range=[kstart - 0.5, kstop - 0.5]
     )
-    y_axis = token_axis(trace.tokens, start, stop, MAX_TICKS // 2) | dict(
+    panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
+    # a 9 px label needs ~13 px of its panel's height: 20 labels in a 215 px panel (a sentence pair) overlapped
+    y_axis = token_axis(trace.tokens, start, stop, min(MAX_TICKS // 2, (panel - 20) // 13)) | dict(
         tickfont=dict(size=9), automargin=False, showgrid=False, range=[stop - 0.5, start - 0.5]
     )
     for name in [k for k in layout if k.startswith(("xaxis", "yaxis"))]:
@@ -209,7 +211,6 @@ def head_grid(
     note = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
     if n_head < trace.n_head:
         note += f" · heads {h0}–{h1 - 1} of {trace.n_head}"
-    panel = max(160, min(320, 860 // cols))  # about square in a ~1000 px wide main column
     fig = paper_figure(
         dict(
             data=data,
