@@ -23,17 +23,21 @@ import numpy as np
 #: a title on its side): measured 82-101 px on the Heads page's charts (weights, scores, the sqrt and log ranges).
 COLOUR_BAR_ROOM = 106
 _TITLED_BAR_ROOM = 118  # with a title beside it (room() reads the figures' bars; COLOUR_BAR_ROOM is for others)
+_BAR_ROOM = 92  # without one
 _BAR_THICKNESS = 30  # Plotly's default; a thinner bar takes that much less
 #: The width of a tick label's character, as a fraction of its font size (Source Sans averages ~0.5; digits ~0.55).
 _CHAR_EM = 0.62
+#: room()'s closer estimate for labels with letters: the token labels of Rollout's and Head statistics' matrices measured 0.51 (a wider margin
+#: narrows their columns, and at 128 tokens their slanted key labels ran into each other)
+_ROOM_EM = 0.56
 _TITLE_ROOM = 32  # an axis title beside its tick labels: its line and the gap to them
 _AXIS = re.compile(r"^([xy])axis(\d*)$")
 
 
-def tick_room(labels, size: float = 12, angle: float = 0, title: bool = True) -> int:
+def tick_room(labels, size: float = 12, angle: float = 0, title: bool = True, em: float = _CHAR_EM) -> int:
     """Pixels an axis's tick labels (and its title, when `title`) take out from the plot: the longest label's width,
-    or its extent across the axis when the labels are slanted by `angle` degrees."""
-    longest = max((len(str(t)) for t in labels), default=0) * _CHAR_EM * size
+    or its extent across the axis when the labels are slanted by `angle` degrees; `em`: a character's width."""
+    longest = max((len(str(t)) for t in labels), default=0) * em * size
     across = (
         longest * abs(math.sin(math.radians(angle))) + size * abs(math.cos(math.radians(angle))) if angle else longest
     )
@@ -56,10 +60,12 @@ def room(fig) -> dict[str, int]:
         title = bool((axis.get("title") or {}).get("text"))
         angle = axis.get("tickangle")
         angle = angle if isinstance(angle, (int, float)) else 0
+        em = _ROOM_EM if any(c.isalpha() for t in labels for c in t) else _CHAR_EM  # digits run wider than words
         if side == "b":
-            need = tick_room(labels, font, angle, title) if angle else math.ceil(1.3 * font + 8 + _TITLE_ROOM * title)
+            slanted = tick_room(labels, font, angle, title, em)
+            need = slanted if angle else math.ceil(1.3 * font + 8 + _TITLE_ROOM * title)
         else:
-            need = tick_room(labels, font, 0, title) if labels or title else 0
+            need = tick_room(labels, font, 0, title, em) if labels or title else 0
         need += axis.get("ticklabelstandoff") or 0
         out[side] = max(out[side], need)
     return out
@@ -148,11 +154,13 @@ def _bars_room(fig, layout: dict) -> int:
 
 def _bar_room(bar: dict) -> int:
     """One colour bar's room: a titled bar's (measured 91-117 px on the Head statistics, Compare and Query-key space
-    charts: thin ones 91-115), more for a title of several lines or a bar moved right of its default place."""
-    thickness = bar.get("thickness") or _BAR_THICKNESS
-    lines = str(((bar.get("title") or {}).get("text")) or "").count("<br>")
+    charts), an untitled one's (83-91 px on 0-1 weights), more for a title of several lines or a bar
+    moved right of its default place."""
+    thin = _BAR_THICKNESS - (bar.get("thickness") or _BAR_THICKNESS)
+    title = str(((bar.get("title") or {}).get("text")) or "")
+    base = _TITLED_BAR_ROOM - thin / 8 if title else _BAR_ROOM
     beyond = max(0.0, (bar.get("x") or 1.02) - 1.02)
-    return math.ceil(_TITLED_BAR_ROOM - (_BAR_THICKNESS - thickness) / 8 + 16 * lines + 400 * beyond)
+    return math.ceil(base + 16 * title.count("<br>") + 400 * beyond)
 
 
 def _legend_room(fig, layout: dict, size: float) -> int:
