@@ -27,8 +27,8 @@ _BAR_ROOM = 92  # without one
 _BAR_THICKNESS = 30  # Plotly's default; a thinner bar takes that much less
 #: The width of a tick label's character, as a fraction of its font size (Source Sans averages ~0.5; digits ~0.55).
 _CHAR_EM = 0.62
-#: room()'s closer estimate for labels with letters: the token labels of Rollout's and Head statistics' matrices measured 0.51 (a wider margin
-#: narrows their columns, and at 128 tokens their slanted key labels ran into each other)
+#: room()'s closer estimate for labels with letters: the token labels of Rollout's and Head statistics' matrices
+#: measured 0.51 (a wider margin narrows their columns: at 128 tokens their slanted key labels ran into each other)
 _ROOM_EM = 0.52
 _TITLE_ROOM = 32  # an axis title beside its tick labels: its line and the gap to them
 _AXIS = re.compile(r"^([xy])axis(\d*)$")
