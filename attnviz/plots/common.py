@@ -10,6 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from .margins import COLOUR_BAR_ROOM, room, tick_room  # noqa: F401 (COLOUR_BAR_ROOM, tick_room re-exported)
+
 WEIGHTS_SCALE = (
     "Viridis"  # sequential, for probabilities 0..1 (set explicitly: Streamlit flips implicit scales in dark mode)
 )
@@ -109,11 +111,13 @@ def finish(fig: go.Figure, name: str, height: int, top: int = 80, margin=None, m
     """on_paper, plus the figure's name (layout.meta["figure"]), height and margins: what every builder ends with.
 
     `top` leaves room for a legend above the subplot titles (less without one); `margin` replaces the default
-    narrow margins whole; `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
+    narrow margins whole, and each side grows to the room its labels and colour bars take (margins.room); `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
     layout = {"legend": LEGEND_ABOVE, "font": FONT} | layout
     margin = dict(margin or dict(l=10, r=10, t=top, b=10))
     margin["t"] = margin.get("t", 80) + MODEBAR  # the toolbar's strip: text below it, the plot as tall as asked
     fig = on_paper(fig, height=height + MODEBAR, margin=margin, meta={"figure": name, **(meta or {})}, **layout)
+    need = room(fig)  # at least the room its labels and colour bars take: laid out in one pass (plots.margins)
+    fig.update_layout(margin={side: max(margin.get(side, 10), px) for side, px in need.items()})
     if fig.layout.title.text and fig.layout.title.yref == "container":  # a title pinned to the card's top edge
         fig.update_layout(title_pad_t=(fig.layout.title.pad.t or 0) + MODEBAR)
     return fig
@@ -311,32 +315,6 @@ def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:
         tickvals=shown,
         ticktext=[short_label(s) for s in shown],
     )
-
-
-# --- margins that need no second pass ---------------------------------------------------------------
-# Plotly lays a figure out once with the margins it is given, then, when a colour bar or an axis's tick labels need
-# more room than that, grows the margins and lays everything out again: two passes on every draw, about half of each
-# chart's drawing time (measured in Chromium on the Heads page's charts). Streamlit draws a chart afresh whenever its
-# figure changes, so the Heads page paid the second pass on every new sentence, layer and head. Margins given at least
-# that room are laid out once. The estimates below lean generous (a few pixels of white at most); one that falls
-# short costs only the second pass, as before, never a clipped label.
-
-#: The room a vertical colour bar at Plotly's default place takes right of the plot (its offset, bar, tick labels and
-#: a title on its side): measured 82-101 px on the Heads page's charts (weights, scores, the sqrt and log ranges).
-COLOUR_BAR_ROOM = 106
-#: The width of a tick label's character, as a fraction of its font size (Source Sans averages ~0.5; digits ~0.55).
-_CHAR_EM = 0.62
-_TITLE_ROOM = 32  # an axis title beside its tick labels: its line and the gap to them
-
-
-def tick_room(labels, size: float = 12, angle: float = 0, title: bool = True) -> int:
-    """Pixels an axis's tick labels (and its title, when `title`) take out from the plot: the longest label's width,
-    or its extent across the axis when the labels are slanted by `angle` degrees."""
-    longest = max((len(str(t)) for t in labels), default=0) * _CHAR_EM * size
-    across = (
-        longest * abs(math.sin(math.radians(angle))) + size * abs(math.cos(math.radians(angle))) if angle else longest
-    )
-    return math.ceil(across + 8 + (_TITLE_ROOM if title else 0))
 
 
 # --- figures ----------------------------------------------------------------------------------------

@@ -214,7 +214,12 @@ def law_figure(rows: list[LawRow], d_head: int | None = None) -> go.Figure:
                 col=c,
             )
     fig.update_xaxes(
-        type="log", title_text="d (size of q and k)", tickmode="array", tickvals=d, ticktext=[f"{int(v)}" for v in d]
+        type="log",
+        title_text="d (size of q and k)",
+        tickmode="array",
+        tickvals=d,
+        ticktext=[f"{int(v)}" for v in d],
+        tickangle=30,  # as Plotly turned them in a third of the page: said here, so the margin is given (margins.room)
     )
     fig.update_yaxes(type="log", row=1, col=1, tickformat="~g")
     fig.update_yaxes(range=[0, 1.05], row=1, col=2)
@@ -237,7 +242,7 @@ def law_figure(rows: list[LawRow], d_head: int | None = None) -> go.Figure:
                 row=1,
                 col=c,
             )
-    return finish(fig, "sqrt_d_law", 380)
+    return finish(fig, "sqrt_d_law", 380, margin=dict(l=10, r=24, t=80, b=10))  # r: the last slanted label's end
 
 
 def row_saturation_note(n_queries: int) -> str:
