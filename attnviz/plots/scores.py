@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from ..analysis.stats import Histogram, histogram
 from .common import FONT, LEGEND_ABOVE, MODEBAR, WEIGHTS_SCALE, f32, finish, paper_figure, ticks
+from .margins import room
 from .panels import panel_axes, panel_layout
 from .windows import axis_ranges, range_note, window
 
@@ -100,7 +101,8 @@ def _finished(data: list, layout: dict, name: str, height: int, margin: dict, **
     """`finish` for a figure built as dicts: the same style, name, height and margins, validated once."""
     margin = margin | dict(t=margin["t"] + MODEBAR)
     more |= dict(legend=LEGEND_ABOVE, font=FONT, height=height + MODEBAR, margin=margin, meta={"figure": name})
-    return paper_figure(dict(data=data, layout=layout | more))
+    fig = paper_figure(dict(data=data, layout=layout | more))
+    return fig.update_layout(margin_r=max(margin["r"], room(fig)["r"]))  # a colour bar's room: one layout pass
 
 
 def drawn_window(n_queries: int, n_keys: int, token_range=None) -> tuple[tuple[int, int], tuple[int, int]]:
