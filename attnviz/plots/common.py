@@ -111,7 +111,8 @@ def finish(fig: go.Figure, name: str, height: int, top: int = 80, margin=None, m
     """on_paper, plus the figure's name (layout.meta["figure"]), height and margins: what every builder ends with.
 
     `top` leaves room for a legend above the subplot titles (less without one); `margin` replaces the default
-    narrow margins whole, and each side grows to the room its labels and colour bars take (margins.room); `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
+    narrow margins whole, and each side then grows to the room its labels and colour bars take (margins.room);
+    `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
     layout = {"legend": LEGEND_ABOVE, "font": FONT} | layout
     margin = dict(margin or dict(l=10, r=10, t=top, b=10))
     margin["t"] = margin.get("t", 80) + MODEBAR  # the toolbar's strip: text below it, the plot as tall as asked

@@ -101,8 +101,9 @@ def _labels(fig, name: str, axis: dict) -> list[str]:
     if axis.get("type") == "log":
         lo, hi = (10**lo, 10**hi) if axis.get("range") else (lo, hi)
         return [f"{v:.0f}" for v in (lo, hi)] + ["0.01"]
-    return [t + (axis.get("ticksuffix") or "") + ("%" if "%" in (axis.get("tickformat") or "") else "") for t in
-            _rounded(float(lo), float(hi), 100 if "%" in (axis.get("tickformat") or "") else 1)]  # fmt: skip
+    percent = "%" in (axis.get("tickformat") or "")
+    suffix = (axis.get("ticksuffix") or "") + ("%" if percent else "")
+    return [t + suffix for t in _rounded(float(lo), float(hi), 100 if percent else 1)]
 
 
 def _rounded(lo: float, hi: float, scale: float) -> list[str]:

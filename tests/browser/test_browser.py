@@ -47,8 +47,11 @@ def test_switching_pages_keeps_the_state(tab):
     assert query.get("layer") == ["2"], tab.page.url
     assert tab.page.locator("textarea").first.input_value() == "Switching pages keeps this"
     tab.page.reload()
-    tab.idle()
-    assert tab.page.locator("textarea").first.input_value() == "Switching pages keeps this"
+    box = tab.page.locator("textarea").first
+    # a reloaded page's sidebar can be drawn (and the app idle) a moment before the run that fills it from the link:
+    # wait for the text (up to idle's timeout: a link that lost it still fails here), as the other reads after a load
+    tab.idle(until=lambda: box.input_value() == "Switching pages keeps this")
+    assert box.input_value() == "Switching pages keeps this"
 
 
 def test_typing_a_new_sentence_updates_the_heatmaps(tab):
