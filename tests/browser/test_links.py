@@ -387,6 +387,7 @@ COLOUR_IDS = {"power 0.5": "sqrt", "log": "log"}
 def moved(tab: Tab, name: str, steps: int, top: int) -> int:
     """Move a slider `steps` keys (right, or left when that would pass `top`, never to 0), a person's pace apart;
     return the value it then shows, which must differ from where it started."""
+    tab.wait_until(lambda: name in tab.sliders())  # a rerun's page between two runs can lack it for a moment
     start = int(tab.sliders()[name])
     key = "ArrowRight" if start + steps <= top else "ArrowLeft"
     steps = steps if key == "ArrowRight" else min(steps, start - 1)  # never 0: a default is left out of the link
