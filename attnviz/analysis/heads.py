@@ -111,11 +111,15 @@ def special_keys(trace: AttentionTrace, special_ids=(), special_tokens=()) -> np
     Pass `special_tokens_of(tokenizer)`; a trace without input ids (our module on random vectors still has the
     tokens) falls back to matching the token strings.
     """
-    ids = trace.provenance.input_ids
-    if len(ids) == trace.n_keys and len(special_ids):
+    return special_positions(trace.provenance.input_ids, trace.key_tokens, special_ids, special_tokens)
+
+
+def special_positions(ids, tokens, special_ids=(), special_tokens=()) -> np.ndarray:
+    """bool [key]: `special_keys` of a text known by its input ids and its tokens (texts read together, no trace)."""
+    if len(ids) == len(tokens) and len(special_ids):
         return np.isin(np.asarray(ids), np.asarray(list(special_ids)))
     names = set(map(str, special_tokens))
-    return np.array([t in names for t in trace.key_tokens], dtype=bool)
+    return np.array([t in names for t in tokens], dtype=bool)
 
 
 def punctuation_keys(trace: AttentionTrace) -> np.ndarray:

@@ -25,6 +25,8 @@ from . import choice, flag, keywords, shown, text, whole
 PROFILE_SETTINGS = {
     "max_tokens": (2, 131_072),
     "shard_size": (1, 1_000_000),
+    "batch": (1, 4_096),  # texts a forward (1: one at a time)
+    "batch_tokens": (1, 1 << 20),  # padded tokens a forward
     "bins": (1, 1_000),
     "top": (1, 100),
     "intervals": (1, 20),

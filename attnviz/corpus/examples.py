@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .reducers import EMPTY_TEXT, priorities
+from .reducers import EMPTY_TEXT, priorities_at
 
 FIELDS = ("rank", "text", "query", "maxw", "keys", "kw")
 PENDING = 1 << 22  # candidate cells held before they are selected
@@ -55,21 +55,32 @@ class Kept:
 
 class RowKeys:
     """The strongest keys of the rows of a window that selections keep: each selection is built with its keys left
-    blank, then `find` runs one topk over the rows every selection kept (not over every row) and fills them in."""
+    blank, then `find` runs one topk per row length over the rows every selection kept (not over every row) and fills
+    them in."""
 
-    def __init__(self, weights: torch.Tensor, n_keys: int, width: int | None = None):
-        """weights [layer, head, w, key]: the first keys of rows `width` keys long (the rest hold weight 0)."""
-        self.weights, self.n_keys, self.width = weights, n_keys, width or weights.shape[-1]
+    def __init__(self, rows: torch.Tensor, n_keys: int, flat, widths: np.ndarray):
+        """rows [n, key]: the window's rows; flat(layer, head, column) -> their index there; widths [column]: each
+        column's whole row length (keys past the window's hold weight 0; keys past it are another text's padding)."""
+        self.rows, self.n_keys, self.flat, self.widths = rows, n_keys, flat, widths
         self.wanted: list[tuple[np.ndarray, Kept]] = []
 
-    def selected(self, rank: np.ndarray, order: np.ndarray, text: int, start: int, maxw: np.ndarray) -> Kept:
-        """The rows `order` [..., c] of rank [..., w] (inf: may not be chosen) as a selection, keys still blank."""
+    @classmethod
+    def of_text(cls, weights: torch.Tensor, n_keys: int, width: int | None = None) -> RowKeys:
+        """weights [layer, head, w, key] of one text: the first keys of rows `width` keys long (the rest weigh 0)."""
+        n_layer, n_head, w, n_all = weights.shape
+        return cls(
+            weights.reshape(-1, n_all), n_keys, lambda y, h, c: (y * n_head + h) * w + c, np.full(w, width or n_all)
+        )
+
+    def selected(self, rank: np.ndarray, order: np.ndarray, text: np.ndarray, query: np.ndarray, maxw) -> Kept:
+        """The rows `order` [..., c] of rank [..., w] (inf: may not be chosen) as a selection, keys still blank;
+        text, query [w]: each column's text id and query position."""
         take = lambda a: np.take_along_axis(a, order, -1)  # noqa: E731
         ranks = take(rank)
         kept = Kept(
             ranks,
-            np.where(np.isfinite(ranks), text, EMPTY_TEXT),
-            start + order.astype(np.int64),
+            np.where(np.isfinite(ranks), text[order], EMPTY_TEXT),
+            query[order].astype(np.int64),
             take(maxw).astype(np.float32),
             np.full((*order.shape, self.n_keys), -1, np.int32),
             np.zeros((*order.shape, self.n_keys), np.float32),
@@ -78,29 +89,36 @@ class RowKeys:
         return kept
 
     def find(self) -> None:
-        """Fill in the keys of every finite row of every selection made (layer and head lead every shape)."""
-        n_layer, n_head, w, n_all = self.weights.shape
-        flat, where = [], []
+        """Fill in the keys of every finite row of every selection made (layer and head lead every shape); a row's
+        topk runs over exactly its own keys, so which keys of equal weight it names does not depend on the window."""
+        flat, cols, where = [], [], []
         for order, kept in self.wanted:
             idx = np.nonzero(np.isfinite(kept.rank))
-            lh = idx[0] * n_head + idx[1]
-            flat.append(lh * w + order[idx])
+            flat.append(self.flat(idx[0], idx[1], order[idx]))
+            cols.append(order[idx])
             where.append((kept, idx))
         rows = np.concatenate(flat)
         if rows.size == 0:
             return
-        unique, inverse = np.unique(rows, return_inverse=True)
-        k = min(self.n_keys, self.width)
-        chosen = self.weights.reshape(-1, n_all)[torch.as_tensor(unique, device=self.weights.device)]
-        if self.width > n_all:  # the whole rows, as their zeros rank among their keys
-            chosen = torch.nn.functional.pad(chosen, (0, self.width - n_all))
-        top = torch.topk(chosen, k, dim=-1)
-        tw, tk = top.values.float().cpu().numpy()[inverse], top.indices.cpu().numpy()[inverse]
+        widths = self.widths[np.concatenate(cols)]
+        tk = np.full((rows.size, self.n_keys), -1, np.int32)
+        tw = np.zeros((rows.size, self.n_keys), np.float32)
+        n_all = self.rows.shape[-1]
+        for width in np.unique(widths):
+            at = np.nonzero(widths == width)[0]
+            unique, inverse = np.unique(rows[at], return_inverse=True)
+            k = min(self.n_keys, int(width))
+            chosen = self.rows[torch.as_tensor(unique, device=self.rows.device)][:, : int(width)]
+            if width > n_all:  # the whole rows, as their zeros rank among their keys
+                chosen = torch.nn.functional.pad(chosen, (0, int(width) - n_all))
+            top = torch.topk(chosen, k, dim=-1)
+            tw[at, :k] = top.values.float().cpu().numpy()[inverse]
+            tk[at, :k] = top.indices.cpu().numpy()[inverse]
         at = 0
         for kept, idx in where:
             n = len(idx[0])
-            kept.keys[idx + (slice(None, k),)] = tk[at : at + n]
-            kept.kw[idx + (slice(None, k),)] = tw[at : at + n]
+            kept.keys[idx] = tk[at : at + n]
+            kept.kw[idx] = tw[at : at + n]
             at += n
 
 
@@ -140,26 +158,32 @@ class Examples:
     def update(self, weights: torch.Tensor, rows: torch.Tensor, text: int, start: int, maxw=None, width=None) -> None:
         """weights [layer, head, w, key] of one window of text `text`; rows [layer, w] bool; maxw [layer, head, w]
         float64 numpy, each row's largest weight (computed here if not given); width: the rows' whole length when
-        `weights` holds their first keys only (the rest weigh 0).
+        `weights` holds their first keys only (the rest weigh 0)."""
+        if maxw is None:
+            maxw = weights.amax(-1).double().cpu().numpy()
+        w = maxw.shape[-1]
+        columns = (np.full(w, text, np.int64), start + np.arange(w))
+        self.update_columns(RowKeys.of_text(weights, self._strongest.keys.shape[-1], width), rows, columns, maxw)
+
+    def update_columns(self, keys: RowKeys, rows: torch.Tensor, columns: tuple, maxw: np.ndarray) -> None:
+        """The rows of a window, of one text or several: keys (RowKeys) reads them; rows [layer, w] bool; columns:
+        (text id [w], query position [w]) of each column, in (text, query) order (ties then go to the earlier
+        column, as merging breaks them); maxw [layer, head, w] each row's largest weight.
 
         Rows are ranked on their largest weight (or their seeded priority) alone, and a row that ranks below what a
         head has kept already can never be chosen: only the others have their strongest keys found (topk over the
         few rows that can still be chosen, not over every row)."""
-        n_keys, cap = self._strongest.keys.shape[-1], self._strongest.rank.shape[-1]
-        n_int, per = self._drawn.rank.shape[-2:]
-        if maxw is None:
-            maxw = weights.amax(-1).double().cpu().numpy()
-        ok = rows.cpu().numpy()[:, None, :]
+        cap, (n_int, per) = self._strongest.rank.shape[-1], self._drawn.rank.shape[-2:]
+        ok = (rows.cpu().numpy() if isinstance(rows, torch.Tensor) else rows)[:, None, :]
         rank = np.where(ok & (-maxw <= self._strongest.rank[..., -1:]), -maxw, np.inf)
         bucket = np.minimum((maxw * n_int).astype(np.int64), n_int - 1)
-        prio = priorities(self.seed, text, maxw.shape, start)
+        prio = priorities_at(self.seed, *columns, *maxw.shape[:2])
         inside = ok[:, :, None] & (bucket[:, :, None] == np.arange(n_int)[:, None])  # [layer, head, interval, w]
         drawn = np.where(inside & (prio[:, :, None] <= self._drawn.rank[..., -1:]), prio[:, :, None], np.inf)
         best = np.argsort(rank, axis=-1, kind="stable")[..., :cap]  # ties: the earlier query, as merging breaks them
         picked = np.argsort(drawn, axis=-1, kind="stable")[..., :per]
-        keys = RowKeys(weights, n_keys, width)
-        top = keys.selected(rank, best, text, start, maxw)
-        found = keys.selected(drawn, picked, text, start, np.broadcast_to(maxw[:, :, None], drawn.shape))
+        top = keys.selected(rank, best, *columns, maxw)
+        found = keys.selected(drawn, picked, *columns, np.broadcast_to(maxw[:, :, None], drawn.shape))
         keys.find()
         self.pending.append((top, found))
         self.held += sum(k.keys.size for k in self.pending[-1])

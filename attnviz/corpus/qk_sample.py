@@ -112,13 +112,13 @@ def draw(tr: AttentionTrace, text_id: int, seed: int, per_text: int) -> Drawn | 
             masks.append(tr.layer_mask(layer)[np.ix_(pos, pos)])
     scale = [float(tr.facts(y).scale) for y in range(tr.n_layer)]
     notes = [layer_notes(tr, y) for y in range(tr.n_layer)]
-    return Drawn(q, k, masks, [_token(tr, text_id, int(p)) for p in pos], scale, notes)
+    return Drawn(q, k, masks, [token_entry(tr.tokens, text_id, int(p)) for p in pos], scale, notes)
 
 
-def _token(tr: AttentionTrace, text_id: int, p: int) -> dict:
-    t = tr.tokens
-    before, after = t[max(0, p - CONTEXT) : p], t[p + 1 : p + 1 + CONTEXT]
-    return {"text_id": text_id, "position": p, "token": t[p], "before": list(before), "after": list(after)}
+def token_entry(tokens, text_id: int, p: int) -> dict:
+    """A sampled token's row of the tokens table: where it is, what it is, and the tokens around it."""
+    before, after = tokens[max(0, p - CONTEXT) : p], tokens[p + 1 : p + 1 + CONTEXT]
+    return {"text_id": text_id, "position": p, "token": tokens[p], "before": list(before), "after": list(after)}
 
 
 class Choice:
@@ -137,7 +137,7 @@ class Choice:
     def _full(self) -> bool:
         return int(self.count.sum()) >= self.samples
 
-    def update(self, text: int, n_tokens: int, trace: AttentionTrace | None = None) -> None:
+    def update(self, text: int, n_tokens: int, trace: AttentionTrace | None = None, drawer=None) -> None:
         """Offer a text of n_tokens; its trace, when given, gives the vectors if the text is chosen."""
         if not self.samples or n_tokens <= 0:
             return
@@ -145,8 +145,8 @@ class Choice:
         if self._full() and (prio, text) > (self.prio[-1], self.text[-1]):
             return  # comes after every kept text, which already give enough tokens: never chosen
         self._keep(np.r_[self.prio, prio], np.r_[self.text, text], np.r_[self.count, min(self.per_text, n_tokens)])
-        if trace is not None and text in set(self.text.tolist()):
-            drawn = draw(trace, text, self.seed, self.per_text)
+        if (trace is not None or drawer is not None) and text in set(self.text.tolist()):
+            drawn = draw(trace, text, self.seed, self.per_text) if drawer is None else drawer()
             if isinstance(drawn, Drawn):
                 self.held[int(text)] = drawn.stored(self.dtype)
 

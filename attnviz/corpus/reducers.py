@@ -128,8 +128,12 @@ class Divergence:
         sum s log s) / 2 for s = p + q: the cells' one pass of logarithms is over s, the rest is per head. Pairs go
         in blocks of at most BLOCK_HEADS heads (a, b >= a: a block's few pairs below the diagonal are the waste)."""
         counts = rows.all(0) if keep is None else rows.all(0) & keep
-        p = weights[:, :, counts].flatten(0, 1).double()  # [layer x head, r, key]; float64: a divergence is a small
-        # difference of two entropies (float32 would keep 3 digits of 3e-5), and a sample of rows is few rows
+        self.add(weights[:, :, counts].flatten(0, 1), cells)
+
+    def add(self, rows: torch.Tensor, cells: int) -> None:
+        """rows [layer x head, r, key]: the rows that count, of one text or of several (padded keys weigh 0)."""
+        p = rows.double()  # float64: a divergence is a small difference of two entropies (float32 would keep 3
+        # digits of 3e-5), and a sample of rows is few rows
         n, r = p.shape[0], p.shape[1]
         if r == 0:
             return
@@ -171,18 +175,26 @@ def sampled_rows(seed: int, text: int, n: int, k: int) -> np.ndarray:
 def priorities(seed: int, text: int, shape: tuple, start: int) -> np.ndarray:
     """A uniform number in [0, 1) for each (layer, head, query) of a text, fixed by the seed alone (splitmix64), so a
     reservoir keeps the same rows whatever the order, the shards or the workers that read them."""
-    layer, head, query = np.meshgrid(
-        *(np.arange(n, dtype=np.uint64) for n in shape[:2]),
-        np.arange(start, start + shape[2], dtype=np.uint64),
-        indexing="ij",
-    )
-    base = ((int(seed) * 0x9E3779B97F4A7C15) ^ (int(text) * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF
-    x = (
-        np.uint64(base)
-        ^ layer * np.uint64(0x94D049BB133111EB)
-        ^ head * np.uint64(0xD6E8FEB86659FD93)
-        ^ query * np.uint64(0xA0761D64)
-    )
-    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, 1)):
-        x = (x ^ (x >> np.uint64(shift))) * np.uint64(mult)
+    n = shape[2]
+    return priorities_at(seed, np.full(n, text, np.int64), np.arange(start, start + n), shape[0], shape[1])
+
+
+def priorities_at(seed: int, texts: np.ndarray, queries: np.ndarray, n_layer: int, n_head: int) -> np.ndarray:
+    """[layer, head, w]: `priorities` of the (text, query) pairs texts[c], queries[c] (texts read together in one
+    window), each the number its own text gives it."""
+    layer = np.arange(n_layer, dtype=np.uint64)[:, None, None]
+    head = np.arange(n_head, dtype=np.uint64)[None, :, None]
+    query = np.asarray(queries).astype(np.uint64)[None, None, :]
+    with np.errstate(over="ignore"):  # products wrap modulo 2^64, as the mix means them to
+        base = np.uint64((int(seed) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) ^ (
+            np.asarray(texts).astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+        )
+        x = (
+            base[None, None, :]
+            ^ layer * np.uint64(0x94D049BB133111EB)
+            ^ head * np.uint64(0xD6E8FEB86659FD93)
+            ^ query * np.uint64(0xA0761D64)
+        )
+        for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, 1)):
+            x = (x ^ (x >> np.uint64(shift))) * np.uint64(mult)
     return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)

@@ -102,14 +102,16 @@ def spans(reach: np.ndarray, per_cell: int, cells: int):
 
 
 def token_patterns(ids, start: int, stop: int, n_keys: int) -> dict:
-    """bool [w, key] TransformerLens detection patterns of queries start..stop-1 (see attnviz.analysis.heads)."""
+    """bool [w, key] TransformerLens detection patterns of queries start..stop-1 (see attnviz.analysis.heads); ids
+    [key], or [text, key] for texts read together (then [text, w, key])."""
     ids = torch.as_tensor(np.asarray(ids, np.int64))
     i = torch.arange(start, stop)[:, None]
     j = torch.arange(n_keys)[None, :]
-    same = ids[start:stop, None] == ids[None, :]
+    same = ids[..., start:stop, None] == ids[..., None, :]
     after = torch.zeros_like(same)
-    after[:, 1:] = ids[start:stop, None] == ids[None, :-1]
-    return {"previous_score": j == i - 1, "duplicate_score": same & (j < i), "induction_score": after & (j <= i)}
+    after[..., 1:] = ids[..., start:stop, None] == ids[..., None, :-1]
+    previous = (j == i - 1).expand_as(same)
+    return {"previous_score": previous, "duplicate_score": same & (j < i), "induction_score": after & (j <= i)}
 
 
 def row_sums(w: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
@@ -160,7 +162,9 @@ class TextSums:
 
     def __init__(self, n_layer, n_head, special, punct, ids, device, has_values=False, scratch=None, square=True):
         """square: queries and keys are the same tokens (self-attention); cross-attention has no pattern scores,
-        as the per-text code gives none (they are then undefined: NaN in the profile)."""
+        as the per-text code gives none (they are then undefined: NaN in the profile). Texts read together: special,
+        punct and ids are [text, key] and n_layer counts layers x texts (row g of a window is layer g // texts of
+        text g % texts; `values` then gives every statistic per such row)."""
         self.has_values, self.ids, self.scratch = has_values, ids, scratch or Scratch()
         zeros = lambda *shape: torch.zeros(shape, dtype=torch.float64, device=device)  # noqa: E731
         self.special = torch.as_tensor(np.asarray(special, bool), device=device)
@@ -179,12 +183,18 @@ class TextSums:
         dev = win.weights.device
         i = torch.arange(win.start, win.start + n, device=dev)[:, None]
         j = torch.arange(n_keys, device=dev)[None, :]
-        ids = self.ids if len(self.ids) else np.zeros(n_keys)
+        ids = self.ids if len(self.ids) else np.zeros(n_keys, np.int64)
         found = token_patterns(ids, win.start, win.start + n, n_keys) if self.patterns else {}
         cols = [(i - j).abs(), self.special[None, :], self.punct[None, :], j == 0, j == i - 1, j == i + 1, j == i]
         one = torch.ones(1, 1, dtype=torch.bool, device=dev)
         cols += [found[name].to(dev) for name in self.patterns] + [one, one]  # live keys; every key (set below)
-        f = torch.stack([c.expand(n, n_keys).float() for c in cols], -1)[None]
+        if self.special.dim() == 2:  # texts read together: each text's features, repeated for every layer
+            shape = (self.special.shape[0], n, n_keys)
+            cols[1:3] = [self.special[:, None, :], self.punct[:, None, :]]
+            f = torch.stack([c.expand(shape).float() for c in cols], -1)
+            f = f.repeat(win.rows.shape[0] // shape[0], 1, 1, 1)
+        else:
+            f = torch.stack([c.expand(n, n_keys).float() for c in cols], -1)[None]
         if bool(win.rows.all()) and bool(win.keys.all()):
             return f
         f = f * win.rows[:, :, None, None]

@@ -3,25 +3,57 @@ actor alike."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..analysis.heads import special_keys, special_tokens_of
 from ..errors import InputError
 from ..hf import trace_pretrained
+from ..hf.encode import encode, token_limit
 from ..hf.seq2seq import ROLES, trace_seq2seq
+from . import batch
+from .rows import CELLS
 from .state import ProfileState, Settings
 from .texts import Corpus
 
 
 def run_shard(loaded, corpus: Corpus, s: Settings, k: int) -> ProfileState:
-    """One shard's partial state: texts k x shard_size .. (k + 1) x shard_size - 1, traced one by one."""
+    """One shard's partial state: texts k x shard_size .. (k + 1) x shard_size - 1, read `s.batch` texts of similar
+    length a forward where the model allows it (attnviz.corpus.batch), else one by one."""
     state = ProfileState(layers_of(loaded, s), loaded.n_head, s)
     specials = special_tokens_of(loaded.tokenizer)
+    texts = []
     for i, text, why in corpus.texts(k * s.shard_size, (k + 1) * s.shard_size):
         if text is None:
             state.skip(why)
-            continue
+        else:
+            texts.append((i, text))
+    if s.batch > 1 and s.part is None and loaded.route == "seam":
+        _read_batched(loaded, texts, s, state, specials)
+        return state
+    for i, text in texts:
         tr = trace_text(loaded, text, s)
         state.observe(tr, i, special_keys(tr, *specials))
     return state
+
+
+def _read_batched(loaded, texts: list, s: Settings, state: ProfileState, specials) -> None:
+    """Texts of similar length a forward (`batch.plan`); a batch of one, or one the model cannot give as a window
+    (`batch.capture` says None; the shard's later texts are then read one by one too), a text a forward."""
+    limit = token_limit(loaded.max_tokens, s.max_tokens)
+    encoded = [encode(loaded.tokenizer, text, None, limit) for _, text in texts]
+    lengths = np.array([len(e.ids) for e in encoded])
+    ids = [i for i, _ in texts]
+    batches = batch.plan(lengths, ids, s.batch, s.batch_tokens, CELLS, state.n_layer * loaded.n_head)
+    together = True
+    for group in batches:
+        batched = batch.capture(loaded, [encoded[g] for g in group]) if together and len(group) > 1 else None
+        if batched is not None:
+            state.observe_batch(batched, [ids[g] for g in group], specials)
+            continue
+        together = together and len(group) == 1
+        for g in group:
+            tr = trace_text(loaded, texts[g][1], s)
+            state.observe(tr, ids[g], special_keys(tr, *specials))
 
 
 def check_part(loaded, s: Settings) -> None:

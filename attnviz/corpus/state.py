@@ -14,6 +14,7 @@ import torch
 
 from ..analysis.heads import punctuation_keys
 from ..trace import AttentionTrace
+from . import batch
 from .examples import Examples
 from .qk_sample import Choice, check_settings
 from .reducers import Divergence, Histogram, Means, sampled_rows
@@ -36,6 +37,8 @@ class Settings:
     distances: bool = True  # Jensen-Shannon divergence between every pair of heads
     distance_rows: int = 4  # rows per text (seeded) the divergence is averaged over; 0: every row
     shard_size: int = 64
+    batch: int = 32  # texts a forward (of similar length; attnviz.corpus.batch); 1: one text a forward
+    batch_tokens: int = 4096  # padded tokens a forward at most (the window's cells are bounded by CELLS besides)
     qk_samples: int = 1_000  # tokens whose query and key every head keeps (attnviz.corpus.qk_sample); 0: none
     qk_per_text: int = 32  # at most this many of them from one text
     qk_dtype: str = "float16"  # how they are stored (float32 doubles the bytes)
@@ -102,6 +105,10 @@ class ProfileState:
         self.counts["rows"] += int(sums.rows.max())
         self.counts["cut"] += int(cut > 0)
         self.counts["dropped_tokens"] += int(cut)
+
+    def observe_batch(self, batched: batch.Batched, text_ids: list, specials, cells: int = CELLS) -> None:
+        """Add texts read together (attnviz.corpus.batch): every reducer takes the batch's one window at once."""
+        batch.observe(self, batched, text_ids, specials, cells)
 
     def skip(self, why: str) -> None:
         self.counts[why] += 1

@@ -1,0 +1,243 @@
+"""Several texts through one traced forward: right-padded, every layer's q, k, mask and value norms kept for the whole
+batch, and one window [layer, text, head, query, key] of every text's whole rows read from them.
+
+Why right padding whatever the tokenizer's side: a real token then keeps its position (0, 1, ...) and sees exactly the
+keys it sees alone (the padding mask hides the pads after it; a causal mask hides them anyway), so its q, k and rows
+are the ones of its own trace, up to the rounding of products of another shape. The window's weights are computed as
+a trace computes a recorded layer's (`attention.weights_from_scores` on q.k in float32, the layer's scale, mask and
+fill), over each text's whole rows; padding is no row and no key of any text (`rows`, `keys`), and a pad key weighs
+exactly 0 in a real row (the fill).
+
+Only the plain case is batched: a model traced through the seam whose every attention call is a scaled dot product
+with a mask (no position bias, softcap or sinks) and whose texts all keep their values or all leave them out; anything
+else is read one text a forward (`capture` returns None), as it was before batching.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..analysis.heads import is_punctuation, special_positions
+from ..attention import weights_from_scores
+from ..hf import capacity, passes
+from ..hf.encode import Encoded
+from ..hf.probe import model_inputs
+from ..hf.recorder import CaptureRefused, Recorder
+from ..trace import output_norms
+from .examples import RowKeys
+from .qk_sample import Drawn, eligible, token_entry
+from .reducers import sampled_rows
+from .rows import TextSums, Window
+
+#: A batch holds at most this many padded tokens per token of its texts: texts are sorted by length, so this cuts a
+#: batch only where the lengths jump (a short text padded to a long one's length would cost the long one's forward).
+PADDING = 1.5
+
+
+@dataclass
+class Batched:
+    """What one forward of a few texts recorded: per layer q [text, head, T, d], k [text, kv_head, T, d], its scale,
+    fill, allowed [text, T, T] bool and value norms [text, head, T] (None without values); `lengths` [text]: each
+    text's tokens (the rest of T is padding)."""
+
+    encoded: list
+    lengths: np.ndarray
+    q: list = field(default_factory=list)
+    k: list = field(default_factory=list)
+    scale: list = field(default_factory=list)
+    fill: list = field(default_factory=list)
+    allowed: list = field(default_factory=list)
+    norms: list = field(default_factory=list)
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.q)
+
+    def mask(self, layer: int, b: int) -> np.ndarray:
+        """bool [n, n]: text b's own mask at `layer` (its tokens alone)."""
+        n = int(self.lengths[b])
+        return self.allowed[layer][b, :n, :n].cpu().numpy()
+
+
+class BatchRecorder(Recorder):
+    """A Recorder that keeps every text of the batch (a trace's keeps batch item 0): the seam runs the model's own
+    SDPA kernel with the model's own mask (no mask structure is recognised, so no fused kernel that would assume one),
+    and any attention the window cannot compute alike (a bias, softcap or sinks) marks the batch as not plain."""
+
+    def __init__(self, batched: Batched, **kw):
+        super().__init__(**kw)
+        self.batched, self.plain, self.allowed = batched, True, None
+
+    def structure(self, allowed, query, key):
+        self.allowed = allowed
+        return None
+
+    def keep(self, module, query, key, scale, allowed, fill, extra, scale_on="scores", norms=None, value=None, *_):
+        b = self.batched
+        if any(extra[x] is not None for x in ("bias", "softcap", "sinks")):
+            self.plain = False
+        shape = (query.shape[0], query.shape[-2], key.shape[-2])
+        mask = None if self.allowed is None else self.allowed.expand(shape[0], 1, *shape[1:])[:, 0]
+        b.q.append(query), b.k.append(key), b.scale.append(float(scale)), b.fill.append(float(fill))
+        b.allowed.append(mask)
+        proj = self.outputs.get(module)
+        if value is None or proj is None or self.values_left_out is not None:
+            b.norms.append(None)
+        else:  # output_norms.table per text: texts and keys side by side as one row of keys per key/value head
+            n_head, v = query.shape[1], value.transpose(0, 1).flatten(1, 2)
+            written = output_norms.table(v, proj.r_factors(n_head, value.device))
+            b.norms.append(written.unflatten(1, (shape[0], -1)).transpose(0, 1))
+        self.layers.append(len(self.layers))
+        self.modules.append(module)
+
+
+def capture(loaded, encoded: list[Encoded]) -> Batched | None:
+    """The batch's forward, right-padded; None where it cannot be read as one window (see the module's docstring)."""
+    lengths = np.array([len(e.ids) for e in encoded])
+    left_out = {capacity.values_left_out(loaded, int(n)) for n in lengths}
+    if loaded.route != "seam" or len(left_out) > 1:
+        return None
+    inputs = padded(loaded.tokenizer, encoded, int(lengths.max()))
+    batched = Batched(encoded, lengths)
+    rec = BatchRecorder(batched, pad_keys=None, outputs=loaded.outputs, values_left_out=left_out.pop())
+    try:
+        passes.forward(loaded.model, model_inputs(loaded, inputs), rec)
+    except CaptureRefused:
+        return None
+    unmasked = any(a is None for a in batched.allowed) and lengths.min() < lengths.max()  # a pad would be seen
+    if not rec.plain or unmasked or batched.n_layer != loaded.n_layer or len({x is None for x in batched.norms}) > 1:
+        return None
+    return batched
+
+
+def padded(tokenizer, encoded: list[Encoded], width: int) -> dict:
+    """The texts' tensors side by side, each padded on the right to `width` tokens (attention_mask 0 there)."""
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    ids = torch.full((len(encoded), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    types = torch.zeros((len(encoded), width), dtype=torch.long)
+    for b, e in enumerate(encoded):
+        n = len(e.ids)
+        ids[b, :n], mask[b, :n] = e.inputs["input_ids"][0], 1
+        if "token_type_ids" in e.inputs:
+            types[b, :n] = e.inputs["token_type_ids"][0]
+    out = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in encoded[0].inputs:
+        out["token_type_ids"] = types
+    return out
+
+
+@dataclass
+class BatchWindow:
+    """Every text's whole rows: weights [layer, text, head, T, T] float32; rows [layer, text, T] bool (the queries
+    that count: not padding, may attend something); keys [layer, text, T] bool (not padding); norms [layer, text,
+    head, T] or None."""
+
+    weights: torch.Tensor
+    rows: torch.Tensor
+    keys: torch.Tensor
+    norms: torch.Tensor | None
+
+
+def window(batched: Batched, scratch) -> BatchWindow:
+    """The batch's window, its weights written into `scratch` memory (attnviz.corpus.rows.Scratch)."""
+    q0, n_layer, n_text, width = batched.q[0], batched.n_layer, len(batched.lengths), int(batched.lengths.max())
+    n_head, dev = q0.shape[1], q0.device
+    weights = scratch.get("batch", (n_layer, n_text, n_head, width, width), torch.float32, dev)
+    scores = scratch.get("batch_scores", (n_text, n_head, width, width), torch.float32, dev)
+    real = torch.as_tensor(np.arange(width)[None, :] < batched.lengths[:, None], device=dev)  # [text, T]
+    pairs = real[:, :, None] & real[:, None, :]
+    allowed = torch.stack([pairs if a is None else a & pairs for a in batched.allowed])  # [layer, text, T, T]
+    with torch.inference_mode():
+        for y in range(n_layer):
+            q, k = batched.q[y].float(), batched.k[y].float()
+            n_kv = k.shape[1]  # a group of query heads shares its key head's product (repeat_kv's layout)
+            torch.matmul(q.unflatten(1, (n_kv, -1)).flatten(2, 3), k.mT, out=scores.view(n_text, n_kv, -1, width))
+            mask = allowed[y][:, None]
+            weights_from_scores(scores, batched.scale[y], mask, batched.fill[y], out=weights[y])
+    seen = allowed.any(-2)  # [layer, text, T]: keys some query of the text may attend
+    norms = None if batched.norms[0] is None else torch.stack(batched.norms).float()
+    return BatchWindow(weights, allowed.any(-1) & seen, seen, norms)
+
+
+def plan(lengths: np.ndarray, ids: list, most: int, tokens: int, cells: int, per_cell: int) -> list[list[int]]:
+    """Batches of positions into `lengths` (and `ids`): texts of similar length together (sorted by length, then
+    id), each batch at most `most` texts, `tokens` padded tokens, `cells` cells of its window (per_cell = layers x
+    heads per query and key) and PADDING times its texts' own tokens; a text too long for a window of its own is a
+    batch of one. Within a batch, texts are in id order (the examples' ties then fall as in one text after another)."""
+    order = sorted(range(len(lengths)), key=lambda i: (int(lengths[i]), ids[i]))
+    out, group, real = [], [], 0
+    for i in order:
+        n = int(lengths[i])
+        wider = len(group) + 1
+        if group and (
+            wider > most or wider * n > min(tokens, PADDING * (real + n)) or wider * n * n * per_cell > cells
+        ):
+            out.append(group)
+            group, real = [], 0
+        group.append(i)
+        real += n
+    if group:
+        out.append(group)
+    return [sorted(g, key=lambda i: ids[i]) for g in out]
+
+
+def drawn(batched: Batched, b: int, text_id: int, seed: int, per_text: int) -> Drawn:
+    """Text b's sampled tokens for the query-key sample, as `qk_sample.draw` takes them from its own trace (a plain
+    batch has no position bias, softcap or sinks: no layer notes)."""
+    n, enc = int(batched.lengths[b]), batched.encoded[b]
+    pos = eligible(seed, text_id, n, per_text)
+    at = torch.as_tensor(pos, device=batched.q[0].device)
+    q = [x[b][:, at].float().cpu().numpy() for x in batched.q]
+    k = [x[b][:, at].float().cpu().numpy() for x in batched.k]
+    masks = [np.ones((len(pos), len(pos)), bool) if a is None else batched.mask(y, b)[np.ix_(pos, pos)]
+             for y, a in enumerate(batched.allowed)]  # fmt: skip
+    tokens = [token_entry(enc.tokens, text_id, int(p)) for p in pos]
+    return Drawn(q, k, masks, tokens, list(batched.scale), [[] for _ in batched.q])
+
+
+def observe(state, batched: Batched, text_ids: list, specials, cells: int) -> None:
+    """Add texts read together to a ProfileState (attnviz.corpus.state): every reducer takes the batch's one window
+    [layer, text, head, query, key] at once, and each text's statistics are its own (its rows, its keys; padding is
+    neither), added to the means text after text in the order given; `specials`: special_tokens_of the tokenizer."""
+    s, win = state.settings, window(batched, state.scratch)
+    n_layer, n_text, n_head, width = win.weights.shape[:4]
+    lengths, enc = batched.lengths, batched.encoded
+    pad = lambda rows: np.stack([np.pad(np.asarray(r), (0, width - len(r))) for r in rows])  # noqa: E731
+    special = pad([special_positions(e.ids, e.tokens, *specials) for e in enc])
+    punct = pad([[is_punctuation(t) for t in e.tokens] for e in enc])
+    dev, flat = win.weights.device, lambda t: t.flatten(0, 1)  # noqa: E731 - [layer x text, ...]
+    sums = TextSums(n_layer * n_text, n_head, special, punct, pad([e.ids for e in enc]), dev, win.norms is not None,
+                    state.scratch)  # fmt: skip
+    norms = None if win.norms is None else flat(win.norms)
+    sums.add(Window(flat(win.weights), 0, flat(win.rows), flat(win.keys), norms))
+    values, defined = sums.values()
+    names = tuple(values)
+    v = np.stack([values[n] for n in names]).reshape(len(names), n_layer, n_text, n_head)
+    ok = np.stack([defined[n] for n in names]).reshape(v.shape)
+    for b in range(n_text):
+        state.means.update(dict(zip(names, v[:, :, b])), dict(zip(names, ok[:, :, b])))
+    rows = win.rows.cpu().numpy()
+    maxw = win.weights.amax(-1).double().cpu().numpy().transpose(0, 2, 1, 3).reshape(n_layer, n_head, -1)
+    state.histogram.update(maxw, rows.reshape(n_layer, -1))
+    keys = RowKeys(win.weights.reshape(-1, width), s.example_keys,
+                   lambda y, h, c: ((y * n_text + c // width) * n_head + h) * width + c % width,
+                   np.repeat(lengths, width))  # fmt: skip
+    columns = (np.repeat(np.asarray(text_ids, np.int64), width), np.tile(np.arange(width), n_text))
+    state.examples.update_columns(keys, rows.reshape(n_layer, -1), columns, maxw)
+    if s.distances:
+        sample = pad([sampled_rows(s.seed, t, int(n), s.distance_rows) for t, n in zip(text_ids, lengths)])
+        at = torch.nonzero(win.rows.all(0) & torch.as_tensor(sample, device=dev), as_tuple=True)
+        state.divergence.add(win.weights[:, at[0], :, at[1]].permute(1, 2, 0, 3).flatten(0, 1), cells)
+    n_rows = sums.rows.reshape(n_layer, n_text).amax(0).cpu().numpy()
+    for b, t in enumerate(text_ids):
+        drawer = lambda b=b, t=t: drawn(batched, b, t, s.seed, s.qk_per_text)  # noqa: E731
+        state.qk.update(t, int(lengths[b]), drawer=drawer)
+        state.counts["texts"] += 1
+        state.counts["tokens"] += int(lengths[b])
+        state.counts["rows"] += int(n_rows[b])
+        state.counts["cut"] += int(enc[b].n_dropped > 0)
+        state.counts["dropped_tokens"] += int(enc[b].n_dropped)

@@ -1,0 +1,64 @@
+"""Texts read a batch a forward (right-padded, one window of every text's whole rows) give the profile of one text a
+forward: every statistic, the histogram, the examples with their keys, the seeded head distances and query-key sample;
+padding enters nothing, whatever side the tokenizer pads on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.corpus import profile
+from attnviz.corpus.batch import capture, plan
+from attnviz.hf.encode import encode
+
+TEXTS = ["the cat sat on the mat .", "hello world", "a dog ran away , the dog was tired .", "the mat the mat the mat",
+         "it was the cat .", "because it was tired the cat ran away , and the dog sat .", "a cat , a dog ."]  # fmt: skip
+SETTINGS = dict(shard_size=5, top=4, per_interval=2, distance_rows=3, qk_samples=24, qk_per_text=4, qk_dtype="float32")
+
+
+def assert_equal_profiles(a, b):
+    assert sorted(a.stats) == sorted(b.stats)
+    for name in a.stats:
+        np.testing.assert_allclose(b.stats[name], a.stats[name], atol=1e-6, err_msg=name)
+    np.testing.assert_array_equal(b.histogram, a.histogram)
+    np.testing.assert_allclose(b.divergence, a.divergence, atol=1e-7)
+    where = lambda e: (e["layer"], e["head"], e["kind"], e["order"], e["text_id"], e["query"], e["keys"])  # noqa: E731
+    assert [where(e) for e in b.examples] == [where(e) for e in a.examples] and a.texts == b.texts
+    weights = lambda p: np.array([[e["max_weight"], *e["key_weights"]] for e in p.examples if len(e["keys"]) == 8])  # noqa: E731
+    np.testing.assert_allclose(weights(b), weights(a), atol=1e-6)
+    assert b.provenance["counts"] == a.provenance["counts"]
+    assert b.qk.tokens == a.qk.tokens and len(a.qk.tokens) == 24
+    for layer in range(a.n_layer):
+        for x, y in zip(a.qk.vectors(layer, 0), b.qk.vectors(layer, 0)):
+            np.testing.assert_allclose(y, x, atol=1e-5)
+        np.testing.assert_array_equal(b.qk.mask(layer), a.qk.mask(layer))
+
+
+@pytest.mark.parametrize("family", ["tiny_bert", "tiny_gpt2", "tiny_llama"])
+def test_batches_give_the_profile_of_one_text_a_forward(family, request):
+    loaded = request.getfixturevalue(family)
+    encoded = [encode(loaded.tokenizer, t, None, 128) for t in TEXTS[:5]]
+    assert len({len(e.ids) for e in encoded}) > 2 and capture(loaded, encoded) is not None  # padded, one window
+    one = profile(loaded, TEXTS, batch=1, **SETTINGS)
+    assert_equal_profiles(one, profile(loaded, TEXTS, batch=8, **SETTINGS))
+    assert one.provenance["settings"]["batch"] == 1
+
+
+def test_a_decoder_whose_tokenizer_pads_on_the_left(tiny_gpt2):
+    """The batch pads on the right whatever the tokenizer's side, so every real token keeps its position."""
+    one = profile(tiny_gpt2, TEXTS, batch=1, **SETTINGS)
+    side = tiny_gpt2.tokenizer.padding_side
+    tiny_gpt2.tokenizer.padding_side = "left"
+    try:
+        assert_equal_profiles(one, profile(tiny_gpt2, TEXTS, batch=3, batch_tokens=40, **SETTINGS))
+    finally:
+        tiny_gpt2.tokenizer.padding_side = side
+
+
+def test_batches_group_texts_of_similar_length_within_their_bounds():
+    lengths, ids = np.array([5, 30, 6, 29, 7, 400, 5]), [10, 11, 12, 13, 14, 15, 16]
+    got = plan(lengths, ids, most=3, tokens=64, cells=72 * 40 * 40 * 3, per_cell=72)
+    assert got == [[0, 2, 6], [4], [1, 3], [5]]  # by length, each batch in id order; 7 and 29 apart (the padding)
+    for g in got:
+        n = max(lengths[g])
+        assert len(g) == 1 or (len(g) <= 3 and len(g) * n <= min(64, 1.5 * sum(lengths[g])))
