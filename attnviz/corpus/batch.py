@@ -51,6 +51,7 @@ class Batched:
     fill: list = field(default_factory=list)
     allowed: list = field(default_factory=list)
     norms: list = field(default_factory=list)
+    stacked: tuple | None = None  # q, k and masks of every layer stacked, made for the query-key sample (`drawn`)
 
     @property
     def n_layer(self) -> int:
@@ -185,18 +186,23 @@ def plan(lengths: np.ndarray, ids: list, most: int, tokens: int, cells: int, per
     return [sorted(g, key=lambda i: ids[i]) for g in out]
 
 
-def drawn(batched: Batched, b: int, text_id: int, seed: int, per_text: int) -> Drawn:
-    """Text b's sampled tokens for the query-key sample, as `qk_sample.draw` takes them from its own trace (a plain
-    batch has no position bias, softcap or sinks: no layer notes)."""
+def drawn(batched: Batched, b: int, text_id: int, seed: int, per_text: int, dtype: str) -> Drawn:
+    """Text b's sampled tokens for the query-key sample, as `qk_sample.draw` takes them from its own trace and
+    `Drawn.stored(dtype)` keeps them (a plain batch has no position bias, softcap or sinks: no layer notes)."""
     n, enc = int(batched.lengths[b]), batched.encoded[b]
     pos = eligible(seed, text_id, n, per_text)
-    at = torch.as_tensor(pos, device=batched.q[0].device)
-    q = [x[b][:, at].float().cpu().numpy() for x in batched.q]
-    k = [x[b][:, at].float().cpu().numpy() for x in batched.k]
-    masks = [np.ones((len(pos), len(pos)), bool) if a is None else batched.mask(y, b)[np.ix_(pos, pos)]
-             for y, a in enumerate(batched.allowed)]  # fmt: skip
+    if batched.stacked is None:  # every layer at once: [layer, text, head, T, d], [layer, text, T, T]
+        masks = [a if a is not None else torch.ones_like(batched.allowed[0]) for a in batched.allowed]
+        batched.stacked = (torch.stack(batched.q), torch.stack(batched.k), torch.stack(masks).cpu().numpy())
+    q, k, allowed = batched.stacked
+    at = torch.as_tensor(pos, device=q.device)
+    q, k = q[:, b][:, :, at].float(), k[:, b][:, :, at].float()
+    big = max(float(q.abs().max()), float(k.abs().max())) > float(np.finfo(np.float16).max)
+    cast = np.float32 if big else np.dtype(dtype)
+    q, k = q.cpu().numpy().astype(cast), k.cpu().numpy().astype(cast)
+    masks = list(allowed[:, b][:, pos][:, :, pos])
     tokens = [token_entry(enc.tokens, text_id, int(p)) for p in pos]
-    return Drawn(q, k, masks, tokens, list(batched.scale), [[] for _ in batched.q])
+    return Drawn(list(q), list(k), masks, tokens, list(batched.scale), [[] for _ in batched.q])
 
 
 def observe(state, batched: Batched, text_ids: list, specials, cells: int) -> None:
@@ -216,10 +222,8 @@ def observe(state, batched: Batched, text_ids: list, specials, cells: int) -> No
     sums.add(Window(flat(win.weights), 0, flat(win.rows), flat(win.keys), norms))
     values, defined = sums.values()
     names = tuple(values)
-    v = np.stack([values[n] for n in names]).reshape(len(names), n_layer, n_text, n_head)
-    ok = np.stack([defined[n] for n in names]).reshape(v.shape)
-    for b in range(n_text):
-        state.means.update(dict(zip(names, v[:, :, b])), dict(zip(names, ok[:, :, b])))
+    per_text = lambda d: np.stack([d[n] for n in names]).reshape(-1, n_layer, n_text, n_head).transpose(0, 2, 1, 3)  # noqa: E731
+    state.means.update_texts(names, per_text(values), per_text(defined))
     rows = win.rows.cpu().numpy()
     maxw = win.weights.amax(-1).double().cpu().numpy().transpose(0, 2, 1, 3).reshape(n_layer, n_head, -1)
     state.histogram.update(maxw, rows.reshape(n_layer, -1))
@@ -234,7 +238,7 @@ def observe(state, batched: Batched, text_ids: list, specials, cells: int) -> No
         state.divergence.add(win.weights[:, at[0], :, at[1]].permute(1, 2, 0, 3).flatten(0, 1), cells)
     n_rows = sums.rows.reshape(n_layer, n_text).amax(0).cpu().numpy()
     for b, t in enumerate(text_ids):
-        drawer = lambda b=b, t=t: drawn(batched, b, t, s.seed, s.qk_per_text)  # noqa: E731
+        drawer = lambda b=b, t=t: drawn(batched, b, t, s.seed, s.qk_per_text, s.qk_dtype)  # noqa: E731
         state.qk.update(t, int(lengths[b]), drawer=drawer)
         state.counts["texts"] += 1
         state.counts["tokens"] += int(lengths[b])

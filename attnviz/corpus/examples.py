@@ -210,20 +210,23 @@ class Examples:
         top weight, keys and their weights."""
         out = []
         for kind, kept in (("strongest", self.strongest), ("interval", self.drawn)):
-            for idx in zip(*np.nonzero(kept.text != EMPTY_TEXT)):
-                layer, head = int(idx[0]), int(idx[1])
-                label = kind if kind == "strongest" else f"interval {int(idx[2])}"
+            idx = np.nonzero(kept.text != EMPTY_TEXT)
+            fields = [a.tolist() for a in (*idx, kept.text[idx], kept.query[idx], kept.maxw[idx].astype(np.float64))]
+            keys, kw = kept.keys[idx].tolist(), kept.kw[idx].astype(np.float64).tolist()
+            for i, (layer, head, *rest) in enumerate(zip(*fields)):
+                *where, order, text, query, maxw = rest
+                label = kind if kind == "strongest" else f"interval {where[0]}"
                 out.append(
                     {
                         "layer": layer,
                         "head": head,
                         "kind": label,
-                        "order": int(idx[-1]),
-                        "text_id": int(kept.text[idx]),
-                        "query": int(kept.query[idx]),
-                        "max_weight": float(kept.maxw[idx]),
-                        "keys": [int(x) for x in kept.keys[idx] if x >= 0],
-                        "key_weights": [float(w) for x, w in zip(kept.keys[idx], kept.kw[idx]) if x >= 0],
+                        "order": order,
+                        "text_id": text,
+                        "query": query,
+                        "max_weight": maxw,
+                        "keys": [x for x in keys[i] if x >= 0],
+                        "key_weights": [w for x, w in zip(keys[i], kw[i]) if x >= 0],
                     }
                 )
         return out

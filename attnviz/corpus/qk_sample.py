@@ -69,6 +69,8 @@ class Drawn:
 
     def stored(self, dtype: str) -> Drawn:
         """In `dtype`, or float32 where a value is past float16's range (65,504)."""
+        if all(a.dtype == np.dtype(dtype) for a in (*self.q, *self.k)):
+            return self  # stored already (a float16 value is within its range)
         big = max(float(np.abs(a).max()) for a in (*self.q, *self.k)) > float(np.finfo(np.float16).max)
         cast = np.float32 if big else np.dtype(dtype)
         q, k = [a.astype(cast) for a in self.q], [a.astype(cast) for a in self.k]

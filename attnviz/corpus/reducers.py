@@ -57,6 +57,18 @@ class Means:
             merged = self.merge(Means(dict(zip(names, v)), dict(zip(names, ok.astype(np.int64)))))
             self.names, self._sums, self._counts = merged.names, merged._sums, merged._counts
 
+    def update_texts(self, names: tuple, values: np.ndarray, defined: np.ndarray) -> None:
+        """values, defined [statistic, text, layer, head] of several texts, added text after text (as `update` would
+        add them one by one: the same sums in the same order)."""
+        if self._sums is None or names != self.names:
+            for b in range(values.shape[1]):
+                self.update(dict(zip(names, values[:, b])), dict(zip(names, defined[:, b])))
+            return
+        v = np.where(defined, values, 0.0)
+        for b in range(values.shape[1]):
+            self._sums += v[:, b]
+            self._counts += defined[:, b]
+
     def merge(self, other: Means) -> Means:
         names = sorted(set(self.sums) | set(other.sums))
         return Means(

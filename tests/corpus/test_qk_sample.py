@@ -62,7 +62,8 @@ def test_shards_merge_to_one_pass_and_a_rerun_traces_its_chosen_texts_again(tiny
             for a, b, c in zip(
                 sharded.qk.vectors(layer, head), reread.qk.vectors(layer, head), one.vectors(layer, head)
             ):
-                np.testing.assert_array_equal(a, c)
+                # other shards read other batches (attnviz.corpus.batch): the same q and k up to float rounding
+                np.testing.assert_allclose(a, c, rtol=1e-6, atol=1e-7)
                 np.testing.assert_allclose(b, c, rtol=1e-6, atol=1e-7)
 
 
