@@ -28,13 +28,16 @@ from ..hf.probe import model_inputs
 from ..hf.recorder import CaptureRefused, Recorder
 from ..trace import output_norms
 from .examples import RowKeys
-from .qk_sample import Drawn, eligible, token_entry
-from .reducers import sampled_rows
+from .qk_sample import Drawn, eligible_of, text_priorities, token_entry
+from .reducers import sampled_rows_of
 from .rows import TextSums, Window
 
 #: A batch holds at most this many padded tokens per token of its texts: texts are sorted by length, so this cuts a
 #: batch only where the lengths jump (a short text padded to a long one's length would cost the long one's forward).
 PADDING = 1.5
+#: The statistics read a batch in runs of texts whose window holds at most this many cells per cell of their own: the
+#: forward's cost grows with the padded tokens, the statistics' with the padded cells (the square of the length).
+CELL_WASTE = 1.6
 
 
 @dataclass
@@ -51,16 +54,40 @@ class Batched:
     fill: list = field(default_factory=list)
     allowed: list = field(default_factory=list)
     norms: list = field(default_factory=list)
-    stacked: tuple | None = None  # q, k and masks of every layer stacked, made for the query-key sample (`drawn`)
 
     @property
     def n_layer(self) -> int:
         return len(self.q)
 
-    def mask(self, layer: int, b: int) -> np.ndarray:
-        """bool [n, n]: text b's own mask at `layer` (its tokens alone)."""
-        n = int(self.lengths[b])
-        return self.allowed[layer][b, :n, :n].cpu().numpy()
+    def subset(self, texts: list) -> Batched:
+        """The texts at positions `texts` alone, padded only to the longest of them."""
+        n = int(self.lengths[texts].max())
+        at = torch.as_tensor(texts, device=self.q[0].device)
+        cut = lambda xs, *keep: [None if x is None else x[at][(slice(None), *keep)] for x in xs]  # noqa: E731
+        return Batched(
+            [self.encoded[i] for i in texts],
+            self.lengths[texts],
+            cut(self.q, slice(None), slice(0, n)),
+            cut(self.k, slice(None), slice(0, n)),
+            self.scale,
+            self.fill,
+            cut(self.allowed, slice(0, n), slice(0, n)),
+            cut(self.norms, slice(None), slice(0, n)),
+        )
+
+
+def chunks(lengths: np.ndarray, waste: float = CELL_WASTE) -> list[list[int]]:
+    """Positions into `lengths`, sorted by length, in runs whose window (texts x the longest's square) holds at most
+    `waste` times their own cells; each run in position order."""
+    out, run, own = [], [], 0
+    for i in np.argsort(lengths, kind="stable"):
+        n = int(lengths[i])
+        if run and (len(run) + 1) * n * n > waste * (own + n * n):
+            out.append(sorted(run))
+            run, own = [], 0
+        run.append(int(i))
+        own += n * n
+    return out + [sorted(run)] if run else out
 
 
 class BatchRecorder(Recorder):
@@ -186,29 +213,47 @@ def plan(lengths: np.ndarray, ids: list, most: int, tokens: int, cells: int, per
     return [sorted(g, key=lambda i: ids[i]) for g in out]
 
 
-def drawn(batched: Batched, b: int, text_id: int, seed: int, per_text: int, dtype: str) -> Drawn:
-    """Text b's sampled tokens for the query-key sample, as `qk_sample.draw` takes them from its own trace and
-    `Drawn.stored(dtype)` keeps them (a plain batch has no position bias, softcap or sinks: no layer notes)."""
-    n, enc = int(batched.lengths[b]), batched.encoded[b]
-    pos = eligible(seed, text_id, n, per_text)
-    if batched.stacked is None:  # every layer at once: [layer, text, head, T, d], [layer, text, T, T]
-        masks = [a if a is not None else torch.ones_like(batched.allowed[0]) for a in batched.allowed]
-        batched.stacked = (torch.stack(batched.q), torch.stack(batched.k), torch.stack(masks).cpu().numpy())
-    q, k, allowed = batched.stacked
-    at = torch.as_tensor(pos, device=q.device)
-    q, k = q[:, b][:, :, at].float(), k[:, b][:, :, at].float()
-    big = max(float(q.abs().max()), float(k.abs().max())) > float(np.finfo(np.float16).max)
-    cast = np.float32 if big else np.dtype(dtype)
-    q, k = q.cpu().numpy().astype(cast), k.cpu().numpy().astype(cast)
-    masks = list(allowed[:, b][:, pos][:, :, pos])
-    tokens = [token_entry(enc.tokens, text_id, int(p)) for p in pos]
-    return Drawn(list(q), list(k), masks, tokens, list(batched.scale), [[] for _ in batched.q])
+def drawn(batched: Batched, texts: dict, seed: int, per_text: int, dtype: str) -> dict:
+    """{text id: Drawn} of the batch's texts `texts` ({text id: its place in the batch}) for the query-key sample, as
+    `qk_sample.draw` takes them from a text's own trace and `Drawn.stored(dtype)` keeps them (float32 for a text with a
+    value past float16's range); every text's tokens gathered at once. A plain batch has no position bias, softcap or
+    sinks: no layer notes."""
+    pos = dict(zip(texts, eligible_of(seed, list(texts), batched.lengths[list(texts.values())], per_text)))
+    at_b = np.concatenate([np.full(len(p), texts[t]) for t, p in pos.items()])
+    at_q = np.concatenate(list(pos.values()))
+    dev = batched.q[0].device
+    index = (torch.as_tensor(at_b, device=dev), torch.as_tensor(at_q, device=dev))
+    q = torch.stack([x[index[0], :, index[1]] for x in batched.q]).float()  # [layer, token, head, d]
+    k = torch.stack([x[index[0], :, index[1]] for x in batched.k]).float()
+    q, k = q.transpose(1, 2), k.transpose(1, 2)  # [layer, head, token, d]
+    stored = tuple(a.to(getattr(torch, dtype)).cpu().numpy() for a in (q, k))  # torch rounds as numpy, faster
+    q, k = q.cpu().numpy(), k.cpu().numpy()
+    allowed = np.stack([np.ones(batched.q[0].shape[:1] + (width,) * 2, bool) if a is None else a.cpu().numpy()
+                        for a, width in zip(batched.allowed, [batched.q[0].shape[2]] * batched.n_layer)])  # fmt: skip
+    starts = np.cumsum([0] + [len(p) for p in pos.values()])[:-1]
+    largest = np.maximum.reduceat(np.maximum(np.abs(q).max((0, 1, 3)), np.abs(k).max((0, 1, 3))), starts)
+    out, start, most = {}, 0, float(np.finfo(np.float16).max)
+    for (t, p), big in zip(pos.items(), largest > most):
+        part = slice(start, start + len(p))
+        qt, kt = (a[:, :, part] for a in ((q, k) if big else stored))
+        tokens = batched.encoded[texts[t]].tokens
+        out[t] = Drawn(list(qt), list(kt), list(allowed[:, texts[t], p[:, None], p]),
+                       [token_entry(tokens, t, int(x)) for x in p], list(batched.scale), [[] for _ in batched.q])  # fmt: skip
+        start += len(p)
+    return out
 
 
 def observe(state, batched: Batched, text_ids: list, specials, cells: int) -> None:
-    """Add texts read together to a ProfileState (attnviz.corpus.state): every reducer takes the batch's one window
-    [layer, text, head, query, key] at once, and each text's statistics are its own (its rows, its keys; padding is
-    neither), added to the means text after text in the order given; `specials`: special_tokens_of the tokenizer."""
+    """Add texts read together to a ProfileState (attnviz.corpus.state): every reducer takes a window [layer, text,
+    head, query, key] of a run of them at once (`chunks`: texts of similar length), and each text's statistics are its
+    own (its rows, its keys; padding is neither), added to the means text after text in the order given; `specials`:
+    special_tokens_of the tokenizer."""
+    for run in chunks(batched.lengths):
+        observe_run(state, batched.subset(run), [text_ids[i] for i in run], specials, cells)
+
+
+def observe_run(state, batched: Batched, text_ids: list, specials, cells: int) -> None:
+    """`observe` of texts whose one window is read at once."""
     s, win = state.settings, window(batched, state.scratch)
     n_layer, n_text, n_head, width = win.weights.shape[:4]
     lengths, enc = batched.lengths, batched.encoded
@@ -233,13 +278,18 @@ def observe(state, batched: Batched, text_ids: list, specials, cells: int) -> No
     columns = (np.repeat(np.asarray(text_ids, np.int64), width), np.tile(np.arange(width), n_text))
     state.examples.update_columns(keys, rows.reshape(n_layer, -1), columns, maxw)
     if s.distances:
-        sample = pad([sampled_rows(s.seed, t, int(n), s.distance_rows) for t, n in zip(text_ids, lengths)])
+        sample = pad(sampled_rows_of(s.seed, text_ids, lengths, s.distance_rows))
         at = torch.nonzero(win.rows.all(0) & torch.as_tensor(sample, device=dev), as_tuple=True)
         state.divergence.add(win.weights[:, at[0], :, at[1]].permute(1, 2, 0, 3).flatten(0, 1), cells)
     n_rows = sums.rows.reshape(n_layer, n_text).amax(0).cpu().numpy()
-    for b, t in enumerate(text_ids):
-        drawer = lambda b=b, t=t: drawn(batched, b, t, s.seed, s.qk_per_text, s.qk_dtype)  # noqa: E731
-        state.qk.update(t, int(lengths[b]), drawer=drawer)
+    for b, (t, prio) in enumerate(zip(text_ids, text_priorities(s.seed, text_ids))):
+        state.qk.update(t, int(lengths[b]), prio=float(prio))
+    wanted = state.qk.wanted(text_ids)
+    if wanted:
+        place = {t: b for b, t in enumerate(text_ids)}
+        for t, d in drawn(batched, {t: place[t] for t in wanted}, s.seed, s.qk_per_text, s.qk_dtype).items():
+            state.qk.hold(t, d)
+    for b in range(n_text):
         state.counts["texts"] += 1
         state.counts["tokens"] += int(lengths[b])
         state.counts["rows"] += int(n_rows[b])

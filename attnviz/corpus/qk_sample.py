@@ -28,7 +28,7 @@ from ..analysis.geometry import layer_notes
 from ..checks.objects import PROFILE_SETTINGS
 from ..errors import InputError
 from ..trace import AttentionTrace
-from .reducers import priorities
+from .reducers import priorities_at
 
 TEXT_SALT, POSITION_SALT = 0x51C7E47, 0x9051710  # these draws apart from the examples' (same seed)
 MAX_SAMPLES = PROFILE_SETTINGS["qk_samples"][1]  # tokens: 10,000 points, half of what PCA draws on the page
@@ -38,13 +38,28 @@ CONTEXT = 4  # tokens kept either side of a sampled token, for its hover
 
 
 def text_priority(seed: int, text: int) -> float:
-    return float(priorities(seed ^ TEXT_SALT, text, (1, 1, 1), 0)[0, 0, 0])
+    return float(text_priorities(seed, [text])[0])
+
+
+def text_priorities(seed: int, texts) -> np.ndarray:
+    """`text_priority` of several texts at once."""
+    texts = np.asarray(texts, np.int64)
+    return priorities_at(seed ^ TEXT_SALT, texts, np.zeros(len(texts), np.int64), 1, 1)[0, 0]
 
 
 def eligible(seed: int, text: int, n_tokens: int, per_text: int) -> np.ndarray:
     """A text's at most `per_text` sampled positions, in the order of their seeded priority (the first n are taken)."""
-    prio = priorities(seed ^ POSITION_SALT, text, (1, 1, n_tokens), 0)[0, 0]
-    return np.lexsort((np.arange(n_tokens), prio))[: min(per_text, n_tokens)]
+    return eligible_of(seed, [text], [n_tokens], per_text)[0]
+
+
+def eligible_of(seed: int, texts, lengths, per_text: int) -> list[np.ndarray]:
+    """`eligible` of several texts at once (their priorities drawn together)."""
+    lengths = np.asarray(lengths, np.int64)
+    starts = np.cumsum(lengths) - lengths
+    group, query = np.repeat(np.arange(len(lengths)), lengths), np.arange(lengths.sum()) - np.repeat(starts, lengths)
+    prio = priorities_at(seed ^ POSITION_SALT, np.repeat(np.asarray(texts, np.int64), lengths), query, 1, 1)[0, 0]
+    order = np.lexsort((query, prio, group))  # by text, then priority, ties by position
+    return [query[order[a : a + min(per_text, n)]] for a, n in zip(starts, lengths)]
 
 
 def check_settings(samples: int, per_text: int, dtype: str) -> None:
@@ -139,18 +154,27 @@ class Choice:
     def _full(self) -> bool:
         return int(self.count.sum()) >= self.samples
 
-    def update(self, text: int, n_tokens: int, trace: AttentionTrace | None = None, drawer=None) -> None:
-        """Offer a text of n_tokens; its trace, when given, gives the vectors if the text is chosen."""
+    def update(self, text: int, n_tokens: int, trace: AttentionTrace | None = None, prio: float | None = None) -> None:
+        """Offer a text of n_tokens; its trace, when given, gives the vectors if the text is chosen (texts read
+        together are offered without one, and those still chosen after them are given theirs by `hold`)."""
         if not self.samples or n_tokens <= 0:
             return
-        prio = text_priority(self.seed, text)
+        prio = text_priority(self.seed, text) if prio is None else prio  # given: drawn with others (text_priorities)
         if self._full() and (prio, text) > (self.prio[-1], self.text[-1]):
             return  # comes after every kept text, which already give enough tokens: never chosen
         self._keep(np.r_[self.prio, prio], np.r_[self.text, text], np.r_[self.count, min(self.per_text, n_tokens)])
-        if (trace is not None or drawer is not None) and text in set(self.text.tolist()):
-            drawn = draw(trace, text, self.seed, self.per_text) if drawer is None else drawer()
-            if isinstance(drawn, Drawn):
-                self.held[int(text)] = drawn.stored(self.dtype)
+        if trace is not None and text in set(self.text.tolist()):
+            self.hold(text, draw(trace, text, self.seed, self.per_text))
+
+    def wanted(self, texts) -> list:
+        """Those of `texts` that are chosen now and whose vectors are not held."""
+        kept = set(self.text.tolist())
+        return [t for t in texts if t in kept and t not in self.held]
+
+    def hold(self, text: int, drawn: Drawn | str) -> None:
+        """Keep a chosen text's drawn tokens (a str: its trace has none)."""
+        if isinstance(drawn, Drawn):
+            self.held[int(text)] = drawn.stored(self.dtype)
 
     def _keep(self, prio, text, count) -> None:
         """The entries whose tokens are still needed: fewer than `samples` tokens come before them."""

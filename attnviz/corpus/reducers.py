@@ -176,12 +176,29 @@ def sampled_rows(seed: int, text: int, n: int, k: int) -> np.ndarray:
     """bool [n]: the k queries of a text (all when k is 0 or at least n) that head distances are averaged over, the k
     with the smallest seeded priority (drawn apart from the examples' priorities), so a sample does not depend on
     order, shards or workers either."""
-    if k <= 0 or k >= n:
-        return np.ones(n, bool)
-    prio = priorities(seed ^ 0x5EED, text, (1, 1, n), 0)[0, 0]
-    keep = np.zeros(n, bool)
-    keep[np.argsort(prio, kind="stable")[:k]] = True
-    return keep
+    return sampled_rows_of(seed, [text], [n], k)[0]
+
+
+def sampled_rows_of(seed: int, texts, lengths, k: int) -> list[np.ndarray]:
+    """`sampled_rows` of several texts at once (their priorities drawn together)."""
+    lengths = np.asarray(lengths, np.int64)
+    if k <= 0:
+        return [np.ones(n, bool) for n in lengths]
+    group, query = (
+        np.repeat(np.arange(len(lengths)), lengths),
+        np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths),
+    )
+    prio = priorities_at(seed ^ 0x5EED, np.repeat(np.asarray(texts, np.int64), lengths), query, 1, 1)[0, 0]
+    return np.split(ranked(group, prio, query) < k, np.cumsum(lengths)[:-1])
+
+
+def ranked(group: np.ndarray, prio: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each cell's place within its group when the group is sorted by priority, ties by query (a stable sort)."""
+    order = np.lexsort((query, prio, group))
+    sizes = np.bincount(group, minlength=int(group.max()) + 1 if len(group) else 0)
+    place = np.empty(len(group), np.int64)
+    place[order] = np.arange(len(group)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return place
 
 
 def priorities(seed: int, text: int, shape: tuple, start: int) -> np.ndarray:
@@ -197,16 +214,16 @@ def priorities_at(seed: int, texts: np.ndarray, queries: np.ndarray, n_layer: in
     layer = np.arange(n_layer, dtype=np.uint64)[:, None, None]
     head = np.arange(n_head, dtype=np.uint64)[None, :, None]
     query = np.asarray(queries).astype(np.uint64)[None, None, :]
-    with np.errstate(over="ignore"):  # products wrap modulo 2^64, as the mix means them to
-        base = np.uint64((int(seed) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) ^ (
-            np.asarray(texts).astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
-        )
-        x = (
-            base[None, None, :]
-            ^ layer * np.uint64(0x94D049BB133111EB)
-            ^ head * np.uint64(0xD6E8FEB86659FD93)
-            ^ query * np.uint64(0xA0761D64)
-        )
-        for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, 1)):
-            x = (x ^ (x >> np.uint64(shift))) * np.uint64(mult)
+    # array products wrap modulo 2^64 (as the mix means them to) without a warning
+    base = np.uint64((int(seed) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) ^ (
+        np.asarray(texts).astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+    )
+    x = (
+        base[None, None, :]
+        ^ layer * np.uint64(0x94D049BB133111EB)
+        ^ head * np.uint64(0xD6E8FEB86659FD93)
+        ^ query * np.uint64(0xA0761D64)
+    )
+    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, 1)):
+        x = (x ^ (x >> np.uint64(shift))) * np.uint64(mult)
     return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
