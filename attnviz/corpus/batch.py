@@ -15,7 +15,7 @@ else is read one text a forward (`capture` returns None), as it was before batch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -42,28 +42,24 @@ CELL_WASTE = 1.6
 
 @dataclass
 class Batched:
-    """What one forward of a few texts recorded: per layer q [text, head, T, d], k [text, kv_head, T, d], its scale,
-    fill, allowed [text, T, T] bool and value norms [text, head, T] (None without values); `lengths` [text]: each
-    text's tokens (the rest of T is padding)."""
+    """What one forward of a few texts recorded, every layer stacked: q [layer, text, head, T, d], k [layer, text,
+    kv_head, T, d], each layer's scale and fill, allowed [layer, text, T, T] bool and value norms [layer, text, head,
+    T] (None without values); `lengths` [text]: each text's tokens (the rest of T is padding)."""
 
     encoded: list
     lengths: np.ndarray
-    q: list = field(default_factory=list)
-    k: list = field(default_factory=list)
-    scale: list = field(default_factory=list)
-    fill: list = field(default_factory=list)
-    allowed: list = field(default_factory=list)
-    norms: list = field(default_factory=list)
-
-    @property
-    def n_layer(self) -> int:
-        return len(self.q)
+    q: torch.Tensor
+    k: torch.Tensor
+    scale: list
+    fill: list
+    allowed: torch.Tensor
+    norms: torch.Tensor | None
 
     def subset(self, texts: list) -> Batched:
         """The texts at positions `texts` alone, padded only to the longest of them."""
         n = int(self.lengths[texts].max())
-        at = torch.as_tensor(texts, device=self.q[0].device)
-        cut = lambda xs, *keep: [None if x is None else x[at][(slice(None), *keep)] for x in xs]  # noqa: E731
+        at = torch.as_tensor(texts, device=self.q.device)
+        cut = lambda x, *keep: None if x is None else x[:, at][(slice(None), slice(None), *keep)]  # noqa: E731
         return Batched(
             [self.encoded[i] for i in texts],
             self.lengths[texts],
@@ -95,31 +91,44 @@ class BatchRecorder(Recorder):
     SDPA kernel with the model's own mask (no mask structure is recognised, so no fused kernel that would assume one),
     and any attention the window cannot compute alike (a bias, softcap or sinks) marks the batch as not plain."""
 
-    def __init__(self, batched: Batched, **kw):
+    def __init__(self, **kw):
         super().__init__(**kw)
-        self.batched, self.plain, self.allowed = batched, True, None
+        self.plain, self.allowed, self.kept = True, None, {n: [] for n in ("q", "k", "scale", "fill", "mask", "norms")}
 
     def structure(self, allowed, query, key):
         self.allowed = allowed
         return None
 
     def keep(self, module, query, key, scale, allowed, fill, extra, scale_on="scores", norms=None, value=None, *_):
-        b = self.batched
         if any(extra[x] is not None for x in ("bias", "softcap", "sinks")):
             self.plain = False
-        shape = (query.shape[0], query.shape[-2], key.shape[-2])
-        mask = None if self.allowed is None else self.allowed.expand(shape[0], 1, *shape[1:])[:, 0]
-        b.q.append(query), b.k.append(key), b.scale.append(float(scale)), b.fill.append(float(fill))
-        b.allowed.append(mask)
+        shape, kept = (query.shape[0], query.shape[-2], key.shape[-2]), self.kept
+        kept["mask"].append(None if self.allowed is None else self.allowed.expand(shape[0], 1, *shape[1:])[:, 0])
+        kept["q"].append(query), kept["k"].append(key), kept["scale"].append(float(scale))
+        kept["fill"].append(float(fill))
         proj = self.outputs.get(module)
         if value is None or proj is None or self.values_left_out is not None:
-            b.norms.append(None)
+            kept["norms"].append(None)
         else:  # output_norms.table per text: texts and keys side by side as one row of keys per key/value head
             n_head, v = query.shape[1], value.transpose(0, 1).flatten(1, 2)
             written = output_norms.table(v, proj.r_factors(n_head, value.device))
-            b.norms.append(written.unflatten(1, (shape[0], -1)).transpose(0, 1))
+            kept["norms"].append(written.unflatten(1, (shape[0], -1)).transpose(0, 1))
         self.layers.append(len(self.layers))
         self.modules.append(module)
+
+    def batched(self, encoded: list, lengths: np.ndarray) -> Batched | None:
+        """The layers stacked; None where they cannot be (a layer unlike the others, or no mask where pads are)."""
+        kept = self.kept
+        shapes = {(tuple(q.shape), tuple(k.shape)) for q, k in zip(kept["q"], kept["k"])}
+        unmasked = any(m is None for m in kept["mask"]) and lengths.min() < lengths.max()  # a pad would be seen
+        if not self.plain or unmasked or len(shapes) != 1 or len({n is None for n in kept["norms"]}) != 1:
+            return None
+        q = kept["q"][0]
+        every = torch.ones(q.shape[0], q.shape[2], q.shape[2], dtype=torch.bool, device=q.device)
+        masks = torch.stack([every if m is None else m for m in kept["mask"]])
+        norms = None if kept["norms"][0] is None else torch.stack(kept["norms"])
+        stack = torch.stack
+        return Batched(encoded, lengths, stack(kept["q"]), stack(kept["k"]), kept["scale"], kept["fill"], masks, norms)
 
 
 def capture(loaded, encoded: list[Encoded]) -> Batched | None:
@@ -129,16 +138,12 @@ def capture(loaded, encoded: list[Encoded]) -> Batched | None:
     if loaded.route != "seam" or len(left_out) > 1:
         return None
     inputs = padded(loaded.tokenizer, encoded, int(lengths.max()))
-    batched = Batched(encoded, lengths)
-    rec = BatchRecorder(batched, pad_keys=None, outputs=loaded.outputs, values_left_out=left_out.pop())
+    rec = BatchRecorder(pad_keys=None, outputs=loaded.outputs, values_left_out=left_out.pop())
     try:
         passes.forward(loaded.model, model_inputs(loaded, inputs), rec)
     except CaptureRefused:
         return None
-    unmasked = any(a is None for a in batched.allowed) and lengths.min() < lengths.max()  # a pad would be seen
-    if not rec.plain or unmasked or batched.n_layer != loaded.n_layer or len({x is None for x in batched.norms}) > 1:
-        return None
-    return batched
+    return rec.batched(encoded, lengths) if len(rec.layers) == loaded.n_layer else None
 
 
 def padded(tokenizer, encoded: list[Encoded], width: int) -> dict:
@@ -171,23 +176,25 @@ class BatchWindow:
 
 
 def window(batched: Batched, scratch) -> BatchWindow:
-    """The batch's window, its weights written into `scratch` memory (attnviz.corpus.rows.Scratch)."""
-    q0, n_layer, n_text, width = batched.q[0], batched.n_layer, len(batched.lengths), int(batched.lengths.max())
-    n_head, dev = q0.shape[1], q0.device
-    weights = scratch.get("batch", (n_layer, n_text, n_head, width, width), torch.float32, dev)
-    scores = scratch.get("batch_scores", (n_text, n_head, width, width), torch.float32, dev)
-    real = torch.as_tensor(np.arange(width)[None, :] < batched.lengths[:, None], device=dev)  # [text, T]
-    pairs = real[:, :, None] & real[:, None, :]
-    allowed = torch.stack([pairs if a is None else a & pairs for a in batched.allowed])  # [layer, text, T, T]
+    """The batch's window, its weights written into `scratch` memory (attnviz.corpus.rows.Scratch): every layer's
+    scores in one product where the layers share their scale and fill (else a layer at a time)."""
+    (n_layer, n_text, n_head, width, _), n_kv = batched.q.shape, batched.k.shape[2]
+    weights = scratch.get("batch", (n_layer, n_text, n_head, width, width), torch.float32, batched.q.device)
+    real = torch.as_tensor(np.arange(width)[None, :] < batched.lengths[:, None], device=batched.q.device)
+    allowed = batched.allowed & real[:, :, None] & real[:, None, :]  # [layer, text, T, T]: a text's own cells
+    layers = (
+        [slice(None)] if len({*zip(batched.scale, batched.fill)}) == 1 else [slice(y, y + 1) for y in range(n_layer)]
+    )
     with torch.inference_mode():
-        for y in range(n_layer):
-            q, k = batched.q[y].float(), batched.k[y].float()
-            n_kv = k.shape[1]  # a group of query heads shares its key head's product (repeat_kv's layout)
-            torch.matmul(q.unflatten(1, (n_kv, -1)).flatten(2, 3), k.mT, out=scores.view(n_text, n_kv, -1, width))
-            mask = allowed[y][:, None]
-            weights_from_scores(scores, batched.scale[y], mask, batched.fill[y], out=weights[y])
+        for at in layers:
+            q, k = batched.q[at].float(), batched.k[at].float()  # a group of query heads shares its key head's product
+            shape = (q.shape[0], n_text, n_head, width, width)
+            scores = scratch.get("batch_scores", shape, torch.float32, q.device)
+            torch.matmul(q.unflatten(2, (n_kv, -1)).flatten(3, 4), k.mT, out=scores.view(*shape[:2], n_kv, -1, width))
+            y = range(n_layer)[at][0]
+            weights_from_scores(scores, batched.scale[y], allowed[at, :, None], batched.fill[y], out=weights[at])
     seen = allowed.any(-2)  # [layer, text, T]: keys some query of the text may attend
-    norms = None if batched.norms[0] is None else torch.stack(batched.norms).float()
+    norms = None if batched.norms is None else batched.norms.float()
     return BatchWindow(weights, allowed.any(-1) & seen, seen, norms)
 
 
@@ -221,15 +228,14 @@ def drawn(batched: Batched, texts: dict, seed: int, per_text: int, dtype: str) -
     pos = dict(zip(texts, eligible_of(seed, list(texts), batched.lengths[list(texts.values())], per_text)))
     at_b = np.concatenate([np.full(len(p), texts[t]) for t, p in pos.items()])
     at_q = np.concatenate(list(pos.values()))
-    dev = batched.q[0].device
+    dev = batched.q.device
     index = (torch.as_tensor(at_b, device=dev), torch.as_tensor(at_q, device=dev))
-    q = torch.stack([x[index[0], :, index[1]] for x in batched.q]).float()  # [layer, token, head, d]
-    k = torch.stack([x[index[0], :, index[1]] for x in batched.k]).float()
-    q, k = q.transpose(1, 2), k.transpose(1, 2)  # [layer, head, token, d]
+    q = batched.q[:, index[0], :, index[1]].float()  # [token, layer, head, d]
+    k = batched.k[:, index[0], :, index[1]].float()
+    q, k = q.permute(1, 2, 0, 3), k.permute(1, 2, 0, 3)  # [layer, head, token, d]
     stored = tuple(a.to(getattr(torch, dtype)).cpu().numpy() for a in (q, k))  # torch rounds as numpy, faster
     q, k = q.cpu().numpy(), k.cpu().numpy()
-    allowed = np.stack([np.ones(batched.q[0].shape[:1] + (width,) * 2, bool) if a is None else a.cpu().numpy()
-                        for a, width in zip(batched.allowed, [batched.q[0].shape[2]] * batched.n_layer)])  # fmt: skip
+    allowed = batched.allowed.cpu().numpy()
     starts = np.cumsum([0] + [len(p) for p in pos.values()])[:-1]
     largest = np.maximum.reduceat(np.maximum(np.abs(q).max((0, 1, 3)), np.abs(k).max((0, 1, 3))), starts)
     out, start, most = {}, 0, float(np.finfo(np.float16).max)
@@ -238,7 +244,7 @@ def drawn(batched: Batched, texts: dict, seed: int, per_text: int, dtype: str) -
         qt, kt = (a[:, :, part] for a in ((q, k) if big else stored))
         tokens = batched.encoded[texts[t]].tokens
         out[t] = Drawn(list(qt), list(kt), list(allowed[:, texts[t], p[:, None], p]),
-                       [token_entry(tokens, t, int(x)) for x in p], list(batched.scale), [[] for _ in batched.q])  # fmt: skip
+                       [token_entry(tokens, t, int(x)) for x in p], list(batched.scale), [[] for _ in batched.scale])  # fmt: skip
         start += len(p)
     return out
 
