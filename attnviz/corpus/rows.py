@@ -121,6 +121,11 @@ def row_sums(w: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
     if f.shape[0] == 1:  # the same features in every layer (no padding): one product per query for all heads
         a = w.permute(2, 0, 1, 3).reshape(n, n_layer * n_head, n_keys)
         return torch.bmm(a, f[0]).reshape(n, n_layer, n_head, -1).permute(1, 2, 0, 3)
+    if f.shape[0] != n_layer:  # texts read together (rows: layer x text), each text's features shared by its layers
+        texts = f.shape[0]
+        a = w.view(-1, texts, n_head, n, n_keys).permute(1, 3, 0, 2, 4).reshape(texts * n, -1, n_keys)
+        out = torch.bmm(a, f.reshape(texts * n, n_keys, -1)).view(texts, n, -1, n_head, f.shape[-1])
+        return out.permute(2, 0, 3, 1, 4).reshape(n_layer, n_head, n, -1)
     a = w.permute(0, 2, 1, 3).reshape(n_layer * n, n_head, n_keys)
     return torch.bmm(a, f.reshape(n_layer * n, n_keys, -1)).reshape(n_layer, n, n_head, -1).transpose(1, 2)
 
@@ -188,17 +193,22 @@ class TextSums:
         cols = [(i - j).abs(), self.special[None, :], self.punct[None, :], j == 0, j == i - 1, j == i + 1, j == i]
         one = torch.ones(1, 1, dtype=torch.bool, device=dev)
         cols += [found[name].to(dev) for name in self.patterns] + [one, one]  # live keys; every key (set below)
-        if self.special.dim() == 2:  # texts read together: each text's features, repeated for every layer
-            shape = (self.special.shape[0], n, n_keys)
+        rows, keys = win.rows, win.keys
+        if self.special.dim() == 2:  # texts read together: each text's features, shared by its layers when they
+            texts = self.special.shape[0]  # share its rows and keys (else repeated for every layer)
             cols[1:3] = [self.special[:, None, :], self.punct[:, None, :]]
-            f = torch.stack([c.expand(shape).float() for c in cols], -1)
-            f = f.repeat(win.rows.shape[0] // shape[0], 1, 1, 1)
+            f = torch.stack([c.expand(texts, n, n_keys).float() for c in cols], -1)
+            alike = lambda x: bool((x.view(-1, texts, x.shape[-1]) == x[None, :texts]).all())  # noqa: E731
+            if alike(rows) and alike(keys):
+                rows, keys = rows[:texts], keys[:texts]
+            else:
+                f = f.repeat(rows.shape[0] // texts, 1, 1, 1)
         else:
             f = torch.stack([c.expand(n, n_keys).float() for c in cols], -1)[None]
-        if bool(win.rows.all()) and bool(win.keys.all()):
+        if bool(rows.all()) and bool(keys.all()):
             return f
-        f = f * win.rows[:, :, None, None]
-        f[..., 4:-1] *= win.keys[:, None, :, None]
+        f = f * rows[:, :, None, None]
+        f[..., 4:-1] *= keys[:, None, :, None]
         f[..., -1] = 1.0  # a value-weighted row is normalised over every key, as value_share does
         return f
 
@@ -208,8 +218,9 @@ class TextSums:
         w, rows = win.weights, win.rows
         n, n_keys, n_lin, n_pat = w.shape[2], w.shape[3], len(LINEAR), len(self.patterns)
         f = self.features(win, n, win.n_keys)  # every key: which neighbours and pattern cells a row has
-        self.neighbours += f[..., 4:n_lin].sum((1, 2), dtype=torch.float64)
-        self.cells |= f[..., n_lin : n_lin + n_pat].flatten(1, 2).amax(1) > 0
+        tile = lambda x: x.repeat(len(self.rows) // x.shape[0], 1)  # noqa: E731 - features of each text, every layer
+        self.neighbours += tile(f[..., 4:n_lin].sum((1, 2), dtype=torch.float64))
+        self.cells |= tile(f[..., n_lin : n_lin + n_pat].flatten(1, 2).amax(1) > 0)
         if n_keys < win.n_keys:  # the keys the window reads: the rest hold no weight
             f = f[:, :, :n_keys].contiguous()
         rows64 = rows.double()[:, None, :]
