@@ -25,6 +25,10 @@ def parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", required=True, help="the profile's folder (a stopped run resumes from it)")
     prof.add_argument("--max-tokens", type=int, default=Settings.max_tokens, help="texts longer are cut and counted")
     prof.add_argument("--shard-size", type=int, default=Settings.shard_size)
+    prof.add_argument(
+        "--batch", type=int, default=Settings.batch, help="texts of similar length a forward (1: one text a forward)"
+    )
+    prof.add_argument("--batch-tokens", type=int, default=Settings.batch_tokens, help="padded tokens a forward at most")
     prof.add_argument("--no-distances", action="store_true", help="skip the Jensen-Shannon distances between heads")
     prof.add_argument(
         "--qk-samples",
@@ -75,6 +79,8 @@ def main(argv=None) -> int:
             workers=args.workers,
             max_tokens=args.max_tokens,
             shard_size=args.shard_size,
+            batch=args.batch,
+            batch_tokens=args.batch_tokens,
             distances=not args.no_distances,
             qk_samples=args.qk_samples,
             distance_rows=args.distance_rows,

@@ -88,12 +88,14 @@ def test_the_command_line_profiles_a_corpus_file_with_progress(tiny_gpt2_dir, tm
     corpus = tmp_path / "texts.txt"
     corpus.write_bytes("\n".join(TEXTS[:4]).encode() + b"\n\n\xff\xfe bad bytes\n" + b"the cat " * 40 + b"\n")
     code = main(["profile", "--model", str(tiny_gpt2_dir), "--corpus", str(corpus), "--out", str(tmp_path / "p"),
-                 "--shard-size", "3", "--max-tokens", "16", "--no-distances"])  # fmt: skip
+                 "--shard-size", "3", "--max-tokens", "16", "--no-distances", "--batch", "2"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 0, err
     assert "3/7 texts" in err and "tokens/s" in err and "s left" in err
-    counts = open_profile(tmp_path / "p").provenance["counts"]
+    provenance = open_profile(tmp_path / "p").provenance
+    counts = provenance["counts"]
     assert counts == {**counts, "texts": 5, "empty": 1, "undecodable": 1, "cut": 1}
+    assert provenance["settings"]["batch"] == 2
     assert main(["profile", "--corpus", str(tmp_path / "none.txt"), "--out", str(tmp_path / "q")]) == 2
     assert "No corpus at" in capsys.readouterr().err
 
