@@ -206,6 +206,7 @@ ENTRIES = {
                 dict(corpus=["the cat sat."], max_shards=0),
                 dict(model="model", corpus="corpus", out="path", column="text", engine="choice", progress="callable",
                      max_shards="count", limits="limits", workers="count", max_tokens="count", shard_size="count",
+                     batch="count", batch_tokens="count",
                      bins="count", top="count", intervals="count", per_interval="count", example_keys="count",
                      seed="seed", distances="flag", qk_samples="count", qk_per_text="count", qk_dtype="choice", distance_rows="count",
                      part="choice")),

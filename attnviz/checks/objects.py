@@ -7,6 +7,7 @@ types a model must have are given by the caller (this package imports only `erro
 |----------------------------|-------------|-----------------------------------------------------------------------|
 | max_tokens                 | 2..131,072  | positions of one text (MAX_TOKENS)                                     |
 | shard_size                 | 1..1,000,000| texts per shard (the corpus's own limit on texts)                      |
+| batch, batch_tokens        | 1..4,096, 1..2^20 | texts and padded tokens a forward (a batch's window is CELLS besides) |
 | bins                       | 1..1,000    | the histogram of each row's largest weight: layer x head x bins       |
 | top, intervals, per_interval | 1..100, 1..20, 1..20 | examples kept per head (top + intervals x per_interval rows)  |
 | example_keys               | 1..64       | keys stored with each example: at most 500 x 64 per head              |
