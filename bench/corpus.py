@@ -1,11 +1,10 @@
 """A head profile against the plain SDPA forward over the same texts, and its held memory at two corpus sizes.
 
-cost: the bundled model over N texts of the default corpus, one text per forward in both: transformers' SDPA forward
-(tokenizer included; texts cut where the profile cuts them), attnviz.corpus.profile without and with the head distances (by default over 4 seeded rows a text); one
-thread, CPU time, interleaved rounds. sdpa_batched: the same SDPA forward BATCH texts a forward (padded), beside it
-for what batching would buy: it halves a short text's forward (Python per module call dominates at ~15 tokens) and
-slows ~120-token texts (the padding), while the profile's per-text work (its statistics, examples and samples are
-per text) would stay; so the profile reads one text a forward and the goal's baseline does too.
+cost: the bundled model over N texts of the default corpus: transformers' SDPA forward one text a forward (`sdpa`,
+tokenizer included; texts cut where the profile cuts them) and the same forward over the very batches the profile reads
+(`sdpa_batched`: attnviz.corpus.batch.plan within each shard, right-padded; the fair baseline of a batched profile),
+attnviz.corpus.profile without and with the head distances (by default over 4 seeded rows a text), and the profile one
+text a forward (`profile_one_text`, batch=1: the code before batching); one thread, CPU time, interleaved rounds.
 cost_wide: the same on 4 layers of the Llama-3.2-1B shape at 512 tokens (the ratio falls as the model widens).
 The goal, per width (docs/corpus.md, "Per-cell work cut": the profile's extra is ~ cells per forward FLOP x its ~13-15
 ns per cell x the forward's FLOP rate): cost_wide (width 2,048, causal) at most 1.25x (measured 1.21x and 1.27x: at the
