@@ -14,7 +14,7 @@ finder: the Corpus page's head finder for 32 x 32 heads.
 side_by_side (BENCH_BASELINE=/path/to/another/checkout python -m bench.corpus): every cost row for that checkout and
 this one, in fresh processes alternating baseline, branch for each row, each timing its own SDPA forward beside its
 profile (one thread, CPU time), so both ratios of a row come from one run under the same load.
-memory: the peak resident memory a fresh process adds while profiling 1,000 and then 10,000 short texts (a tiny
+memory: the peak resident memory a fresh process adds (after a first profile of two shards) while profiling 1,000 and then 10,000 short texts (a tiny
 random Llama: the model does not matter, the corpus size does); the goal is growth within 10% of each other.
 """
 
@@ -148,7 +148,7 @@ shape = TINY | {{"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8, "inte
 model = AutoModel.from_config(LlamaConfig(**shape), attn_implementation="sdpa")
 loaded = attnviz.from_model(model, tok, "tiny Llama")
 texts = [sentence(8 + i % 24, seed=i, special=0) for i in range({n})]
-profile(loaded, texts[:50])
+profile(loaded, texts[:128])  # two whole shards: every shape of batch a shard makes, before the peak is read
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 profile(loaded, texts)
 print(json.dumps({{"before_kb": before, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}}))

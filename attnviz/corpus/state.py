@@ -37,8 +37,8 @@ class Settings:
     distances: bool = True  # Jensen-Shannon divergence between every pair of heads
     distance_rows: int = 4  # rows per text (seeded) the divergence is averaged over; 0: every row
     shard_size: int = 64
-    batch: int = 32  # texts a forward (of similar length; attnviz.corpus.batch); 1: one text a forward
-    batch_tokens: int = 4096  # padded tokens a forward at most (the window's cells are bounded by CELLS besides)
+    batch: int = 8  # texts a forward (of similar length; attnviz.corpus.batch); 1: one text a forward
+    batch_tokens: int = 1024  # padded tokens a forward at most (the window's cells are bounded by CELLS besides)
     qk_samples: int = 1_000  # tokens whose query and key every head keeps (attnviz.corpus.qk_sample); 0: none
     qk_per_text: int = 32  # at most this many of them from one text
     qk_dtype: str = "float16"  # how they are stored (float32 doubles the bytes)
