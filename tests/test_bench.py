@@ -51,6 +51,17 @@ def test_llama_rows_run_on_cpu_through_the_gpu_code_path_and_render_with_the_goa
     assert f"| tiny Llama | {n} |" in text and "Goals (issue 19)" in text and "not measured" in text
 
 
+def test_the_corpus_gpu_rows_run_on_cpu_and_price_a_corpus_from_the_times_per_text():
+    res = GROUPS["corpus_gpu"](models=(("tiny Llama", SMALL[0][1], 2),), tokens=48, rounds=1, warmup=0, device="cpu")
+    (row,) = res["rows"]
+    assert "failed" not in row, row
+    assert min(row[f"{k}_ms_per_text"] for k in ("sdpa", "profile", "profile_distances")) > 0
+    assert row["profile_vs_sdpa"] > 0
+    # 100,000 texts at the measured time per text, in hours; eight GPUs share them
+    assert abs(row["profile_h_100k_1gpu"] - row["profile_ms_per_text"] * 100_000 / 3.6e6) < 0.01
+    assert abs(row["profile_h_100k_8gpu"] - row["profile_h_100k_1gpu"] / 8) < 0.01
+
+
 def test_a_row_that_could_not_be_measured_says_why_in_its_row_and_its_goal():
     why = "InputError: The model ran out of memory on this text: try a shorter text or a smaller model."
     gpu = {"device": "NVIDIA H200", "rows": [{"model": "Llama-3-8B shape", "tokens": 32768, "failed": why}]}
