@@ -30,6 +30,10 @@ _CHAR_EM = 0.62
 #: measured 0.51 (a wider margin narrows their columns: at 128 tokens their slanted key labels ran into each other)
 _ROOM_EM = 0.52
 _TITLE_ROOM = 32  # an axis title beside its tick labels: its line and the gap to them
+#: More beside a y axis's word labels when it has no title: Who reads' "head 10" (10 px) is 32.8 px wide and Plotly
+#: gave its margin 46 px (Chromium), 13 px more than the label where tick_room counts 8 and _ROOM_EM's estimate was
+#: 3.6 px wide: 1 px short (a title's room covers it; numbers' wider em covers them)
+_UNTITLED_Y_GAP = 6
 _AXIS = re.compile(r"^([xy])axis(\d*)$")
 
 
@@ -70,7 +74,7 @@ def room(fig) -> dict[str, int]:
             slanted = tick_room(labels, font, angle, title, em)
             need = slanted if angle else math.ceil(1.3 * font + 8 + _TITLE_ROOM * title)
         else:
-            need = tick_room(labels, font, 0, title, em)
+            need = tick_room(labels, font, 0, title, em) + (_UNTITLED_Y_GAP if em == _ROOM_EM and not title else 0)
         need += axis.get("ticklabelstandoff") or 0
         out[side] = max(out[side], need)
     return out
