@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from .margins import room
+from .margins import in_legend, room
 
 WEIGHTS_SCALE = (
     "Viridis"  # sequential, for probabilities 0..1 (set explicitly: Streamlit flips implicit scales in dark mode)
@@ -65,15 +65,15 @@ def _style() -> dict:
 
 
 def on_paper(fig, **layout):
-    """THE style rule: every figure attnviz draws goes through here (directly or through `finish`), after its traces.
+    """THE style rule: every figure attnviz draws goes through here (through `finish`, or `print_ready` for a file),
+    after its traces.
 
     White paper and dark ink whatever the app's theme (pages draw with theme=None), so a figure looks the same on a
     light page, a dark page and a slide, and a PNG from the modebar (which copies the figure's colours;
     toImageButtonOptions cannot change them) is always white with dark text. Heatmaps get no grid or zero lines: a
     light line over the grey of masked cells reads as data (it crossed row 0 of every masked panel).
     """
-    fig.update_layout(**_style())
-    fig.update_layout(**layout)  # after: a masked stage's grey plot background, a font size
+    fig.update_layout(_merged(_style(), layout))  # `layout` after the style: a masked stage's grey, a font size
     if any(t.type == "heatmap" for t in fig.data):
         fig.update_xaxes(**NO_GRID)
         fig.update_yaxes(**NO_GRID)
@@ -92,7 +92,7 @@ def _merged(old: dict, new: dict) -> dict:
 def _on_paper_dicts(data: list, layout: dict) -> dict:
     """`on_paper`'s rule applied to a layout given as a dict, for a figure whose traces are dicts: the same result,
     before Plotly validates anything (see `finish`)."""
-    out = _merged(_style(), layout)
+    out = dict(layout)
     if any(trace.get("type") == "heatmap" for trace in data):
         axes = {"xaxis", "yaxis", *(k for k in out if k.startswith(("xaxis", "yaxis")))}  # a Figure always has x, y
         out |= {k: _merged(out.get(k, {}), NO_GRID) for k in axes}
@@ -116,23 +116,23 @@ def finish(fig, name: str, height: int, top: int = 80, margin=None, meta=None, *
     set (Plotly's per-axis and per-trace updates cost more than the rest of such a figure). `top`: the room above the
     plot below the toolbar's strip (a title, a legend above subplot titles); `margin`: the least room on any side
     (l, r, t, b; the others 10 and `top`), each side then grown to what its labels take; `meta`: more facts for tests
-    and exports; the legend sits above the plot unless given."""
+    and exports; a legend sits above the plot unless given."""
     margin = dict(l=10, r=10, t=top, b=10) | (margin or {})
     margin["t"] += MODEBAR  # the toolbar's strip: text below it, the plot as tall as asked
-    layout = {"legend": LEGEND_ABOVE, "font": FONT} | layout
-    layout |= dict(height=height + MODEBAR, margin=margin, meta={"figure": name, **(meta or {})})
     plain = isinstance(fig, dict)
-    if plain:
-        fig = {"data": fig["data"], "layout": _on_paper_dicts(fig["data"], _merged(fig["layout"], layout))}
-    else:
-        fig = on_paper(fig, **layout)
-    more = {"margin": {side: max(margin[side], px) for side, px in room(fig).items()}}  # laid out in one pass
-    title = fig["layout"].get("title") if plain else fig.layout.title.to_plotly_json()
-    if isinstance(title, dict) and title.get("text") and title.get("yref") == "container":  # pinned to the top edge
-        more["title"] = {"pad": {"t": ((title.get("pad") or {}).get("t") or 0) + MODEBAR}}  # below the strip too
-    return (
-        go.Figure({"data": fig["data"], "layout": _merged(fig["layout"], more)}) if plain else fig.update_layout(more)
-    )
+    data = fig["data"] if plain else fig.data
+    legend = {"legend": LEGEND_ABOVE} if any(map(in_legend, data)) else {}  # none drawn: 1 ms less to validate
+    layout = _merged(_style(), {"font": FONT} | legend | layout)
+    layout |= dict(height=height + MODEBAR, margin=margin, meta={"figure": name, **(meta or {})})
+    whole = _merged(fig["layout"] if plain else fig.layout.to_plotly_json(), layout)  # the layout it will have
+    need = room({"data": data, "layout": whole})  # the room its labels, colour bars and legend take: one layout pass
+    layout["margin"] = margin | {side: max(margin[side], px) for side, px in need.items()}
+    title = whole.get("title")  # one pinned to the card's top edge goes below the strip too
+    if isinstance(title, dict) and title.get("text") and title.get("yref") == "container":
+        layout = _merged(layout, {"title": {"pad": {"t": ((title.get("pad") or {}).get("t") or 0) + MODEBAR}}})
+    if plain:  # validated once, with everything set
+        return go.Figure({"data": data, "layout": _on_paper_dicts(data, _merged(fig["layout"], layout))})
+    return on_paper(fig, **layout)  # one layout update: the style is in `layout` already
 
 
 def escape(token: str) -> str:

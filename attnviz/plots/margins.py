@@ -140,6 +140,16 @@ def _type(trace) -> str:
     return _get(trace, "type") or "scatter"  # a trace dict without a type is a scatter, as in Plotly
 
 
+#: Trace types Plotly leaves out of the legend unless told (showlegend=True): their colour bar says what they show.
+_OFF_THE_LEGEND = ("heatmap", "histogram2d", "contour")
+
+
+def in_legend(trace) -> bool:
+    """Whether Plotly lists `trace` (a trace or a trace dict) in a legend."""
+    shown = _get(trace, "showlegend")
+    return shown is True or (shown is None and _type(trace) not in _OFF_THE_LEGEND)
+
+
 def _values(trace, name: str) -> list:
     """What `trace` puts along axis `name`: its x or y, positions when it has none, counts for a histogram's
     counted axis (at most one per value)."""
@@ -196,7 +206,7 @@ def _legend_room(data, layout: dict, size: float) -> int:
     legend = layout.get("legend") or {}
     if legend.get("orientation", "v") != "v" or legend.get("x", 1.02) < 1 or layout.get("showlegend") is False:
         return 0
-    names = [str(_get(t, "name")) for t in data if _get(t, "showlegend") is not False and _get(t, "name")]
+    names = [str(_get(t, "name")) for t in data if in_legend(t) and _get(t, "name")]
     shown = len(names) > 1 or layout.get("showlegend")
     longest = max(map(len, names), default=0)
     return math.ceil(longest * _CHAR_EM * size + 66) if names and shown else 0  # 66: its symbol and padding
