@@ -2,7 +2,8 @@
 
 python -m bench                 # everything (about half an hour on 2 cores); rewrites the generated part of the docs
 python -m bench --quick         # tiny sizes, one round: checks that the benches run (bench/out/ only)
-python -m bench --only gpu      # some groups (cpu, mha, llama, llama8b, geometry, browser, speed, gpu); printed, saved in bench/out/
+python -m bench --only gpu      # some groups (cpu, mha, llama, llama8b, geometry, browser, speed, gpu, corpus_gpu);
+                                # printed, saved in bench/out/
 python -m bench --only llama8b  # an 8B model's layer at 32,768 tokens (up to 15 minutes); rewrites its own block
 python -m bench.load            # sessions per replica, in Chromium (docs/deploy.md)
 """
@@ -20,7 +21,7 @@ import torch
 
 from attnviz import settings
 from attnviz.plots import common
-from bench import browser, geometry, llama8b, module, report, speed, traces
+from bench import browser, corpus_gpu, geometry, llama8b, module, report, speed, traces
 from bench.measure import OUT, ROOT, load, machine
 
 GROUPS = {"cpu": traces.bundled, "mha": module.mha, "llama": traces.llama}  # in this order; then:
@@ -29,13 +30,15 @@ GROUPS["llama8b"] = lambda **kw: {"device": "CPU", "rows": [llama8b.run(**kw)]}
 GROUPS["browser"] = lambda **kw: asyncio.run(browser.run(**kw))
 GROUPS["speed"] = lambda **kw: asyncio.run(speed.run(**kw))  # side by side with BENCH_BASELINE
 GROUPS["gpu"] = lambda **kw: traces.llama(**{"models": traces.GPU, "device": "cuda"} | kw)
+GROUPS["corpus_gpu"] = corpus_gpu.run  # a head profile against the forward on a GPU (docs/corpus.md, "Cost")
 SMALL = (("tiny Llama", traces.TINY | {"num_hidden_layers": 2, "hidden_size": 64, "head_dim": 8}, (256,), 1),)
 QUICK = {"cpu": {"sizes": (16,), "rounds": 1, "warmup": 0}, "llama": {"models": SMALL}, "gpu": {"models": SMALL},
          "llama8b": {"name": SMALL[0][0], "shape": SMALL[0][1], "tokens": 256, "rounds": 1},
          "mha": {"batch": 2, "tokens": 16, "d_model": 64, "heads": 4, "rounds": 1, "warmup": 0},
          "browser": {"rounds": 1, "warmup": 0, "bytes_tokens": 32},
          "speed": {"pages": ("", "headstats"), "n_words": 256, "redraws": 1},
-         "geometry": {"points": 1_000, "rounds": 1, "warmup": 0}}  # fmt: skip
+         "geometry": {"points": 1_000, "rounds": 1, "warmup": 0},
+         "corpus_gpu": {"models": (("tiny Llama", SMALL[0][1], 2),), "tokens": 64, "rounds": 1, "device": "cpu"}}  # fmt: skip
 
 
 def run(groups, quick: bool = False) -> dict:

@@ -51,6 +51,17 @@ def test_llama_rows_run_on_cpu_through_the_gpu_code_path_and_render_with_the_goa
     assert f"| tiny Llama | {n} |" in text and "Goals (issue 19)" in text and "not measured" in text
 
 
+def test_the_corpus_gpu_rows_run_on_cpu_and_price_a_corpus_from_the_times_per_text():
+    res = GROUPS["corpus_gpu"](models=(("tiny Llama", SMALL[0][1], 2),), tokens=48, rounds=1, warmup=0, device="cpu")
+    (row,) = res["rows"]
+    assert "failed" not in row, row
+    assert min(row[f"{k}_ms_per_text"] for k in ("sdpa", "profile", "profile_distances")) > 0
+    assert row["profile_vs_sdpa"] > 0
+    # 100,000 texts at the measured time per text, in hours; eight GPUs share them
+    assert abs(row["profile_h_100k_1gpu"] - row["profile_ms_per_text"] * 100_000 / 3.6e6) < 0.01
+    assert abs(row["profile_h_100k_8gpu"] - row["profile_h_100k_1gpu"] / 8) < 0.01
+
+
 def test_a_row_that_could_not_be_measured_says_why_in_its_row_and_its_goal():
     why = "InputError: The model ran out of memory on this text: try a shorter text or a smaller model."
     gpu = {"device": "NVIDIA H200", "rows": [{"model": "Llama-3-8B shape", "tokens": 32768, "failed": why}]}
@@ -152,3 +163,35 @@ def test_speed_table_sets_this_checkout_beside_the_baseline_against_issue_28s_go
     assert "| heads: first visit, click in an open tab | 0.90 | 2.70 | 3.0x | < 3 | met |" in text  # the < 3 s row
     assert "| heads: again, same tab | 0.50 | 1.50 | 3.0x | < 1 | met |" in text  # the row the < 1 s goal is judged on
     assert "| heads: again, link in a new tab | 2.90 | 8.70 | 3.0x | < 3 | met |" in text
+
+
+IMPORTTIME = """\
+import time: self [us] | cumulative | imported package
+import time:       100 |        100 |   streamlit.cli_util
+import time:       200 |        300 | streamlit.web.cli
+import time:      1000 |       1000 |       sympy.core
+import time:       500 |       1500 |     torch.fx.experimental.symbolic_shapes
+import time:       300 |       1800 |   torch.distributed.tensor
+import time:        40 |         40 |     torch._dynamo.config
+import time:        60 |        100 |   torch._dynamo
+import time:       700 |        700 |     torch.fx.node
+import time:        50 |       2650 | transformers.modeling_utils
+import time:       900 |        900 | torch.fx.graph
+import time:         5 |          5 | scipy
+"""
+
+
+def test_import_groups_count_what_an_unused_module_imports_as_that_module_and_skip_the_server():
+    from bench import imports
+
+    groups = imports.grouped(IMPORTTIME)
+    # sympy and torch.fx under torch.distributed.tensor are its cost; torch.fx.node under transformers is torch's;
+    # the server's own lines (streamlit, up to streamlit.web.cli) are not counted
+    expected = {"torch.distributed.tensor": 0.0018, "torch._dynamo": 0.0001, "transformers": 0.00005,
+                "torch": 0.0016, "scipy": 0.000005}  # fmt: skip
+    assert set(groups) == set(expected)
+    assert all(abs(groups[k] - v) < 1e-12 for k, v in expected.items()), groups
+    row = {"server": 0.3, "attnviz.ui": 1.0, "modeling code": 2.0, "model": 0.5, "groups": groups, "unused": 0.0019}
+    text = imports.render({"rows": {"branch": [row], "baseline": [row | {"model": 1.5}]}, "loads": [[1.0]]})
+    assert "| **after the server's own start** | **3.50** | **4.50** |" in text
+    assert "| - torch.distributed.tensor | 0.00 | 0.00 |" in text

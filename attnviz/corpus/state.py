@@ -18,7 +18,7 @@ from . import batch
 from .examples import Examples
 from .qk_sample import Choice, check_settings
 from .reducers import Divergence, Histogram, Means, sampled_rows
-from .rows import CELLS, Scratch, TextSums, windows
+from .rows import Scratch, TextSums, window_cells, windows
 
 COUNTS = ("texts", "tokens", "rows", "cut", "dropped_tokens", "empty", "undecodable")
 
@@ -71,8 +71,10 @@ class ProfileState:
         )
         self.qk = self.qk or Choice.empty(s.qk_samples, s.qk_per_text, s.seed, s.qk_dtype)
 
-    def observe(self, trace: AttentionTrace, text_id: int, special, cells: int = CELLS) -> None:
-        """Add one traced text: its statistics, its rows' top weights, head distances and example candidates."""
+    def observe(self, trace: AttentionTrace, text_id: int, special, cells: int | None = None) -> None:
+        """Add one traced text: its statistics, its rows' top weights, head distances and example candidates (cells:
+        a window's size, by default the one for the trace's device, rows.window_cells)."""
+        cells = cells or window_cells(trace)
         has_values, punct = trace.has("values"), punctuation_keys(trace)
         text = lambda device: TextSums(  # noqa: E731 - made where the first window lives
             self.n_layer,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import COLOUR_BAR_ROOM, MAX_TICKS, WEIGHTS_SCALE, escape, f32, finish, tick_labels, tick_room, ticks
+from .common import MAX_TICKS, WEIGHTS_SCALE, escape, f32, finish, tick_labels, ticks
 
 
 def who_reads(
@@ -36,13 +36,11 @@ def who_reads(
         **ticks(tokens, 0, n_query, MAX_TICKS // 2), tickangle=-60, title_text="query (reading)", showgrid=False
     )
     fig.update_yaxes(autorange="reversed", type="category", showgrid=False, tickfont_size=10)
-    fig = finish(
+    return finish(
         fig,
         "who_reads",
         height=max(260, 120 + 16 * len(heads)),
         top=50,
+        meta={"key": key},
         title=f"{escape(title)}: who reads {key_label}",
     )
-    fig.update_layout(meta={"figure": "who_reads", "key": key})
-    # room for the slanted query labels and the colour bar: laid out in one pass (common.tick_room)
-    return fig.update_layout(margin=dict(l=80, r=COLOUR_BAR_ROOM, b=tick_room(fig.layout.xaxis.ticktext, angle=60)))

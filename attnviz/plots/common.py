@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from .margins import COLOUR_BAR_ROOM, room, tick_room  # noqa: F401 (COLOUR_BAR_ROOM, tick_room re-exported)
+from .margins import in_legend, room
 
 WEIGHTS_SCALE = (
     "Viridis"  # sequential, for probabilities 0..1 (set explicitly: Streamlit flips implicit scales in dark mode)
@@ -65,15 +65,15 @@ def _style() -> dict:
 
 
 def on_paper(fig, **layout):
-    """THE style rule: every figure attnviz draws goes through here (directly or through `finish`), after its traces.
+    """THE style rule: every figure attnviz draws goes through here (through `finish`, or `print_ready` for a file),
+    after its traces.
 
     White paper and dark ink whatever the app's theme (pages draw with theme=None), so a figure looks the same on a
     light page, a dark page and a slide, and a PNG from the modebar (which copies the figure's colours;
     toImageButtonOptions cannot change them) is always white with dark text. Heatmaps get no grid or zero lines: a
     light line over the grey of masked cells reads as data (it crossed row 0 of every masked panel).
     """
-    fig.update_layout(**_style())
-    fig.update_layout(**layout)  # after: a masked stage's grey plot background, a font size
+    fig.update_layout(_merged(_style(), layout))  # `layout` after the style: a masked stage's grey, a font size
     if any(t.type == "heatmap" for t in fig.data):
         fig.update_xaxes(**NO_GRID)
         fig.update_yaxes(**NO_GRID)
@@ -89,17 +89,16 @@ def _merged(old: dict, new: dict) -> dict:
     return out
 
 
-def paper_figure(fig: dict) -> go.Figure:
-    """`on_paper(go.Figure(fig))` for a figure given as plain dicts ({"data": [trace dicts], "layout": {...}}), built in
-    one go: the same rule, applied to the dicts before Plotly validates them once. For figures of many panels
-    (heatmaps.head_grid), where Plotly's per-axis and per-annotation updates cost more than everything else."""
-    data, out = fig["data"], _merged(_style(), fig["layout"])
+def _on_paper_dicts(data: list, layout: dict) -> dict:
+    """`on_paper`'s rule applied to a layout given as a dict, for a figure whose traces are dicts: the same result,
+    before Plotly validates anything (see `finish`)."""
+    out = dict(layout)
     if any(trace.get("type") == "heatmap" for trace in data):
         axes = {"xaxis", "yaxis", *(k for k in out if k.startswith(("xaxis", "yaxis")))}  # a Figure always has x, y
         out |= {k: _merged(out.get(k, {}), NO_GRID) for k in axes}
     if "annotations" in out:
         out["annotations"] = [_merged(a, {"font": {"color": INK}}) for a in out["annotations"]]
-    return go.Figure({"data": data, "layout": out})
+    return out
 
 
 #: The strip at the top of every card that Plotly's toolbar (the modebar) covers on hover: no title, subplot title or
@@ -107,21 +106,33 @@ def paper_figure(fig: dict) -> go.Figure:
 MODEBAR = 28
 
 
-def finish(fig: go.Figure, name: str, height: int, top: int = 80, margin=None, meta=None, **layout) -> go.Figure:
-    """on_paper, plus the figure's name (layout.meta["figure"]), height and margins: what every builder ends with.
+def finish(fig, name: str, height: int, top: int = 80, margin=None, meta=None, **layout) -> go.Figure:
+    """THE finishing step every figure builder ends in: on_paper's style, the figure's name (layout.meta["figure"]),
+    its height, and margins with the room its labels, colour bars and legend take (margins.room), so Plotly lays
+    it out in one pass. No builder sets its own margins after this.
 
-    `top` leaves room for a legend above the subplot titles (less without one); `margin` replaces the default
-    narrow margins whole, and each side then grows to the room its labels and colour bars take (margins.room);
-    `meta`: more facts for tests and exports; the legend sits above the plot unless given."""
-    layout = {"legend": LEGEND_ABOVE, "font": FONT} | layout
-    margin = dict(margin or dict(l=10, r=10, t=top, b=10))
-    margin["t"] = margin.get("t", 80) + MODEBAR  # the toolbar's strip: text below it, the plot as tall as asked
-    fig = on_paper(fig, height=height + MODEBAR, margin=margin, meta={"figure": name, **(meta or {})}, **layout)
-    need = room(fig)  # at least the room its labels and colour bars take: laid out in one pass (plots.margins)
-    fig.update_layout(margin={side: max(margin.get(side, 10), px) for side, px in need.items()})
-    if fig.layout.title.text and fig.layout.title.yref == "container":  # a title pinned to the card's top edge
-        fig.update_layout(title_pad_t=(fig.layout.title.pad.t or 0) + MODEBAR)
-    return fig
+    `fig`: a Figure, or a figure as plain dicts ({"data": [trace dicts], "layout": {...}}): figures of many traces or
+    axes (the Heads grid, the Score functions panels) are built that way and validated once, here, with everything
+    set (Plotly's per-axis and per-trace updates cost more than the rest of such a figure). `top`: the room above the
+    plot below the toolbar's strip (a title, a legend above subplot titles); `margin`: the least room on any side
+    (l, r, t, b; the others 10 and `top`), each side then grown to what its labels take; `meta`: more facts for tests
+    and exports; a legend sits above the plot unless given."""
+    margin = dict(l=10, r=10, t=top, b=10) | (margin or {})
+    margin["t"] += MODEBAR  # the toolbar's strip: text below it, the plot as tall as asked
+    plain = isinstance(fig, dict)
+    data = fig["data"] if plain else fig.data
+    legend = {"legend": LEGEND_ABOVE} if any(map(in_legend, data)) else {}  # none drawn: 1 ms less to validate
+    layout = _merged(_style(), {"font": FONT} | legend | layout)
+    layout |= dict(height=height + MODEBAR, margin=margin, meta={"figure": name, **(meta or {})})
+    whole = _merged(fig["layout"] if plain else fig.layout.to_plotly_json(), layout)  # the layout it will have
+    need = room({"data": data, "layout": whole})  # the room its labels, colour bars and legend take: one layout pass
+    layout["margin"] = margin | {side: max(margin[side], px) for side, px in need.items()}
+    title = whole.get("title")  # one pinned to the card's top edge goes below the strip too
+    if isinstance(title, dict) and title.get("text") and title.get("yref") == "container":
+        layout = _merged(layout, {"title": {"pad": {"t": ((title.get("pad") or {}).get("t") or 0) + MODEBAR}}})
+    if plain:  # validated once, with everything set
+        return go.Figure({"data": data, "layout": _on_paper_dicts(data, _merged(fig["layout"], layout))})
+    return on_paper(fig, **layout)  # one layout update: the style is in `layout` already
 
 
 def escape(token: str) -> str:

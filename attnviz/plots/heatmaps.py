@@ -27,21 +27,7 @@ from ..errors import AttnvizError
 from ..trace import AttentionTrace, window_cache
 from .clickable import CELLS, cell_targets, target_axes  # noqa: F401 (CELLS re-exported)
 from .colours import COLOUR_RANGES, LOG_FLOOR, colour, colour_bar, colour_values, transformed  # noqa: F401
-from .common import (
-    COLOUR_BAR_ROOM,
-    MASKED_BG,
-    MAX_TICKS,
-    PAPER,
-    escape,
-    f32,
-    on_paper,
-    paper_figure,
-    thin,
-    tick_labels,
-    tick_room,
-    ticks,
-    token_axis,
-)
+from .common import MASKED_BG, MAX_TICKS, PAPER, escape, f32, finish, thin, tick_labels, ticks, token_axis
 from .generation import add_spans
 from .pairs import add_boundary
 from .panels import panel_axes, panel_layout
@@ -54,6 +40,9 @@ GRID_HEADS = (
 )
 OVERVIEW_CELLS = 600_000  # cells of the overview's image at most: tiles shrink for many layers x heads
 PER_TILE = 16  # query rows the overview reads per row of tiles (every key of them): time grows with the keys only
+#: The Heads figures' text: 12 px, not finish's 13, as they were sized for it (the single head's slanted key labels,
+#: up to 20 of them, ran into each other at 13 px on a sentence pair's 19 tokens).
+FONT_12 = dict(size=12)
 
 #: One name per stage, used in titles, colour bars and the page that explains them.
 STAGE_LABELS = {
@@ -211,23 +200,16 @@ def head_grid(
     note = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
     if n_head < trace.n_head:
         note += f" · heads {h0}–{h1 - 1} of {trace.n_head}"
-    fig = paper_figure(
-        dict(
-            data=data,
-            layout=layout
-            | dict(
-                plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
-                meta={"figure": "head_grid", "layer": layer, "stage": stage, "heads": [h0, h1]},
-                height=rows * panel + 100,
-                margin=dict(l=100, r=COLOUR_BAR_ROOM, t=80 if stage == VALUE_WEIGHTED else 60, b=10),  # one pass
-                title=dict(
-                    text=f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}",
-                    font=dict(size=14),
-                    x=0,
-                    xanchor="left",
-                ),
-            ),
-        )
+    title = f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}"
+    fig = finish(
+        dict(data=data, layout=layout),  # as dicts: validated once, in finish
+        "head_grid",
+        rows * panel + 100,
+        top=80 if stage == VALUE_WEIGHTED else 60,
+        meta={"layer": layer, "stage": stage, "heads": [h0, h1]},
+        font=FONT_12,
+        plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
+        title=dict(text=title, font=dict(size=14), x=0, xanchor="left"),
     )
     drawn = ((start, stop), (kstart, kstop))
     return add_spans(add_boundary(fig, boundary, drawn, n_head), trace, drawn, n_head)  # spans: a generation's parts
@@ -299,16 +281,14 @@ def head_detail(
     )
     part = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
     title = f"{_where(trace, layer)} · head {head} · {label}{_without(stage, without)}{part}"
-    on_paper(fig, plot_bgcolor=MASKED_BG if stage == "masked" else PAPER)  # masked cells: grey gaps
-    fig.update_layout(
-        meta={"figure": "head_detail", "layer": layer, "head": head, "stage": stage},
-        height=side,
-        margin=dict(  # room for the tick labels and the colour bar: laid out in one pass (common.tick_room)
-            l=tick_room(fig.layout.yaxis.ticktext),
-            r=COLOUR_BAR_ROOM,
-            t=50 if note or stage == VALUE_WEIGHTED else 40,
-            b=tick_room(fig.layout.xaxis.ticktext, angle=60),
-        ),
+    finish(
+        fig,
+        "head_detail",
+        side,
+        top=50 if note or stage == VALUE_WEIGHTED else 40,
+        meta={"layer": layer, "head": head, "stage": stage},
+        font=FONT_12,
+        plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
         title=dict(text=title + _subtitle(stage, note), font_size=14, x=0, xanchor="left"),
     )
     fig.update_layout(hoverdistance=-1, **target_axes(*drawn, *names))  # hover and click: the nearest cell
@@ -390,11 +370,13 @@ def overview(
     pooled_note = f" · each head pooled to {sq}×{sk} blocks of tokens" if shrunk else ""
     if trace.n_tokens > sq * PER_TILE:  # a long text: each row of tiles averages a centred run of its queries
         pooled_note += f" (each from {PER_TILE} of its ~{trace.n_tokens // sq} queries)"
-    on_paper(fig)
-    fig.update_layout(
-        meta={"figure": "overview", "stage": stage},
-        height=n_layer * row_px + 110,
-        margin=dict(l=tick_room([str(n_layer - 1)]), r=COLOUR_BAR_ROOM, t=100, b=10),  # one pass
+    return finish(
+        fig,
+        "overview",
+        n_layer * row_px + 110,
+        top=100,
+        meta={"stage": stage},
+        font=FONT_12,
         hovermode="closest",
         clickmode="event+select",
         title=dict(
@@ -408,4 +390,3 @@ def overview(
             pad=dict(t=8),
         ),
     )
-    return fig

@@ -8,8 +8,8 @@ that room are laid out once. The estimates below lean generous (a few pixels of 
 short costs only the second pass, as before, never a clipped label.
 
 `room(fig)` reads the room a whole figure needs from its own layout and data (the outer axes' tick labels and
-titles, its colour bars); common.finish gives every figure at least that. `tick_room` is the one-axis estimate for
-figures laid out by hand (heatmaps.head_detail).
+titles, its colour bars, a legend beside the plot); common.finish, which every figure ends in, gives each at least
+that. It reads a Figure or a figure still as plain dicts (one that finish validates once, after its margins are set).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import numpy as np
 
 #: The room a vertical colour bar at Plotly's default place takes right of the plot (its offset, bar, tick labels and
 #: a title on its side): measured 82-101 px on the Heads page's charts (weights, scores, the sqrt and log ranges).
-COLOUR_BAR_ROOM = 106
-_TITLED_BAR_ROOM = 118  # with a title beside it (room() reads the figures' bars; COLOUR_BAR_ROOM is for others)
+_TITLED_BAR_ROOM = 118  # with a title beside it
 _BAR_ROOM = 92  # without one
 _BAR_THICKNESS = 30  # Plotly's default; a thinner bar takes that much less
 #: The width of a tick label's character, as a fraction of its font size (Source Sans averages ~0.5; digits ~0.55).
@@ -31,6 +30,10 @@ _CHAR_EM = 0.62
 #: measured 0.51 (a wider margin narrows their columns: at 128 tokens their slanted key labels ran into each other)
 _ROOM_EM = 0.52
 _TITLE_ROOM = 32  # an axis title beside its tick labels: its line and the gap to them
+#: More beside a y axis's word labels when it has no title: Who reads' "head 10" (10 px) is 32.8 px wide and Plotly
+#: gave its margin 46 px (Chromium), 13 px more than the label where tick_room counts 8 and _ROOM_EM's estimate was
+#: 3.6 px wide: 1 px short (a title's room covers it; numbers' wider em covers them)
+_UNTITLED_Y_GAP = 6
 _AXIS = re.compile(r"^([xy])axis(\d*)$")
 
 
@@ -46,26 +49,32 @@ def tick_room(labels, size: float = 12, angle: float = 0, title: bool = True, em
 
 def room(fig) -> dict[str, int]:
     """The margins (l, r, b) `fig` needs so that Plotly lays it out in one pass: its outer axes' tick labels and
-    titles (the left-most y axes, the bottom x axes: a grid's inner axes sit between its panels) and its colour bars."""
-    layout = fig.layout.to_plotly_json()
+    titles (the left-most y axes, the bottom x axes: a grid's inner axes sit between its panels) and its colour bars.
+    `fig`: a Figure, or {"data": [trace dicts], "layout": {...}}."""
+    if isinstance(fig, dict):
+        data, layout = fig["data"], fig["layout"]
+    else:
+        data, layout = fig.data, fig.layout.to_plotly_json()
     size = (layout.get("font") or {}).get("size") or 12
     axes = {"x": {}, "y": {}} | {f"{m[1]}{m[2]}": layout[k] or {} for k in layout if (m := _AXIS.match(k))}
-    out = {"l": 0, "r": max(_bars_room(fig, layout), _legend_room(fig, layout, size)), "b": 0}
+    out = {"l": 0, "r": max(_bars_room(data, layout), _legend_room(data, layout, size)), "b": 0}
     for name, axis in axes.items():
         side = _outer_side(name, axis, axes)
         if side is None:
             continue
         font = ((axis.get("tickfont") or {}).get("size")) or size
-        labels = _labels(fig, name, axis) if axis.get("showticklabels", True) else []
+        labels = _labels(data, name, axis) if axis.get("showticklabels", True) else []
         title = bool((axis.get("title") or {}).get("text"))
         angle = axis.get("tickangle")
         angle = angle if isinstance(angle, (int, float)) else 0
         em = _ROOM_EM if any(c.isalpha() for t in labels for c in t) else _CHAR_EM  # digits run wider than words
-        if side == "b":
+        if not labels and not title:  # hidden labels (the Heads grid's keys): nothing pushes this side
+            need = 0
+        elif side == "b":
             slanted = tick_room(labels, font, angle, title, em)
             need = slanted if angle else math.ceil(1.3 * font + 8 + _TITLE_ROOM * title)
         else:
-            need = tick_room(labels, font, 0, title, em) if labels or title else 0
+            need = tick_room(labels, font, 0, title, em) + (_UNTITLED_Y_GAP if em == _ROOM_EM and not title else 0)
         need += axis.get("ticklabelstandoff") or 0
         out[side] = max(out[side], need)
     return out
@@ -86,12 +95,12 @@ def _outer_side(name: str, axis: dict, axes: dict) -> str | None:
     return "r" if axis.get("side") == "right" else "l"
 
 
-def _labels(fig, name: str, axis: dict) -> list[str]:
+def _labels(data, name: str, axis: dict) -> list[str]:
     """The tick labels axis `name` ('x', 'y2'...) draws, or generous stand-ins: its ticktext, its categories, or
     numbers at the ends of its range as Plotly would round them."""
     if axis.get("ticktext") is not None:
         return [str(t) for t in axis["ticktext"]]
-    values = [v for trace in fig.data for v in _values(trace, name)]
+    values = [v for trace in data for v in _values(trace, name)]
     strings = [str(v) for v in values if isinstance(v, str)]
     if strings or axis.get("type") == "category":
         return strings or [str(v) for v in values]
@@ -116,39 +125,67 @@ def _rounded(lo: float, hi: float, scale: float) -> list[str]:
     return [f"{v:.{decimals}f}" for v in ends]
 
 
+def _get(trace, *path):
+    """What a trace (a plotly trace or a trace dict) holds at `path` ("marker", "colorbar"), None where unset; parts
+    that are plotly objects come back as dicts."""
+    value = trace
+    for key in path:
+        if value is None:
+            return None
+        value = value.get(key) if isinstance(value, dict) else getattr(value, key, None)
+    return value.to_plotly_json() if hasattr(value, "to_plotly_json") else value
+
+
+def _type(trace) -> str:
+    return _get(trace, "type") or "scatter"  # a trace dict without a type is a scatter, as in Plotly
+
+
+#: Trace types Plotly leaves out of the legend unless told (showlegend=True): their colour bar says what they show.
+_OFF_THE_LEGEND = ("heatmap", "histogram2d", "contour")
+
+
+def in_legend(trace) -> bool:
+    """Whether Plotly lists `trace` (a trace or a trace dict) in a legend."""
+    shown = _get(trace, "showlegend")
+    return shown is True or (shown is None and _type(trace) not in _OFF_THE_LEGEND)
+
+
 def _values(trace, name: str) -> list:
     """What `trace` puts along axis `name`: its x or y, positions when it has none, counts for a histogram's
     counted axis (at most one per value)."""
     letter = name[0]
-    if (getattr(trace, f"{letter}axis", None) or letter) != name:
+    if (_get(trace, f"{letter}axis") or letter) != name:
         return []
-    kind = trace.type
-    given = getattr(trace, letter, None)
+    kind, given = _type(trace), _get(trace, letter)
     if kind == "histogram":
-        binned = "x" if (trace.orientation or "v") == "v" else "y"
+        binned = "x" if (_get(trace, "orientation") or "v") == "v" else "y"
         if letter != binned:
-            n = len(trace.x if binned == "x" else trace.y)
-            return [0, 100 if trace.histnorm == "percent" else 1 if trace.histnorm else n]
+            n = len(_get(trace, binned))
+            histnorm = _get(trace, "histnorm")
+            return [0, 100 if histnorm == "percent" else 1 if histnorm else n]
     if given is None and kind in ("heatmap", "scatter", "bar"):
-        z = getattr(trace, "z", None)
-        other = trace.y if letter == "x" else trace.x
-        n = len(z[0] if letter == "x" else z) if z is not None and len(z) else len(other or ())
+        z = _get(trace, "z") if kind == "heatmap" else None
+        other = _get(trace, "y" if letter == "x" else "x")
+        n = len(z[0] if letter == "x" else z) if z is not None and len(z) else len(other if other is not None else ())
         return list(range(n))
     return list(given) if given is not None and kind in ("heatmap", "scatter", "bar", "histogram", "box") else []
 
 
-def _bars_room(fig, layout: dict) -> int:
+def _bars_room(data, layout: dict) -> int:
     """The room right of the plot the figure's vertical colour bars take (the furthest one's)."""
-    bars = [
-        t.colorbar.to_plotly_json()
-        if t.type in ("heatmap", "histogram2d", "contour")
-        else t.marker.colorbar.to_plotly_json()
-        for t in fig.data
-        if (t.type in ("heatmap", "histogram2d", "contour") and not t.coloraxis and t.showscale is not False)
-        or (t.type in ("scatter", "scattergl") and t.marker.showscale)
-    ]
-    used = {t.coloraxis for t in fig.data if getattr(t, "coloraxis", None)}
-    used |= {t.marker.coloraxis for t in fig.data if t.type in ("scatter", "scattergl") and t.marker.coloraxis}
+    bars, used = [], set()
+    for t in data:
+        kind = _type(t)
+        if kind in ("heatmap", "histogram2d", "contour"):
+            axis = _get(t, "coloraxis")
+            used |= {axis} if axis else set()
+            if not axis and _get(t, "showscale") is not False:
+                bars.append(_get(t, "colorbar") or {})
+        elif kind in ("scatter", "scattergl"):
+            axis = _get(t, "marker", "coloraxis")
+            used |= {axis} if axis else set()
+            if _get(t, "marker", "showscale"):
+                bars.append(_get(t, "marker", "colorbar") or {})
     bars += [(layout.get(c) or {}).get("colorbar") or {} for c in used if (layout.get(c) or {}).get("showscale", True)]
     return max((_bar_room(bar) for bar in bars), default=0)
 
@@ -164,12 +201,12 @@ def _bar_room(bar: dict) -> int:
     return math.ceil(base + 16 * title.count("<br>") + 400 * beyond)
 
 
-def _legend_room(fig, layout: dict, size: float) -> int:
+def _legend_room(data, layout: dict, size: float) -> int:
     """The room a legend in a column right of the plot (Plotly's default place) takes: its longest entry."""
     legend = layout.get("legend") or {}
     if legend.get("orientation", "v") != "v" or legend.get("x", 1.02) < 1 or layout.get("showlegend") is False:
         return 0
-    names = [str(t.name or "") for t in fig.data if t.showlegend is not False and t.name]
+    names = [str(_get(t, "name")) for t in data if in_legend(t) and _get(t, "name")]
     shown = len(names) > 1 or layout.get("showlegend")
     longest = max(map(len, names), default=0)
     return math.ceil(longest * _CHAR_EM * size + 66) if names and shown else 0  # 66: its symbol and padding

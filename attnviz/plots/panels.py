@@ -2,7 +2,7 @@
 
 make_subplots, add_trace(row=, col=), update_xaxes and update_annotations validate and copy every axis, trace and
 title once per call; for a 32-head layer (Llama-3.2-1B's shape) that was three quarters of the Heads page's work on
-the server (1.3 s of 1.8 s). Building the layout as plain dicts and the Figure once (`common.paper_figure`) gives the
+the server (1.3 s of 1.8 s). Building the layout as plain dicts and the Figure once (`common.finish` takes dicts) gives the
 same figure: tests/plots/test_panel_grid.py compares this layout with make_subplots' own.
 """
 

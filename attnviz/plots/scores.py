@@ -6,8 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..analysis.stats import Histogram, histogram
-from .common import FONT, LEGEND_ABOVE, MODEBAR, WEIGHTS_SCALE, f32, finish, paper_figure, ticks
-from .margins import room
+from .common import WEIGHTS_SCALE, f32, finish, ticks
 from .panels import panel_axes, panel_layout
 from .windows import axis_ranges, range_note, window
 
@@ -34,7 +33,7 @@ def score_histograms(results: dict, bins: int = 40, what: str = "score", figure:
         y |= dict(ticklabelstandoff=4) | (dict(title=dict(text="count")) if i == 0 else {})
         bars = dict(x=f32(h.centers), y=h.counts, width=h.width, name=LABELS[name], marker=dict(color=COLOURS[name]))
         data.append(dict(type="bar", showlegend=False, **bars, **panel_axes(i)))
-    return _finished(data, layout, figure, 300, dict(l=60, r=20, t=40, b=50), bargap=0)
+    return finish(dict(data=data, layout=layout), figure, 300, margin=dict(l=60, r=20, t=40, b=50), bargap=0)
 
 
 def weights_side_by_side(
@@ -76,13 +75,13 @@ def weights_side_by_side(
             x["tickangle"] = -90
     labelled = tokens is not None
     margin = dict(l=100 if labelled else 40, r=20, t=60 if cut else 40, b=100 if labelled else 40)
-    return _finished(data, layout, figure, 380 if labelled else 320, margin)
+    return finish(dict(data=data, layout=layout), figure, 380 if labelled else 320, margin=margin)
 
 
 def _panels(titles: list[str], spacing: float) -> dict:
     """The layout of one row of panels, one per title, each with its own axes (make_subplots(1, n)'s), as dicts.
     Margins are fixed (automargin off): Plotly's margin passes were a third of the browser's time drawing these
-    charts (Chromium, 2026-11-26); `_finished`'s margins leave room for every label."""
+    charts (Chromium, 2026-11-26); `finish` gives the room every label takes (margins.room) and validates once."""
     layout = panel_layout(1, len(titles), titles, spacing, 0.0)
     for name in (k for k in layout if k.startswith(("xaxis", "yaxis"))):
         layout[name].pop("matches", None)  # make_subplots(1, n) gives every panel its own y axis and its labels
@@ -95,14 +94,6 @@ def _axes(layout: dict, i: int) -> tuple[dict, dict]:
     """Panel i's (x axis, y axis) dicts in `layout` (0-based)."""
     names = panel_axes(i)
     return layout["xaxis" + names["xaxis"][1:]], layout["yaxis" + names["yaxis"][1:]]
-
-
-def _finished(data: list, layout: dict, name: str, height: int, margin: dict, **more) -> go.Figure:
-    """`finish` for a figure built as dicts: the same style, name, height and margins, validated once."""
-    margin = margin | dict(t=margin["t"] + MODEBAR)
-    more |= dict(legend=LEGEND_ABOVE, font=FONT, height=height + MODEBAR, margin=margin, meta={"figure": name})
-    fig = paper_figure(dict(data=data, layout=layout | more))
-    return fig.update_layout(margin_r=max(margin["r"], room(fig)["r"]))  # a colour bar's room: one layout pass
 
 
 def drawn_window(n_queries: int, n_keys: int, token_range=None) -> tuple[tuple[int, int], tuple[int, int]]:

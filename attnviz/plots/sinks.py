@@ -25,8 +25,7 @@ def sink_share_bars(tokens, share: np.ndarray, head: int) -> go.Figure:
     )
     fig.update_yaxes(range=[0, 1], title_text="share of the query's attention")
     fig.update_xaxes(title_text="query token", type="category", tickangle=-45)
-    fig = finish(fig, "sink_share", height=320, top=40, title=f"Head {head}: what each query gave to the sink")
-    return fig.update_layout(margin_l=70)  # room for the y-axis title
+    return finish(fig, "sink_share", height=320, top=40, title=f"Head {head}: what each query gave to the sink")
 
 
 SINK_SCALE = "Magma"  # sequential, the same for both maps so a colour means one share in both
@@ -63,4 +62,4 @@ def sink_maps(first: np.ndarray, learned: np.ndarray | None = None, first_label:
         whole = dict(tickmode="linear", tick0=0, dtick=1)  # layers and heads are whole numbers (no -0.5, 1.5 ticks)
         fig.update_xaxes(title_text="head", row=1, col=i + 1, **whole)
         fig.update_yaxes(autorange="reversed", title_text="layer" if i == 0 else None, row=1, col=i + 1, **whole)
-    return finish(fig, "sink_maps", height=110 + 34 * n_layer, top=50).update_layout(margin_l=60)
+    return finish(fig, "sink_maps", height=110 + 34 * n_layer, top=50)

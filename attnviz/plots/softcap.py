@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..analysis.softcap import Softcap
-from .common import INK, f32, finish
+from .common import INK, LEGEND_ABOVE, f32, finish
 
 
 def softcap_curve(values: Softcap, head: int) -> go.Figure:
@@ -49,5 +49,6 @@ def softcap_curve(values: Softcap, head: int) -> go.Figure:
     fig.update_xaxes(title_text="q·k × scale, before the cap")
     fig.update_yaxes(title_text="scaled stage, after the cap")
     shown = "" if values.before.size == values.n_cells else f" ({values.before.size:,} of {values.n_cells:,} cells)"
-    fig = finish(fig, "softcap_curve", height=380, top=80, title=f"Head {head}: scores squeezed by the cap{shown}")
-    return fig.update_layout(margin_l=70, legend=dict(y=1.02))  # legend between the title and the plot
+    title = f"Head {head}: scores squeezed by the cap{shown}"
+    legend = LEGEND_ABOVE | dict(y=1.02)  # between the title and the plot
+    return finish(fig, "softcap_curve", height=380, top=80, title=title, legend=legend)

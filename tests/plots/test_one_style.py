@@ -14,6 +14,7 @@ st.plotly_chart but ui.chart, which hands the figure over untouched (theme=None)
 from __future__ import annotations
 
 import ast
+import copy
 import importlib
 import inspect
 import json
@@ -29,7 +30,8 @@ import attnviz
 from attnviz import figures, plots, ui
 from attnviz.analysis import scores as S
 from attnviz.analysis.softcap import Softcap
-from attnviz.plots import common
+from attnviz.plots import common, margins
+from attnviz.plots.panels import panel_axes, panel_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 WHITE = {"#ffffff", "#fff", "white", "rgb(255,255,255)"}
@@ -174,6 +176,40 @@ def test_the_camera_asks_for_a_white_png_named_after_the_view(drawn):
     assert fig.layout.paper_bgcolor in WHITE and _dark(fig.layout.font.color)
     printed = common.print_ready(drawn["heatmaps.head_grid"][-1])  # files (the HTML export) keep the masked grey
     assert printed.layout.paper_bgcolor in WHITE and printed.layout.plot_bgcolor == MASKED_GREY
+
+
+def test_every_figure_has_the_room_its_labels_colour_bars_and_legend_take(drawn):
+    """One finishing step (common.finish) gives every figure at least margins.room's margins, so Plotly lays it out
+    in one pass, and the toolbar's strip at its top. A builder that sets its own margins after it, or lays its figure
+    out by hand, fails: Who reads gave its titled colour bar 106 px where room() gives 116, the Heads figures too."""
+    short, checked = [], 0
+    for name, figs in drawn.items():
+        for fig in figs:
+            m, need = fig.layout.margin, margins.room(fig)
+            short += [f"{name}: {side} {m[side]} < {px}" for side, px in need.items() if (m[side] or 0) < px]
+            short += [f"{name}: t {m.t}, no toolbar strip"] if (m.t or 0) < common.MODEBAR + 10 else []
+            checked += 1
+    assert checked >= 25 and not short, short
+
+
+def test_a_figure_given_as_dicts_is_finished_as_the_same_figure_given_as_a_figure():
+    """finish's dict path (the Heads grid, the Score functions panels: validated once) applies the same rule as its
+    Figure path (Plotly's own update_layout, update_xaxes and update_annotations)."""
+    layout = panel_layout(1, 2, ["left", "right"], 0.04, 0.0)
+    layout["yaxis"]["title"] = {"text": "query"}
+    layout["title"] = {"text": "pinned", "yref": "container", "y": 1, "pad": {"t": 8}}
+    data = [
+        dict(type="heatmap", z=[[0, 1], [1, 0]], colorbar=dict(title=dict(text="weight")), **panel_axes(0)),
+        dict(type="heatmap", z=[[1, 0]], x=["a long key label", "k"], showscale=False, **panel_axes(1)),
+    ]
+    args = dict(top=40, margin=dict(r=20, b=30), meta={"k": 1}, plot_bgcolor=common.MASKED_BG)
+    as_dicts = common.finish(copy.deepcopy(dict(data=data, layout=layout)), "both", 200, **args)
+    as_figure = common.finish(go.Figure(dict(data=data, layout=layout)), "both", 200, **args)
+    assert json.loads(as_dicts.to_json()) == json.loads(as_figure.to_json())
+    m = as_dicts.layout.margin
+    assert (m.t, m.r, as_dicts.layout.title.pad.t) == (40 + common.MODEBAR, 118, 8 + common.MODEBAR)  # a titled bar
+    assert m.l > 40 and m.b == 30  # the query title and its labels; untitled key labels ask less than the 30 given
+    assert as_dicts.layout.xaxis2.showgrid is False and as_dicts.layout.annotations[1].font.color == common.INK
 
 
 def _plotly_chart_calls():

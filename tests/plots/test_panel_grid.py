@@ -1,4 +1,4 @@
-"""The Heads grid is built as one dict (plots.panels, common.paper_figure) instead of make_subplots and per-axis
+"""The Heads grid is built as one dict (plots.panels, finished by common.finish) instead of make_subplots and per-axis
 updates: its layout must be make_subplots' own, to the last bit, and the style rule must leave nothing to change."""
 
 from __future__ import annotations
