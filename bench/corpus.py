@@ -32,7 +32,7 @@ import torch
 
 import attnviz
 from attnviz.corpus import batch, open_corpus, profile
-from attnviz.corpus.rows import CELLS
+from attnviz.corpus.rows import cells_on
 from attnviz.corpus.state import Settings
 from attnviz.hf.capture import CAPTURE_NAME
 from attnviz.hf.encode import encode, token_limit
@@ -60,7 +60,9 @@ def like_batched(loaded, texts: list, max_tokens: int):
     for start in range(0, len(texts), s.shard_size):
         encoded = [encode(loaded.tokenizer, t, None, limit) for t in texts[start : start + s.shard_size]]
         lengths = np.array([len(e.ids) for e in encoded])
-        for group in batch.plan(lengths, list(range(len(encoded))), s.batch, s.batch_tokens, CELLS, per_cell):
+        for group in batch.plan(
+            lengths, list(range(len(encoded))), s.batch, s.batch_tokens, cells_on(loaded.device), per_cell
+        ):
             out.append(
                 model_inputs(loaded, batch.padded(loaded.tokenizer, [encoded[g] for g in group], max(lengths[group])))
             )

@@ -79,7 +79,12 @@ def windows(trace: AttentionTrace, cells: int = CELLS, has_values: bool | None =
 
 def window_cells(trace: AttentionTrace) -> int:
     """The cells a window holds where this trace lives (CELLS on a CPU, DEVICE_CELLS on an accelerator)."""
-    return CELLS if trace.layers[0].tensors()[0].device.type == "cpu" else DEVICE_CELLS
+    return cells_on(trace.layers[0].tensors()[0].device)
+
+
+def cells_on(device) -> int:
+    """`window_cells` on `device` (a torch.device or its name): also what bounds a batch of texts' window."""
+    return CELLS if torch.device(device).type == "cpu" else DEVICE_CELLS
 
 
 def key_reach(trace: AttentionTrace, masks: list) -> np.ndarray:

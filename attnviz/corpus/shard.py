@@ -11,7 +11,7 @@ from ..hf import trace_pretrained
 from ..hf.encode import encode, token_limit
 from ..hf.seq2seq import ROLES, trace_seq2seq
 from . import batch
-from .rows import CELLS
+from .rows import cells_on
 from .state import ProfileState, Settings
 from .texts import Corpus
 
@@ -43,7 +43,7 @@ def _read_batched(loaded, texts: list, s: Settings, state: ProfileState, special
     encoded = [encode(loaded.tokenizer, text, None, limit) for _, text in texts]
     lengths = np.array([len(e.ids) for e in encoded])
     ids = [i for i, _ in texts]
-    batches = batch.plan(lengths, ids, s.batch, s.batch_tokens, CELLS, state.n_layer * loaded.n_head)
+    batches = batch.plan(lengths, ids, s.batch, s.batch_tokens, cells_on(loaded.device), state.n_layer * loaded.n_head)
     together = True
     for group in batches:
         batched = batch.capture(loaded, [encoded[g] for g in group]) if together and len(group) > 1 else None

@@ -18,7 +18,7 @@ from . import batch
 from .examples import Examples
 from .qk_sample import Choice, check_settings
 from .reducers import Divergence, Histogram, Means, sampled_rows
-from .rows import Scratch, TextSums, window_cells, windows
+from .rows import Scratch, TextSums, cells_on, window_cells, windows
 
 COUNTS = ("texts", "tokens", "rows", "cut", "dropped_tokens", "empty", "undecodable")
 
@@ -38,7 +38,7 @@ class Settings:
     distance_rows: int = 4  # rows per text (seeded) the divergence is averaged over; 0: every row
     shard_size: int = 64
     batch: int = 8  # texts a forward (of similar length; attnviz.corpus.batch); 1: one text a forward
-    batch_tokens: int = 1024  # padded tokens a forward at most (the window's cells are bounded by CELLS besides)
+    batch_tokens: int = 1024  # padded tokens a forward at most (its window's cells by rows.cells_on besides)
     qk_samples: int = 1_000  # tokens whose query and key every head keeps (attnviz.corpus.qk_sample); 0: none
     qk_per_text: int = 32  # at most this many of them from one text
     qk_dtype: str = "float16"  # how they are stored (float32 doubles the bytes)
@@ -108,9 +108,9 @@ class ProfileState:
         self.counts["cut"] += int(cut > 0)
         self.counts["dropped_tokens"] += int(cut)
 
-    def observe_batch(self, batched: batch.Batched, text_ids: list, specials, cells: int = CELLS) -> None:
+    def observe_batch(self, batched: batch.Batched, text_ids: list, specials, cells: int | None = None) -> None:
         """Add texts read together (attnviz.corpus.batch): every reducer takes the batch's one window at once."""
-        batch.observe(self, batched, text_ids, specials, cells)
+        batch.observe(self, batched, text_ids, specials, cells or cells_on(batched.q.device))
 
     def skip(self, why: str) -> None:
         self.counts[why] += 1
