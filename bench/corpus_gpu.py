@@ -22,6 +22,7 @@ from bench.measure import interleaved, ms, ratio
 #: (name, shape, texts): the rows of a GPU run; a row the device cannot hold says why and the others still run
 MODELS = (("Llama-3.2-1B shape", traces.LLAMA_1B, 16), ("Llama-3-8B shape", traces.LLAMA_8B, 16))
 CORPUS = 100_000  # texts of the cost on paper
+BATCH = 8  # texts a forward of the batched SDPA row (the profile's default batch)
 
 
 def run(models=MODELS, tokens: int = 512, rounds: int = 2, warmup: int = 1, device: str = "cuda") -> dict:
@@ -57,8 +58,15 @@ def row(name: str, shape: dict, n_texts: int, tokens: int, rounds: int, warmup: 
     def synced(fn):
         return lambda: (fn(), sync())
 
+    def sdpa_batched():  # beside it: what batching gives the forward itself (the profile batches short texts)
+        with on_sdpa(model):
+            for i in range(0, len(texts), BATCH):  # every text has `tokens` tokens: no padding
+                model(**loaded.tokenizer(texts[i : i + BATCH], return_tensors="pt").to(device))
+        sync()
+
     fns = {"sdpa": sdpa, "profile": synced(lambda: profile(loaded, texts, distances=False, max_tokens=tokens)),
-           "profile_distances": synced(lambda: profile(loaded, texts, max_tokens=tokens))}  # fmt: skip
+           "profile_distances": synced(lambda: profile(loaded, texts, max_tokens=tokens)),
+           "sdpa_batched": sdpa_batched}  # fmt: skip
     t = interleaved(fns, rounds, warmup)
     per_text = {k: ms(v) / n_texts for k, v in t.items()}
     hours = {k: v * CORPUS / 3.6e6 for k, v in per_text.items()}
@@ -66,6 +74,14 @@ def row(name: str, shape: dict, n_texts: int, tokens: int, rounds: int, warmup: 
             **{f"{k}_ms_per_text": round(v, 2) for k, v in per_text.items()},
             "profile_vs_sdpa": ratio(t, "profile", "sdpa"),
             "profile_distances_vs_sdpa": ratio(t, "profile_distances", "sdpa"),
+            "profile_vs_sdpa_batched": ratio(t, "profile", "sdpa_batched"),
             **{f"{k}_h_100k_1gpu": round(v, 2) for k, v in hours.items()},
             **{f"{k}_h_100k_8gpu": round(v / 8, 2) for k, v in hours.items()},
             "peak_gb": round(torch.cuda.max_memory_allocated() / 2**30, 2) if device == "cuda" else None}  # fmt: skip
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(run(tokens=int(sys.argv[1]) if len(sys.argv) > 1 else 512), indent=1))

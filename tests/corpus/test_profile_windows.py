@@ -42,3 +42,20 @@ def test_small_windows_give_the_profile_of_whole_texts(family, request):
         np.testing.assert_allclose(
             y["key_weights"] + [y["max_weight"]], x["key_weights"] + [x["max_weight"]], atol=1e-6
         )
+
+
+def test_the_rows_an_example_selection_keeps_are_a_stable_sorts_first_on_a_device_sort_too():
+    """Examples keep each head's k best rows, ties to the earlier query; on an accelerator the sort runs there
+    (examples.first with a device): the same indices as numpy's stable sort, ties and rows that may not be chosen
+    (inf) included. Run here through torch on the CPU, the path a GPU takes."""
+    import numpy as np
+    import torch
+
+    from attnviz.corpus.examples import first
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 4, (3, 5, 40)).astype(np.float64)  # many ties
+    a[rng.random(a.shape) < 0.4] = np.inf
+    want = np.stack([[sorted(range(40), key=lambda j: (row[j], j))[:6] for row in head] for head in a])
+    assert (first(a, 6) == want).all()
+    assert (first(a, 6, torch.device("cpu")) == want).all()
