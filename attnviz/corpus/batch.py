@@ -241,7 +241,7 @@ def drawn(batched: Batched, texts: dict, seed: int, per_text: int, dtype: str) -
     out, start, most = {}, 0, float(np.finfo(np.float16).max)
     for (t, p), big in zip(pos.items(), largest > most):
         part = slice(start, start + len(p))
-        qt, kt = (a[:, :, part] for a in ((q, k) if big else stored))
+        qt, kt = (a[:, :, part].copy() for a in ((q, k) if big else stored))  # a view would hold the whole batch's
         tokens = batched.encoded[texts[t]].tokens
         out[t] = Drawn(list(qt), list(kt), list(allowed[:, texts[t], p[:, None], p]),
                        [token_entry(tokens, t, int(x)) for x in p], list(batched.scale), [[] for _ in batched.scale])  # fmt: skip

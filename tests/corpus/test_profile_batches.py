@@ -62,3 +62,18 @@ def test_batches_group_texts_of_similar_length_within_their_bounds():
     for g in got:
         n = max(lengths[g])
         assert len(g) == 1 or (len(g) <= 3 and len(g) * n <= min(64, 1.5 * sum(lengths[g])))
+
+
+def test_a_texts_sampled_vectors_hold_its_own_tokens_not_its_batchs(tiny_llama):
+    """The query-key sample keeps a chosen text's vectors for the whole run: each must own its tokens' numbers, not be
+    a view of the batch's gathered tokens (which kept every text of the batch alive for as long as one was chosen)."""
+    from attnviz.corpus.batch import drawn
+
+    encoded = [encode(tiny_llama.tokenizer, t, None, 128) for t in TEXTS[:4]]
+    batched = capture(tiny_llama, encoded)
+    got = drawn(batched, {10 + i: i for i in range(4)}, seed=0, per_text=3, dtype="float16")
+    assert sorted(got) == [10, 11, 12, 13]
+    for d in got.values():
+        for a in (*d.q, *d.k):
+            owner = a if a.base is None else a.base
+            assert owner.shape[-2] == len(d.tokens), (owner.shape, len(d.tokens))  # this text's tokens alone
