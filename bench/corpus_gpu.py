@@ -1,10 +1,12 @@
 """A head profile on a GPU against the SDPA forward over the same texts (group corpus_gpu), for the cost of a corpus.
 
 The Llama-3-8B and Llama-3.2-1B shapes (random bfloat16 weights on the device, a word-level tokenizer: nothing
-downloaded) over texts of 512 tokens, HeadVis's length, one text per forward in both: transformers' SDPA forward,
-attnviz.profile without and with the head distances (4 seeded rows a text, its default). Wall-clock seconds with the
-device synchronised after each call, interleaved rounds. From the per-text times: the hours for 100,000 such texts
-on one GPU and on eight (Ray, one actor each, the model loaded once per actor: docs/corpus.md, "Cost").
+downloaded) over texts of `tokens` tokens each (512 by default, HeadVis's length): transformers' SDPA forward one text
+a call and BATCH texts a call, and attnviz.profile as it runs (texts batched where a batch fits a window: at 512
+tokens these models read one text a forward) without and with the head distances (4 seeded rows a text, its
+default). Wall-clock seconds with the device synchronised after each call, interleaved rounds. From the per-text
+times: the hours for 100,000 such texts on one GPU and on eight (Ray, one actor each, the model loaded once per
+actor: docs/corpus.md, "Cost"). `python -m bench.corpus_gpu [tokens]` prints the rows as JSON.
 """
 
 from __future__ import annotations
