@@ -201,16 +201,10 @@ def ranked(group: np.ndarray, prio: np.ndarray, query: np.ndarray) -> np.ndarray
     return place
 
 
-def priorities(seed: int, text: int, shape: tuple, start: int) -> np.ndarray:
-    """A uniform number in [0, 1) for each (layer, head, query) of a text, fixed by the seed alone (splitmix64), so a
-    reservoir keeps the same rows whatever the order, the shards or the workers that read them."""
-    n = shape[2]
-    return priorities_at(seed, np.full(n, text, np.int64), np.arange(start, start + n), shape[0], shape[1])
-
-
 def priorities_at(seed: int, texts: np.ndarray, queries: np.ndarray, n_layer: int, n_head: int) -> np.ndarray:
-    """[layer, head, w]: `priorities` of the (text, query) pairs texts[c], queries[c] (texts read together in one
-    window), each the number its own text gives it."""
+    """[layer, head, w]: a uniform number in [0, 1) for each (layer, head) and each (text, query) pair texts[c],
+    queries[c] (one text's window, or texts read together), fixed by the seed alone (splitmix64), so a reservoir keeps
+    the same rows whatever the order, the batches, the shards or the workers that read them."""
     layer = np.arange(n_layer, dtype=np.uint64)[:, None, None]
     head = np.arange(n_head, dtype=np.uint64)[None, :, None]
     query = np.asarray(queries).astype(np.uint64)[None, None, :]

@@ -71,7 +71,7 @@ class Pass:
 
 FIRST_CHART_TOP_JS = "() => document.querySelector('.js-plotly-plot')?.getBoundingClientRect().top ?? null"
 #: Charts whose margins Plotly grew past the ones the figure gives (for a colour bar or tick labels): each such chart
-#: is laid out twice on every draw (plots.common.tick_room). "name side asked->drawn" per grown side.
+#: is laid out twice on every draw (plots.margins.room). "name side asked->drawn" per grown side.
 REGROWN_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(gd => {
   const L = gd._fullLayout, name = (gd.layout.meta || {}).figure || 'chart';
   return ['l', 'r', 't', 'b'].filter(k => Math.round(L._size[k]) > L.margin[k])
