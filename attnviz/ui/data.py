@@ -17,11 +17,13 @@ from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.generate import generate
+from ..hf.load import import_in_steps
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
 from ..plots import common
 from ..trace import AttentionTrace
 from ..trace import file as trace_file
+from . import first_view
 from .charts import start_plotly
 from .generation import generation_request
 from .heavy import LIGHT_TOKENS, heavy
@@ -61,10 +63,15 @@ def warm_up() -> None:
     _threads()
     common.template_by_default()
     step("setup")
+    first_view.prepare()  # the made-ahead trace and its figures, if there is one
+    step("first view")
+    import_in_steps(lambda: first_view.wait_for_preview(_visitors))  # a visitor's preview first (ui.first_view)
+    step("imports")
     model = get_model(BUNDLED)
     step("model")
     if not _visitors():
         trace = trace_pretrained(model, DEFAULT_TEXT)
+        first_view.keep(BUNDLED, None, DEFAULT_TEXT, {}, trace)
         step("trace")
         heatmaps.head_grid(trace, 0).to_json()
         step("figure")
@@ -79,18 +86,20 @@ def _visitors() -> bool:
 _LOADED: set[str] = set()  # models this process has loaded (the cache may have dropped some since)
 
 
-def loading_notice():
-    """A main-area placeholder: on a cold start it says the model is loading (the sidebar's spinner is easy to
-    miss and the main area would stay blank), and has the browser load Plotly's script meanwhile (start_plotly). Call
-    `.empty()` on it once the sidebar has loaded the model."""
+def loading_notice(page=None):
+    """A main-area placeholder: on a cold start at the default view, the first heatmaps from the trace made ahead
+    (ui.first_view); on another cold start it says the model is loading (the sidebar's spinner is easy to miss and
+    the main area would stay blank), and has the browser load Plotly's script meanwhile (start_plotly). Call
+    `.empty()` on it once the page is drawn (a preview stays until the live page replaces it)."""
     box = st.empty()
     if not _LOADED:
         with box.container():
-            st.info(
-                "Loading the model and starting up… the first visit after a restart takes a few seconds.",
-                icon=":material/hourglass_top:",
-            )
             start_plotly()  # the browser loads Plotly's script while the model loads
+            if page is None or not first_view.preview(page, BUNDLED in _LOADED):
+                st.info(
+                    "Loading the model and starting up… the first visit after a restart takes a few seconds.",
+                    icon=":material/hourglass_top:",
+                )
     return box
 
 
@@ -138,7 +147,9 @@ def _compute_trace(model_name: str, module_key: tuple | None, text: str, options
         return trace_seq2seq(loaded, text, **opts)
     if "generate" in opts:  # the sidebar asked the model to write a continuation (ui.generation)
         return generate(loaded, text, opts.pop("generate"), **opts)
-    return trace_pretrained(loaded, text, **opts)
+    trace = trace_pretrained(loaded, text, **opts)
+    first_view.keep(model_name, module_key, text, opts, trace)  # the default view's, for the next cold start
+    return trace
 
 
 def trace_options(src: Selection, options: dict) -> dict:

@@ -1,0 +1,136 @@
+"""A cold start's first heatmaps, drawn from the default view's trace made ahead (attnviz.first_view) while
+transformers and the model load: the Heads page's grid and one head, exactly the figures the live page draws for the
+default view, under a notice that the model is still loading. The sidebar's controls that need the model wait for it
+as before; once it is loaded the same run draws the live page and the preview goes (app.py).
+
+One process runs the server (the GIL): the warm-up thread, which imports transformers for seconds, lets a connected
+visitor's first run draw its preview before it goes on (`wait_for_preview`), at each of its import steps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import streamlit as st
+
+from .. import figures
+from .. import first_view as made_ahead
+from ..hf import BUNDLED
+from ..trace import AttentionTrace
+from .charts import chart
+from .state import DEFAULT_TEXT, SOURCES, server_max_tokens
+
+# the default view's controls: absent from a session's state or at these values (else the visitor asked for another)
+DEFAULTS = {"text": DEFAULT_TEXT, "pair": "", "source": next(iter(SOURCES)), "model": ""}
+EMBED = {"embed", "embed_options"}  # Streamlit's own query parameters: they change the frame, not the view
+WAIT_S = 3.0  # the longest the warm-up waits for a connected visitor's preview
+KEEP_AFTER_S = 3.0  # a default trace is written this long after it was made (a few tens of ms of work)
+SHOWN = "_first_view_shown"  # session state: this run drew the preview
+
+_first_run_done = threading.Event()  # a first run decided (drew its preview, or found it could not)
+_lock = threading.Lock()
+_held: dict[str, AttentionTrace | None] = {}
+_kept: list[bool] = []
+
+
+def made_trace() -> AttentionTrace | None:
+    """The made-ahead trace, read and checked once per process (None: no file that fits this machine)."""
+    return prepare()[0]
+
+
+def prepare() -> tuple[AttentionTrace | None, figures.Drawn | None]:
+    """The made-ahead trace and its default figures, once per process (the warm-up makes them before a visitor's
+    first run needs them: a process's first Plotly figure costs about a second more than the next)."""
+    with _lock:
+        if "trace" not in _held:
+            trace = made_ahead.load(DEFAULT_TEXT)
+            _held["figures"] = None if trace is None else default_figures(trace)
+            _held["trace"] = trace
+        return _held["trace"], _held["figures"]
+
+
+def default_figures(trace: AttentionTrace) -> figures.Drawn:
+    """The Heads page's figures for its default view (layer 0, head 0, weights, linear colours, every token)."""
+    return figures.heads(trace, 0, 0, "weights", "linear", None, None, (), 0, {})
+
+
+def at_default_view(page) -> bool:
+    """Whether this run shows the default page at the default view (no link's settings, nothing changed yet)."""
+    if page.url_path != "" or set(st.query_params) - EMBED:
+        return False
+    return all(st.session_state.get(k, v) in (v, None) for k, v in DEFAULTS.items())
+
+
+def preview(page, loaded: bool) -> bool:
+    """On a cold start (`loaded`: the bundled model is not loaded yet) at the default view, draw the made-ahead
+    heatmaps here and say the model is loading; False (nothing drawn) otherwise."""
+    st.session_state[SHOWN] = False
+    try:
+        trace, drawn = (None, None) if loaded or not at_default_view(page) else prepare()
+        if trace is None or trace.n_tokens > server_max_tokens():
+            return False
+        _draw(trace, drawn)
+        st.session_state[SHOWN] = True
+        return True
+    finally:
+        _first_run_done.set()
+
+
+def showing_first_view() -> bool:
+    """Whether this run drew the made-ahead heatmaps (app.py keeps them until the live page has drawn)."""
+    return bool(st.session_state.get(SHOWN))
+
+
+def _draw(trace: AttentionTrace, drawn: figures.Drawn) -> None:
+    st.title("Heads")
+    st.info(
+        "**The model is still loading** (a few seconds after a restart). Until it is ready, this is the default "
+        "sentence's attention from a trace saved on this server; the controls in the sidebar work once it is loaded.",
+        icon=":material/hourglass_top:",
+    )
+    st.subheader(f"Every head of {trace.provenance.layer_label(0)}")
+    st.caption(f"{trace.n_head} heads on one colour scale. Hover a cell for its tokens and value.")
+    chart(drawn["head_grid"], "layer0", "weights", "heads", key="first-view-grid")
+    st.subheader("One head up close")
+    left, right = st.columns([1, 2.4], gap="large")
+    left.markdown(
+        "**How to read it.** Each **row** is a query: the token that is looking. Each **column** is a key: "
+        "the token being looked at. A bright cell means the row's token takes a lot from the column's token."
+    )
+    with right:
+        chart(drawn["head_detail"], "layer0", "head0", "weights", key="first-view-head")
+
+
+def wait_for_preview(connected) -> None:
+    """For the warm-up, before each heavy step: while a visitor is connected whose first run has not drawn its preview
+    yet, and a made-ahead trace is there to draw, wait for it (at most WAIT_S in all): that run needs the interpreter
+    for a few hundred milliseconds, the step for seconds."""
+    deadline = time.monotonic() + WAIT_S
+    while not _first_run_done.is_set() and connected() and made_trace() is not None:
+        if not _first_run_done.wait(timeout=0.02) and time.monotonic() > deadline:
+            return
+
+
+def keep(model_name: str, module, text: str, options: dict, trace: AttentionTrace) -> None:
+    """After a trace: when it is the default view's (the bundled model, the default text, no other options), write it
+    for the next cold start unless the folder has a good one (once per process, in the background, a little later)."""
+    if _kept or model_name != BUNDLED or module is not None or text != DEFAULT_TEXT:
+        return
+    if any(v not in (None, ()) for k, v in options.items() if k != "max_tokens"):
+        return
+    with _lock:
+        if _kept:
+            return
+        _kept.append(True)
+    later = threading.Timer(KEEP_AFTER_S, made_ahead.keep, args=(trace, text))  # not while the first page draws
+    later.daemon = True
+    later.start()
+
+
+def main() -> None:
+    """Trace the default view with the bundled model and write it where the settings say (scripts/first_view.py, which
+    the image's build runs)."""
+    from ..hf import load_model, trace_pretrained
+
+    print(made_ahead.save(trace_pretrained(load_model(), DEFAULT_TEXT), DEFAULT_TEXT))
