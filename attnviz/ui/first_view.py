@@ -1,10 +1,11 @@
-"""A cold start's first heatmaps, drawn from the default view's trace made ahead (attnviz.first_view) while
-transformers and the model load: the Heads page's grid and one head, exactly the figures the live page draws for the
-default view, under a notice that the model is still loading. The sidebar's controls that need the model wait for it
-as before; once it is loaded the same run draws the live page and the preview goes (app.py).
+"""A cold start's first heatmaps, drawn from the default view made ahead (attnviz.first_view) while transformers and
+the model load: the Heads page's grid and one head, exactly the figures the live page draws for the default view,
+under a notice that the model is still loading. The sidebar's controls that need the model wait for it as before;
+once it is loaded the same run draws the live page below, and the preview goes when that is drawn (app.py).
 
-One process runs the server (the GIL): the warm-up thread, which imports transformers for seconds, lets a connected
-visitor's first run draw its preview before it goes on (`wait_for_preview`), at each of its import steps.
+One process runs the server (the GIL): the warm-up reads the files and builds the figures once (`prepare`) before it
+imports transformers, and before each of its import steps it lets a connected visitor's first run draw its preview
+first (`wait_for_preview`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import threading
 import time
 
+import plotly.graph_objects as go
 import streamlit as st
 
-from .. import figures
 from .. import first_view as made_ahead
 from ..hf import BUNDLED
 from ..trace import AttentionTrace
@@ -30,29 +31,23 @@ SHOWN = "_first_view_shown"  # session state: this run drew the preview
 
 _first_run_done = threading.Event()  # a first run decided (drew its preview, or found it could not)
 _lock = threading.Lock()
-_held: dict[str, AttentionTrace | None] = {}
+_held: dict = {}
 _kept: list[bool] = []
 
 
-def made_trace() -> AttentionTrace | None:
-    """The made-ahead trace, read and checked once per process (None: no file that fits this machine)."""
-    return prepare()[0]
-
-
-def prepare() -> tuple[AttentionTrace | None, figures.Drawn | None]:
-    """The made-ahead trace and its default figures, once per process (the warm-up makes them before a visitor's
-    first run needs them: a process's first Plotly figure costs about a second more than the next)."""
+def prepare() -> made_ahead.Made | None:
+    """The made-ahead figures, read, checked and built once per process (None: none that fit this machine). The
+    warm-up calls this first: a process's first Plotly figure costs it a few tenths of a second (its validators)."""
+    where = made_ahead.folder()
     with _lock:
-        if "trace" not in _held:
-            trace = made_ahead.load(DEFAULT_TEXT)
-            _held["figures"] = None if trace is None else default_figures(trace)
-            _held["trace"] = trace
-        return _held["trace"], _held["figures"]
+        if where not in _held:  # by folder: settings are read on every call (a test, an operator may change it)
+            made = made_ahead.load(DEFAULT_TEXT, where)
+            _held[where] = made, None if made is None else {k: go.Figure(v) for k, v in made.figures.items()}
+        return _held[where][0]
 
 
-def default_figures(trace: AttentionTrace) -> figures.Drawn:
-    """The Heads page's figures for its default view (layer 0, head 0, weights, linear colours, every token)."""
-    return figures.heads(trace, 0, 0, "weights", "linear", None, None, (), 0, {})
+def _figures() -> dict:
+    return _held[made_ahead.folder()][1]
 
 
 def at_default_view(page) -> bool:
@@ -67,10 +62,10 @@ def preview(page, loaded: bool) -> bool:
     heatmaps here and say the model is loading; False (nothing drawn) otherwise."""
     st.session_state[SHOWN] = False
     try:
-        trace, drawn = (None, None) if loaded or not at_default_view(page) else prepare()
-        if trace is None or trace.n_tokens > server_max_tokens():
+        made = None if loaded or not at_default_view(page) else prepare()
+        if made is None or made.n_tokens > server_max_tokens():
             return False
-        _draw(trace, drawn)
+        _draw(made, _figures())
         st.session_state[SHOWN] = True
         return True
     finally:
@@ -82,16 +77,16 @@ def showing_first_view() -> bool:
     return bool(st.session_state.get(SHOWN))
 
 
-def _draw(trace: AttentionTrace, drawn: figures.Drawn) -> None:
+def _draw(made: made_ahead.Made, figures: dict) -> None:
     st.title("Heads")
     st.info(
         "**The model is still loading** (a few seconds after a restart). Until it is ready, this is the default "
         "sentence's attention from a trace saved on this server; the controls in the sidebar work once it is loaded.",
         icon=":material/hourglass_top:",
     )
-    st.subheader(f"Every head of {trace.provenance.layer_label(0)}")
-    st.caption(f"{trace.n_head} heads on one colour scale. Hover a cell for its tokens and value.")
-    chart(drawn["head_grid"], "layer0", "weights", "heads", key="first-view-grid")
+    st.subheader(f"Every head of {made.where}")
+    st.caption(f"{made.n_head} heads on one colour scale. Hover a cell for its tokens and value.")
+    chart(figures["head_grid"], "layer0", "weights", "heads", key="first-view-grid")
     st.subheader("One head up close")
     left, right = st.columns([1, 2.4], gap="large")
     left.markdown(
@@ -99,7 +94,7 @@ def _draw(trace: AttentionTrace, drawn: figures.Drawn) -> None:
         "the token being looked at. A bright cell means the row's token takes a lot from the column's token."
     )
     with right:
-        chart(drawn["head_detail"], "layer0", "head0", "weights", key="first-view-head")
+        chart(figures["head_detail"], "layer0", "head0", "weights", key="first-view-head")
 
 
 def wait_for_preview(connected) -> None:
@@ -107,7 +102,7 @@ def wait_for_preview(connected) -> None:
     yet, and a made-ahead trace is there to draw, wait for it (at most WAIT_S in all): that run needs the interpreter
     for a few hundred milliseconds, the step for seconds."""
     deadline = time.monotonic() + WAIT_S
-    while not _first_run_done.is_set() and connected() and made_trace() is not None:
+    while not _first_run_done.is_set() and connected() and prepare() is not None:
         if not _first_run_done.wait(timeout=0.02) and time.monotonic() > deadline:
             return
 
@@ -123,7 +118,9 @@ def keep(model_name: str, module, text: str, options: dict, trace: AttentionTrac
         if _kept:
             return
         _kept.append(True)
-    later = threading.Timer(KEEP_AFTER_S, made_ahead.keep, args=(trace, text))  # not while the first page draws
+    later = threading.Timer(
+        KEEP_AFTER_S, made_ahead.keep, args=(trace, text, made_ahead.folder())
+    )  # not while the first page draws
     later.daemon = True
     later.start()
 
