@@ -62,15 +62,19 @@ PLOTLY_FETCH = """() => {
 FIRST = """() => document.querySelector("[data-testid='stMain'] h1") && CHARTS >= 2""".replace("CHARTS", CHARTS)
 
 
+_MADE: set[Path] = set()
+
+
 def cache_folder(root: Path, made: bool) -> Path:
-    """The tree's own ATTNVIZ_CACHE_DIR for one start: with the made-ahead file (written once, by the tree's own
-    scripts/first_view.py where it has one) or emptied."""
+    """The tree's own ATTNVIZ_CACHE_DIR for one start: with the made-ahead file (written by the tree's own
+    scripts/first_view.py where it has one, once per run: a file made by other code is stale) or emptied."""
     where = OUT / f"cold-cache-{root.name}"
     if not made:
         shutil.rmtree(where, ignore_errors=True)
-    elif (root / "scripts" / "first_view.py").exists() and not (where / "first-view.json").exists():
+    elif (root / "scripts" / "first_view.py").exists() and root not in _MADE:  # made afresh once per run
         env = dict(os.environ, ATTNVIZ_CACHE_DIR=str(where), HF_HUB_OFFLINE="1")
         subprocess.run([sys.executable, "scripts/first_view.py"], cwd=root, env=env, check=True, capture_output=True)
+        _MADE.add(root)
     return where
 
 
