@@ -12,7 +12,10 @@ the warm-up (attnviz.ui, which a visitor's script imports first; then transforme
 garbage collector is off until the warm-up is over: the start allocates about a million objects that live as long as
 the process, and collecting them again and again cost about a tenth of the imports; they are then frozen (gc.freeze),
 so no later collection walks them either (the ~14,000 objects the start leaves in reference cycles stay with them:
-collecting them first would cost a second of a full collection while the first visitor's page runs).
+collecting them first would cost a second of a full collection while the first visitor's page runs). While the
+warm-up runs, Python switches threads every millisecond instead of every five: the warm-up's imports hold the
+interpreter for seconds, and the threads that serve the browser's files and the first visitor's run (the default
+view's heatmaps made ahead, attnviz.ui.first_view) each wait up to one switch interval for it, again and again.
 """
 
 from __future__ import annotations

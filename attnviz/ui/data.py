@@ -46,11 +46,13 @@ def _threads() -> None:
 
 
 def warm_up() -> None:
-    """At server start (scripts/serve.py): torch's threads, the bundled model in the shared model cache, and, while no
-    visitor is there yet, one trace and one figure of the default sentence, so that the first forward pass and Plotly's
-    first figure (each much slower than the next) are paid before anyone waits. A visitor who came while the model
-    loaded runs the same trace and figures at once: doing them here too would only compete with that run.
-    Says in the server log how long each step took."""
+    """At server start (scripts/serve.py): torch's threads; the default view made ahead, read and built (ui.first_view:
+    a cold start's first heatmaps); transformers' modeling code in steps, each after a connected visitor's first run
+    has drawn that view (one process: the steps would take the interpreter from it for seconds); the bundled model in
+    the shared model cache; and, while no visitor is there yet, one trace and one figure of the default sentence, so
+    that the first forward pass and Plotly's first figure (each much slower than the next) are paid before anyone
+    waits. A visitor who came while the model loaded runs the same trace and figures at once: doing them here too
+    would only compete with that run. Says in the server log how long each step took."""
     from ..plots import heatmaps  # a page's figure module, imported by the first page anyway
 
     steps, t = {}, time.perf_counter()
