@@ -49,6 +49,20 @@ TIMELINE = """(() => {
     if (document.querySelector('.js-plotly-plot .main-svg')) mark('svg');
   }).observe(document, {subtree: true, childList: true, attributes: true});
 })()"""
+# ... and when the tab received the first message over 20 kB (`msg_s`: the first figures, the made-ahead ones on a
+# branch with them), to tell the server's sending from the tab's drawing
+TIMELINE = TIMELINE.replace(
+    """(() => {
+  const t = window.__cold = {};""",
+    """(() => {
+  const t = window.__cold = {};
+  const WS = window.WebSocket;
+  window.WebSocket = function(...a) { const w = new WS(...a);
+    w.addEventListener('message', e => { const n = e.data.byteLength || e.data.size || 0;
+      if (n > 20000 && t.msg === undefined) t.msg = performance.now(); });
+    return w; };
+  window.WebSocket.prototype = WS.prototype;""",
+)
 STEPS = ("html", "app", "run", "ran", "chart", "svg")
 # The marks, with when the tab asked for Plotly's script (the 4.7 MB chunk Streamlit loads with a first chart) and
 # when it had it all
@@ -131,7 +145,7 @@ def _fmt(row: dict) -> str:
 
 
 def render(res: dict) -> str:
-    keys = "health_s html_s app_s run_s chart_s plotly_asked_s plotly_got_s svg_s first_s model_s warm_s ran_s cold_s"
+    keys = "health_s html_s app_s run_s plotly_asked_s plotly_got_s chart_s msg_s svg_s first_s model_s warm_s ran_s cold_s"
     keys = keys.split()
     names = list(res["rows"])
     head = ["step (s from the server's start)", *(f"{n} (median of {len(res['rows'][n])})" for n in names)]

@@ -26,6 +26,9 @@ from .state import DEFAULT_TEXT, SOURCES, server_max_tokens
 DEFAULTS = {"text": DEFAULT_TEXT, "pair": "", "source": next(iter(SOURCES)), "model": ""}
 EMBED = {"embed", "embed_options"}  # Streamlit's own query parameters: they change the frame, not the view
 WAIT_S = 3.0  # the longest the warm-up waits for a connected visitor's preview
+# and then the time it leaves the server to send the preview's figures (~60 kB) and the tab to draw them: with the
+# imports going on at once, the figures reached the tab 2.2 s after the run had drawn them (load 7, bench.cold)
+SEND_S = 1.5
 KEEP_AFTER_S = 3.0  # a default trace is written this long after it was made (a few tens of ms of work)
 SHOWN = "_first_view_shown"  # session state: this run drew the preview
 
@@ -33,6 +36,8 @@ _first_run_done = threading.Event()  # a first run decided (drew its preview, or
 _lock = threading.Lock()
 _held: dict = {}
 _kept: list[bool] = []
+_drawn_at: list[float] = []  # when the first preview was drawn (time.monotonic())
+_sent = threading.Event()  # the warm-up has left the server SEND_S to send it
 
 
 def prepare() -> made_ahead.Made | None:
@@ -66,6 +71,8 @@ def preview(page, loaded: bool) -> bool:
         if made is None or made.n_tokens > server_max_tokens():
             return False
         _draw(made, _figures())
+        with _lock:
+            _drawn_at[:] = _drawn_at or [time.monotonic()]
         st.session_state[SHOWN] = True
         return True
     finally:
@@ -100,11 +107,14 @@ def _draw(made: made_ahead.Made, figures: dict) -> None:
 def wait_for_preview(connected) -> None:
     """For the warm-up, before each heavy step: while a visitor is connected whose first run has not drawn its preview
     yet, and a made-ahead trace is there to draw, wait for it (at most WAIT_S in all): that run needs the interpreter
-    for a few hundred milliseconds, the step for seconds."""
+    for a few hundred milliseconds, the step for seconds. Once a preview is drawn, leave the server SEND_S to send it."""
     deadline = time.monotonic() + WAIT_S
     while not _first_run_done.is_set() and connected() and prepare() is not None:
         if not _first_run_done.wait(timeout=0.02) and time.monotonic() > deadline:
             return
+    if _drawn_at and not _sent.is_set():  # once, after the first preview: it goes out while the warm-up waits
+        _sent.set()
+        time.sleep(max(0.0, _drawn_at[0] + SEND_S - time.monotonic()))
 
 
 def keep(model_name: str, module, text: str, options: dict, trace: AttentionTrace) -> None:
