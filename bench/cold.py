@@ -49,8 +49,9 @@ TIMELINE = """(() => {
     if (document.querySelector('.js-plotly-plot .main-svg')) mark('svg');
   }).observe(document, {subtree: true, childList: true, attributes: true});
 })()"""
-# ... and when the tab received the first message over 20 kB (`msg_s`: the first figures, the made-ahead ones on a
-# branch with them), to tell the server's sending from the tab's drawing
+# ... when the tab handled the first message over 20 kB (`msg_s`: the first figures, the made-ahead ones on a branch
+# with them), to tell the server's sending from the tab's drawing, and the end of the tab's longest stall before the
+# heatmap (`stall_end_s`; `stall` in ms: one task that long, e.g. Plotly's script run)
 TIMELINE = TIMELINE.replace(
     """(() => {
   const t = window.__cold = {};""",
@@ -61,7 +62,10 @@ TIMELINE = TIMELINE.replace(
     w.addEventListener('message', e => { const n = e.data.byteLength || e.data.size || 0;
       if (n > 20000 && t.msg === undefined) t.msg = performance.now(); });
     return w; };
-  window.WebSocket.prototype = WS.prototype;""",
+  window.WebSocket.prototype = WS.prototype;
+  let last = performance.now();  // the tab's main thread: its longest stall (one task that long) and when it ended
+  setInterval(() => { const now = performance.now();
+    if (now - last > (t.stall || 0) + 50) { t.stall = now - last - 50; t.stall_end = now; } last = now; }, 50);""",
 )
 STEPS = ("html", "app", "run", "ran", "chart", "svg")
 # The marks, with when the tab asked for Plotly's script (the 4.7 MB chunk Streamlit loads with a first chart) and
@@ -114,7 +118,7 @@ async def one(browser, root: Path, log: Path) -> dict:
         await context.close()
         await asyncio.sleep(1)  # the warm-up's line reaches the log
     row = {"health_s": healthy, "html_s": html, "first_s": first, "cold_s": cold}
-    row |= {f"{k}_s": opened + v / 1000 for k, v in marks.items()}
+    row |= {f"{k}_s": opened + v / 1000 for k, v in marks.items() if k != "stall"} | {"stall": marks.get("stall")}
     text = log.read_text(errors="replace")
     for key, pattern in (("warm_s", r"warm in ([\d.]+) s"), ("model_s", r"loaded model 'bundled' in ([\d.]+) s")):
         found = re.search(pattern, text)
@@ -145,7 +149,7 @@ def _fmt(row: dict) -> str:
 
 
 def render(res: dict) -> str:
-    keys = "health_s html_s app_s run_s plotly_asked_s plotly_got_s chart_s msg_s svg_s first_s model_s warm_s ran_s cold_s"
+    keys = "health_s html_s app_s run_s plotly_asked_s plotly_got_s chart_s msg_s stall_end_s svg_s first_s model_s warm_s ran_s cold_s"
     keys = keys.split()
     names = list(res["rows"])
     head = ["step (s from the server's start)", *(f"{n} (median of {len(res['rows'][n])})" for n in names)]
