@@ -48,6 +48,14 @@ RUN pip install --require-hashes --only-binary=:all: --index-url "${INDEX}" -r /
 COPY . .
 RUN python -m compileall -q attnviz app_pages app.py
 
+# The default view made ahead (attnviz.first_view): the bundled model's trace of the default sentence and the Heads
+# page's first figures, so that a cold start draws its first heatmaps while the model still loads instead of seconds
+# later. Read-only at run time, which is all a start needs; it is checked when read (this code, this model, these
+# versions, a CPU), so a file that does not fit is simply not used. A GPU image's file, made here without a GPU, does
+# not fit a GPU: there, point ATTNVIZ_CACHE_DIR at a writable folder and the first start writes one (docs/deploy.md).
+ENV ATTNVIZ_CACHE_DIR=/app/cache
+RUN HF_HUB_OFFLINE=1 python scripts/first_view.py
+
 # A non-root user. Its home and /tmp are the only places the server writes; under Kubernetes the root filesystem
 # is read-only and both are emptyDir volumes (deploy/k8s/deployment.yaml).
 RUN useradd --create-home --uid 10001 --user-group attnviz

@@ -12,6 +12,7 @@
 | ATTNVIZ_MAX_HEADS        | 128               | most heads per layer a trace may have                          |
 | ATTNVIZ_HEAVY_RUNS       | 2                 | sessions computing a trace or a Masks experiment at once       |
 | ATTNVIZ_PROFILES_DIR     | profiles          | the folder whose head profiles the Corpus page lists           |
+| ATTNVIZ_CACHE_DIR        | ~/.cache/attnviz  | where the default view's trace is kept for a fast cold start   |
 
 Hosted mode is on wherever strangers can reach the dashboard, unless ATTNVIZ_HOSTED=0 opts out: on Streamlit
 Community Cloud (its containers check the repository out under /mount/src and set HOSTNAME=streamlit) and when
@@ -59,6 +60,7 @@ class Settings:
     max_heads: int = 128
     heavy_runs: int = 2
     profiles_dir: str = "profiles"
+    cache_dir: str = "~/.cache/attnviz"
 
 
 def _number(name: str, default: float) -> float:
@@ -86,7 +88,13 @@ def current() -> Settings:
         max_heads=max(1, int(_number("ATTNVIZ_MAX_HEADS", 128))),
         heavy_runs=max(1, int(_number("ATTNVIZ_HEAVY_RUNS", 2))),
         profiles_dir=os.environ.get("ATTNVIZ_PROFILES_DIR", "").strip() or "profiles",
+        cache_dir=os.environ.get("ATTNVIZ_CACHE_DIR", "").strip() or _cache_home(),
     )
+
+
+def _cache_home() -> str:
+    """attnviz's folder in the user's cache ($XDG_CACHE_HOME, else ~/.cache)."""
+    return os.path.join(os.environ.get("XDG_CACHE_HOME", "").strip() or "~/.cache", "attnviz")
 
 
 def torch_threads() -> int:

@@ -12,7 +12,10 @@ the warm-up (attnviz.ui, which a visitor's script imports first; then transforme
 garbage collector is off until the warm-up is over: the start allocates about a million objects that live as long as
 the process, and collecting them again and again cost about a tenth of the imports; they are then frozen (gc.freeze),
 so no later collection walks them either (the ~14,000 objects the start leaves in reference cycles stay with them:
-collecting them first would cost a second of a full collection while the first visitor's page runs).
+collecting them first would cost a second of a full collection while the first visitor's page runs). While the
+warm-up runs, Python switches threads every millisecond instead of every five: the warm-up's imports hold the
+interpreter for seconds, and the threads that serve the browser's files and the first visitor's run (the default
+view's heatmaps made ahead, attnviz.ui.first_view) each wait up to one switch interval for it, again and again.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app's folder, where attnviz is
 
+SWITCH_S = 0.001  # Python's thread switch interval while the warm-up runs (the default is 0.005): see _warm
 SERVER_WAIT_S = 20  # the warm-up starts anyway after this long without a running server
 
 
@@ -41,6 +45,8 @@ def _server_started(timeout: float = SERVER_WAIT_S) -> None:
 
 def _warm() -> None:
     t0 = time.perf_counter()
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_S)
     try:
         _server_started()
         up = time.perf_counter() - t0
@@ -52,6 +58,7 @@ def _warm() -> None:
         print(f"attnviz: warm-up skipped ({type(e).__name__}: {e})", file=sys.stderr, flush=True)
         return
     finally:
+        sys.setswitchinterval(switching)
         gc.freeze()  # what the start made lives as long as the process: no collection needs to walk it again
         gc.enable()
     done = f"warm in {time.perf_counter() - t0:.1f} s (server up after {up:.1f} s, attnviz.ui imported in {imported:.1f} s)"

@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # before numpy and torch start their thread pools: see torch_threads below
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The default view made ahead (attnviz.first_view) goes to a folder of this run's own, never the user's cache, so
+# that every cold start a test makes is the same; tests/app/test_first_view.py makes the file where it wants one.
+os.environ.setdefault("ATTNVIZ_CACHE_DIR", tempfile.mkdtemp(prefix="attnviz-test-cache-"))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

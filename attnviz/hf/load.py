@@ -147,6 +147,36 @@ def _import_transformers() -> None:
         from transformers.masking_utils import AttentionMaskInterface, sdpa_mask  # noqa: F401
 
 
+def import_in_steps(before_each) -> None:
+    """What loading the first model imports, in steps of about half a second of CPU each, calling `before_each()`
+    before each step (the server's warm-up lets a visitor's first run go first there: attnviz.ui.first_view). The
+    first three are what `transformers.modeling_utils` imports anyway (docs/benchmarks.md, the warm-up's imports)."""
+    for step in (_distributed, _dynamo, _optimize, _transformers_itself, _import_transformers):
+        before_each()
+        step()
+
+
+def _distributed() -> None:
+    if torch.distributed.is_available():  # then transformers' sharding code imports it (with sympy)
+        from torch.distributed import tensor  # noqa: F401
+
+
+def _dynamo() -> None:
+    import torch._dynamo  # noqa: F401 - torch.compiler.disable imports it where transformers defines a class
+
+
+def _optimize() -> None:
+    try:
+        import scipy.optimize  # noqa: F401 - transformers' object-detection losses import it when scipy is there
+    except ImportError:
+        pass
+
+
+def _transformers_itself() -> None:
+    with _IMPORTING:
+        import transformers  # noqa: F401
+
+
 def _load(name: str | None, device: str, dtype: str | None) -> LoadedModel:
     _import_transformers()
     from transformers.utils import logging as hf_logging

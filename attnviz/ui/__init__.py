@@ -21,6 +21,7 @@ from .clicks import (
     toggle_head,
 )
 from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text, warm_up
+from .first_view import showing_first_view
 from .generation import generation_settings, generation_steps
 from .heavy import LIGHT_TOKENS, heavy
 from .kv_groups import grid_groups
@@ -115,6 +116,7 @@ __all__ = [
     "selected_tile",
     "server_max_tokens",
     "setup",
+    "showing_first_view",
     "show_error",
     "sidebar",
     "sinks_and_softcap",

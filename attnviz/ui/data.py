@@ -17,11 +17,13 @@ from ..cache import BytesLRU
 from ..errors import AttnvizError, InputError
 from ..hf import BUNDLED, LoadedModel, load_model, trace_pretrained
 from ..hf.generate import generate
+from ..hf.load import import_in_steps
 from ..hf.seq2seq import Seq2SeqTrace, trace_seq2seq
 from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
 from ..plots import common
 from ..trace import AttentionTrace
 from ..trace import file as trace_file
+from . import first_view
 from .charts import start_plotly
 from .generation import generation_request
 from .heavy import LIGHT_TOKENS, heavy
@@ -44,11 +46,13 @@ def _threads() -> None:
 
 
 def warm_up() -> None:
-    """At server start (scripts/serve.py): torch's threads, the bundled model in the shared model cache, and, while no
-    visitor is there yet, one trace and one figure of the default sentence, so that the first forward pass and Plotly's
-    first figure (each much slower than the next) are paid before anyone waits. A visitor who came while the model
-    loaded runs the same trace and figures at once: doing them here too would only compete with that run.
-    Says in the server log how long each step took."""
+    """At server start (scripts/serve.py): torch's threads; the default view made ahead, read and built (ui.first_view:
+    a cold start's first heatmaps); transformers' modeling code in steps, each after a connected visitor's first run
+    has drawn that view (one process: the steps would take the interpreter from it for seconds); the bundled model in
+    the shared model cache; and, while no visitor is there yet, one trace and one figure of the default sentence, so
+    that the first forward pass and Plotly's first figure (each much slower than the next) are paid before anyone
+    waits. A visitor who came while the model loaded runs the same trace and figures at once: doing them here too
+    would only compete with that run. Says in the server log how long each step took."""
     from ..plots import heatmaps  # a page's figure module, imported by the first page anyway
 
     steps, t = {}, time.perf_counter()
@@ -61,10 +65,15 @@ def warm_up() -> None:
     _threads()
     common.template_by_default()
     step("setup")
+    first_view.prepare()  # the made-ahead trace and its figures, if there is one
+    step("first view")
+    import_in_steps(lambda: first_view.wait_for_preview(_visitors))  # a visitor's preview first (ui.first_view)
+    step("imports")
     model = get_model(BUNDLED)
     step("model")
     if not _visitors():
         trace = trace_pretrained(model, DEFAULT_TEXT)
+        first_view.keep(BUNDLED, None, DEFAULT_TEXT, {}, trace)
         step("trace")
         heatmaps.head_grid(trace, 0).to_json()
         step("figure")
@@ -79,18 +88,20 @@ def _visitors() -> bool:
 _LOADED: set[str] = set()  # models this process has loaded (the cache may have dropped some since)
 
 
-def loading_notice():
-    """A main-area placeholder: on a cold start it says the model is loading (the sidebar's spinner is easy to
-    miss and the main area would stay blank), and has the browser load Plotly's script meanwhile (start_plotly). Call
-    `.empty()` on it once the sidebar has loaded the model."""
+def loading_notice(page=None):
+    """A main-area placeholder: on a cold start at the default view, the first heatmaps from the trace made ahead
+    (ui.first_view); on another cold start it says the model is loading (the sidebar's spinner is easy to miss and
+    the main area would stay blank), and has the browser load Plotly's script meanwhile (start_plotly). Call
+    `.empty()` on it once the page is drawn (a preview stays until the live page replaces it)."""
     box = st.empty()
     if not _LOADED:
         with box.container():
-            st.info(
-                "Loading the model and starting up… the first visit after a restart takes a few seconds.",
-                icon=":material/hourglass_top:",
-            )
             start_plotly()  # the browser loads Plotly's script while the model loads
+            if page is None or not first_view.preview(page, BUNDLED in _LOADED):
+                st.info(
+                    "Loading the model and starting up… the first visit after a restart takes a few seconds.",
+                    icon=":material/hourglass_top:",
+                )
     return box
 
 
@@ -138,7 +149,9 @@ def _compute_trace(model_name: str, module_key: tuple | None, text: str, options
         return trace_seq2seq(loaded, text, **opts)
     if "generate" in opts:  # the sidebar asked the model to write a continuation (ui.generation)
         return generate(loaded, text, opts.pop("generate"), **opts)
-    return trace_pretrained(loaded, text, **opts)
+    trace = trace_pretrained(loaded, text, **opts)
+    first_view.keep(model_name, module_key, text, opts, trace)  # the default view's, for the next cold start
+    return trace
 
 
 def trace_options(src: Selection, options: dict) -> dict:

@@ -105,11 +105,12 @@ PLOTLY_REQUESTS_JS = """() => performance.getEntriesByType('resource')
   .filter(e => /\\/static\\/js\\/PlotlyChart\\.[\\w-]+\\.js$/.test(e.name)).map(e => e.startTime)"""
 
 
-def test_a_cold_start_says_the_model_is_loading(browser):
+def test_a_cold_start_says_the_model_is_loading(browser, tmp_path):
     """#12.5: while the first model loads, the main area says so instead of staying blank; #28: and the browser
-    loads Plotly's script meanwhile (ui.start_plotly), once, not after the model has loaded."""
+    loads Plotly's script meanwhile (ui.start_plotly), once, not after the model has loaded. A start without the
+    default view made ahead (an empty cache folder; tests/browser/test_first_view.py has the start with it)."""
     port = free_port()
-    proc = start_server(port, OUT.parent / "cold-start-server.log")
+    proc = start_server(port, OUT.parent / "cold-start-server.log", {"ATTNVIZ_CACHE_DIR": str(tmp_path)})
     try:
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         page = context.new_page()
