@@ -42,7 +42,7 @@ from bench.measure import OUT, ROOT, load, served
 N = 2048
 WORDS = "the cat sat on the mat a dog ran away .".split()
 #: page path -> the charts it draws at least (Export draws its charts on request)
-PAGES = {"": 3, "scaling": 4, "masks": 4, "module": 2, "headstats": 2, "rollout": 2, "neuron": 1, "scores": 5,
+PAGES = {"": 3, "scaling": 4, "masks": 4, "module": 2, "headstats": 2, "rollout": 2, "neuron": 1, "scores": 2,
          "words": 2, "pairs": 3, "compare": 1, "ablation": 2, "export": 0}  # fmt: skip
 TITLES = {"": "Heads", "scaling": "Scaling", "masks": "Masks", "module": "Our module", "headstats": "Head statistics",
           "rollout": "Rollout", "neuron": "Neuron view", "scores": "Score functions", "words": "Words",

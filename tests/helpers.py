@@ -78,16 +78,6 @@ def run_page(page: str, **state) -> AppTest:
     return at
 
 
-def open_page(page: str, **state) -> AppTest:
-    """`page` opened straight away, as a link opens it: `state` put into session state, then one run of that page
-    (run_page draws the Heads page first, a whole extra run)."""
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.switch_page(page).run()
-    return at
-
-
 def shown(markdown: str) -> str:
     """What a reader sees of Markdown whose user text attnviz.ui.literal escaped: the backslash escapes resolved and
     the invisible word joiners dropped (the app's own Markdown, **bold** and all, is left as it is)."""

@@ -58,10 +58,10 @@ CASES = {
     "neuron": ({"nv_query": "5", "head": "7"}, {"nv_query": 5, "head": 7}, {"nv_query": "-1"}, {"nv_query": 0}),
     "words": ({"w_scheme": "bpe"}, {"w_scheme": "bpe"}, {"w_scheme": "latin"}, {"w_scheme": "auto"}),
     "scores": (
-        {"sc_d": "256", "sc_seed": "12"},
-        {"sc_d": 256, "sc_seed": 12},
-        {"sc_d": "7", "sc_seed": "-5"},
-        {"sc_d": 64, "sc_seed": 0},
+        {"sc_tab": "Random vectors", "sc_d": "256", "sc_seed": "12"},
+        {"sc_tab": "Random vectors", "sc_d": 256, "sc_seed": 12},
+        {"sc_tab": "No such tab"},
+        {"sc_tab": "Your sentence"},
     ),
 }
 
@@ -76,6 +76,18 @@ def test_a_link_sets_each_control_and_garbage_falls_back_to_the_default(page):
     at = open_link(page, garbage)
     assert {k: value(at, k) for k in defaults} == defaults
     assert not set(garbage) & set(at.query_params), at.query_params  # dropped from the link too
+    assert not texts(at, "error") and not texts(at, "exception")
+
+
+def test_garbage_in_the_random_vectors_tab_of_a_link_falls_back_to_the_defaults():
+    """The tab's controls exist only while it is open (a lazy tab): their garbage is read, and dropped, there."""
+    at = open_link("scores", {"sc_tab": "Random vectors", "sc_d": "7", "sc_seed": "-5"})
+    assert {k: value(at, k) for k in ("sc_tab", "sc_d", "sc_seed")} == {
+        "sc_tab": "Random vectors",
+        "sc_d": 64,
+        "sc_seed": 0,
+    }
+    assert not {"sc_d", "sc_seed"} & set(at.query_params), at.query_params
     assert not texts(at, "error") and not texts(at, "exception")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import APP, figures, open_page, run_page, texts, z_arrays
+from helpers import APP, figures, run_page, texts, z_arrays
 from streamlit.testing.v1 import AppTest
 
 import attnviz
@@ -115,7 +115,7 @@ def test_two_models_of_different_head_counts_compare_each_layers_heads_averaged(
     BertModel(narrow).save_pretrained(tmp_path, safe_serialization=True)  # 2 heads, width 16; the same tokenizer
     AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path)
     text = "the cat sat on the mat"
-    at = open_page(PAGE, text=text, source="hub", model=str(tiny_bert_dir), layer=1, cmp_mode="models",
+    at = run_page(PAGE, text=text, source="hub", model=str(tiny_bert_dir), layer=1, cmp_mode="models",
                   cmp_model=str(tmp_path))  # fmt: skip
     assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
     assert at.toggle(key="cmp_pool").value and at.toggle(key="cmp_pool").disabled  # 4 heads against 2: averaged

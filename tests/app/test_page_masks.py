@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import array, figures, open_page, run_page
+from helpers import array, figures, run_page
 
 import attnviz
 from attnviz.ui import DEFAULT_TEXT
@@ -122,7 +122,7 @@ def test_head_changes_the_heatmaps(page):
 
 
 def test_our_module_has_no_padding_but_masks_still_work():
-    page = open_page("app_pages/masks.py", source="module")  # it cannot pad: it opens with the causal mask on
+    page = run_page("app_pages/masks.py", source="module")  # it cannot pad: it opens with the causal mask on
     assert not page.exception
     assert page.number_input(key="pad_to").disabled and page.radio(key="apply").disabled
     masked = z(page, "mask_stages", "masked")

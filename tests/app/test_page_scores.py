@@ -29,10 +29,11 @@ def forward_weights(src: ModuleSource, text: str, head: int) -> np.ndarray:
 
 
 def test_weights_and_spread_follow_the_chosen_width():
-    at = run_page(PAGE, text=TEXT, sc_d=256, sc_seed=3)
+    at = run_page(PAGE, text=TEXT, sc_d=256, sc_seed=3, sc_tab="Random vectors")
     assert not at.exception, [e.value for e in at.exception]
     figs = figures(at)
-    assert {"score_histograms", "score_weights", "score_spread"} <= set(figs)
+    assert set(figs) == {"score_histograms", "score_weights", "score_spread"}  # the sentence's tab is not run
+    assert [t.label for t in at.tabs] == ["Your sentence", "Random vectors"]
     g = torch.Generator().manual_seed(3)
     q, k = torch.randn(12, 256, generator=g), torch.randn(12, 256, generator=g)
     want = S.ScoreModule.seeded(256, seed=3).all(q, k)
@@ -48,6 +49,7 @@ def test_our_module_runs_each_score_function_on_the_sentence(bundled):
     at = run_page(PAGE, text=TEXT, **state)
     assert not at.exception, [e.value for e in at.exception]
     figs = figures(at)
+    assert set(figs) == {"module_softmax_inputs", "module_score_weights"}  # the first tab's; the other is not run
     panels = z_arrays(figs["module_score_weights"])
     assert len(panels) == len(SCORE_FUNCTIONS)
     for z, kind in zip(panels, SCORE_FUNCTIONS):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from helpers import figures, open_page, run_page, texts, z_arrays
+from helpers import figures, run_page, texts, z_arrays
 
 import attnviz
 
@@ -28,7 +28,7 @@ def test_words_page_merges_pieces_and_states_the_rule(bundled):
 def test_every_word_has_its_label_long_merged_words_too(bundled):
     text = ("Tokenizers split unbelievably rare words like antidisestablishmentarianism and incomprehensibilities "
             "into many small pieces, which this page merges back together again.")  # fmt: skip
-    at = open_page(PAGE, text=text)
+    at = run_page(PAGE, text=text)
     assert not at.exception, [e.value for e in at.exception]
     fig = figures(at)["words_head"]
     n_words = z_arrays(fig)[0].shape[0]

@@ -29,7 +29,8 @@ PAGES = {
     "headstats": ("headstats", 2, False),
     "rollout": ("rollout", 3, False),
     "neuron": ("neuron", 1, False),
-    "scores": ("scores", 5, False),
+    "scores": ("scores", 2, False),  # its first tab: the sentence
+    "scores-vectors": ("scores?sc_tab=Random+vectors", 3, True),  # its second tab, opened by its link
     "words": ("words", 2, False),
     "compare": ("compare", 1, False),
     "ablation": ("ablation", 0, False),  # says why not on BERT
@@ -41,8 +42,8 @@ PAGES = {
 }
 
 #: the pages test_screenshots photographs, whole too, in both themes
-PHOTOGRAPHED = ("scaling", "masks", "headstats", "rollout", "neuron", "scores", "words", "pairs", "compare", "geometry",
-                "export", "heads-pair")  # fmt: skip
+PHOTOGRAPHED = ("scaling", "masks", "headstats", "rollout", "neuron", "scores", "scores-vectors", "words", "pairs",
+                "compare", "geometry", "export", "heads-pair")  # fmt: skip
 
 
 @dataclass

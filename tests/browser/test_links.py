@@ -178,11 +178,12 @@ CASES = {
     ),
     "scores": (
         SENTENCE,
-        4,
+        2,  # the first tab's charts (the second draws 3)
         [
+            lambda t: slide(t, "Head", 2),
+            lambda t: t.page.get_by_role("tab", name="Random vectors").click(),
             lambda t: slide(t, "Vector width d", 1),
             lambda t: fill(t, "Seed", "7"),
-            lambda t: slide(t, "Head", 2),
         ],
     ),
     "words": (

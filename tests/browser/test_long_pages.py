@@ -22,7 +22,7 @@ N = 2048
 TEXT = " ".join(["the cat sat on the mat a dog ran away ."] * 200)  # 2,200 tokens: cut at 2,048
 PAIR_A = " ".join(("the cat sat on the mat a dog ran away .".split() * 200)[:2000])
 #: page path -> charts it draws at least (Export draws its charts on request)
-PAGES = {"": 3, "scaling": 4, "masks": 4, "module": 2, "headstats": 2, "rollout": 2, "neuron": 1, "scores": 5,
+PAGES = {"": 3, "scaling": 4, "masks": 4, "module": 2, "headstats": 2, "rollout": 2, "neuron": 1, "scores": 2,
          "words": 2, "pairs": 3, "compare": 1, "ablation": 2, "export": 0}  # fmt: skip
 CELLS_PER_CHART = 70_000  # 4 heads of a 128 x 128 window: 65,536 cells; the whole text's would be 4 x 2,048²
 LABELS_PER_AXIS = 64
