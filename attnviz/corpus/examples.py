@@ -6,6 +6,7 @@ seeded priority) and ties are broken by text id, then query, so any order of tex
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,8 +90,9 @@ class RowKeys:
         return kept
 
     def find(self) -> None:
-        """Fill in the keys of every finite row of every selection made (layer and head lead every shape); a row's
-        topk runs over exactly its own keys, so which keys of equal weight it names does not depend on the window."""
+        """Fill in the keys of every finite row of every selection made (layer and head lead every shape): each row's
+        `n_keys` largest weights over exactly its own keys, equal weights (a causal row's zeros) lowest key first, so
+        which keys it names depends neither on the window nor on torch's topk; one selection for every row at once."""
         flat, cols, where = [], [], []
         for order, kept in self.wanted:
             idx = np.nonzero(np.isfinite(kept.rank))
@@ -100,26 +102,43 @@ class RowKeys:
         rows = np.concatenate(flat)
         if rows.size == 0:
             return
-        widths = self.widths[np.concatenate(cols)]
+        unique, inverse = np.unique(rows, return_inverse=True)
+        widths = np.zeros(len(unique), np.int64)
+        widths[inverse] = self.widths[np.concatenate(cols)]  # a row's whole length (the same wherever it is chosen)
+        dev, most, n_all = self.rows.device, int(widths.max()), self.rows.shape[-1]
+        chosen = self.rows[torch.as_tensor(unique, device=dev)][:, :most].float()
+        if most > n_all:  # the whole rows, as their zeros rank among their keys
+            chosen = torch.nn.functional.pad(chosen, (0, most - n_all))
+        width = torch.as_tensor(widths, device=dev)[:, None]
+        chosen.masked_fill_(torch.arange(most, device=dev) >= width, -math.inf)  # past a row's own keys: below all
+        k = min(self.n_keys, most)
+        keys, weights = strongest_keys(chosen, k)
+        real = torch.arange(k, device=dev) < width  # a row shorter than k names its own keys only
         tk = np.full((rows.size, self.n_keys), -1, np.int32)
         tw = np.zeros((rows.size, self.n_keys), np.float32)
-        n_all = self.rows.shape[-1]
-        for width in np.unique(widths):
-            at = np.nonzero(widths == width)[0]
-            unique, inverse = np.unique(rows[at], return_inverse=True)
-            k = min(self.n_keys, int(width))
-            chosen = self.rows[torch.as_tensor(unique, device=self.rows.device)][:, : int(width)]
-            if width > n_all:  # the whole rows, as their zeros rank among their keys
-                chosen = torch.nn.functional.pad(chosen, (0, int(width) - n_all))
-            top = torch.topk(chosen, k, dim=-1)
-            tw[at, :k] = top.values.float().cpu().numpy()[inverse]
-            tk[at, :k] = top.indices.cpu().numpy()[inverse]
+        tk[:, :k] = torch.where(real, keys, -1).cpu().numpy()[inverse]
+        tw[:, :k] = torch.where(real, weights, 0.0).cpu().numpy()[inverse]
         at = 0
         for kept, idx in where:
             n = len(idx[0])
             kept.keys[idx] = tk[at : at + n]
             kept.kw[idx] = tw[at : at + n]
             at += n
+
+
+def strongest_keys(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keys, weights) [row, k]: each row's k largest values of x [row, key], largest first, equal values lowest key
+    first (a NaN ranks above every number, as in torch.topk). torch.topk finds the k-th value; which of several keys
+    equal to it it names is its own affair, so the keys are chosen here: every key above it, then the lowest keys at
+    it."""
+    rank = x.nan_to_num(nan=math.inf, posinf=math.inf, neginf=-math.inf) if bool(x.isnan().any()) else x
+    kth = torch.topk(rank, k, dim=-1).values[:, -1:]
+    above, at = rank > kth, rank == kth
+    take = above | (at & (at.cumsum(-1) <= k - above.sum(-1, keepdim=True)))
+    keys = take.nonzero()[:, 1].view(-1, k)  # ascending within a row
+    order = torch.sort(rank.gather(1, keys), dim=-1, descending=True, stable=True).indices
+    keys = keys.gather(1, order)
+    return keys, x.gather(1, keys)
 
 
 def first(a: np.ndarray, k: int, on: torch.device | None = None) -> np.ndarray:
