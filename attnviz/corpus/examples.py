@@ -127,17 +127,16 @@ class RowKeys:
 
 
 def strongest_keys(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(keys, weights) [row, k]: each row's k largest values of x [row, key], largest first, equal values lowest key
-    first (a NaN ranks above every number, as in torch.topk). torch.topk finds the k-th value; which of several keys
-    equal to it it names is its own affair, so the keys are chosen here: every key above it, then the lowest keys at
-    it."""
-    rank = x.nan_to_num(nan=math.inf, posinf=math.inf, neginf=-math.inf) if bool(x.isnan().any()) else x
-    kth = torch.topk(rank, k, dim=-1).values[:, -1:]
-    above, at = rank > kth, rank == kth
-    take = above | (at & (at.cumsum(-1) <= k - above.sum(-1, keepdim=True)))
-    keys = take.nonzero()[:, 1].view(-1, k)  # ascending within a row
-    order = torch.sort(rank.gather(1, keys), dim=-1, descending=True, stable=True).indices
-    keys = keys.gather(1, order)
+    """(keys, weights) [row, k]: each row's k largest values of x [row, key] float32, largest first, equal values
+    lowest key first (a NaN above every number, as in torch.topk). Which of several equal values torch.topk names is
+    its own affair (it varies with a row's length), so it ranks keys that cannot tie: a value's float32 bits made
+    order-preserving integers, then the key (the lower first)."""
+    if bool(x.isnan().any()):
+        x = x.nan_to_num(nan=math.inf, posinf=math.inf, neginf=-math.inf)
+    bits = x.contiguous().view(torch.int32)
+    bits = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).long()  # negative floats: their order reversed back
+    last = (1 << 32) - 1 - torch.arange(x.shape[-1], device=x.device)
+    keys = torch.topk(bits * (1 << 32) + last, k, dim=-1).indices
     return keys, x.gather(1, keys)
 
 

@@ -71,9 +71,9 @@ def test_an_examples_strongest_keys_name_equal_weights_lowest_key_first():
     (-weight, key)); keys past a row's own length never named (a row of 3 keys names 3)."""
     rng = np.random.default_rng(0)
     x = torch.as_tensor(rng.integers(0, 4, (64, 19)) / 4, dtype=torch.float32)  # many ties, zeros among them
+    short = torch.tensor([[0.0, 0.5, 0.0, -math.inf, -math.inf]])  # a 3-key row among longer ones
     keys, weights = strongest_keys(x, 8)
     for row, got, w in zip(x.tolist(), keys.tolist(), weights.tolist()):
         want = sorted(range(len(row)), key=lambda j: (-row[j], j))[:8]
         assert got == want and w == [row[j] for j in want]
-    short = torch.tensor([[0.0, 0.5, 0.0, -math.inf, -math.inf]])  # a 3-key row among longer ones
     assert strongest_keys(short, 3)[0].tolist() == [[1, 0, 2]]
