@@ -27,6 +27,7 @@ from ..hf.encode import Encoded
 from ..hf.probe import model_inputs
 from ..hf.recorder import CaptureRefused, Recorder
 from ..trace import output_norms
+from ..trace.layers import HIDDEN_FILL
 from .examples import RowKeys
 from .qk_sample import Drawn, eligible_of, text_priorities, token_entry
 from .reducers import sampled_rows_of
@@ -194,11 +195,20 @@ def window(batched: Batched, scratch) -> BatchWindow:
             scores = scratch.get("batch_scores", shape, torch.float32, q.device)
             torch.matmul(q.unflatten(2, (n_kv, -1)).flatten(3, 4), k.mT, out=scores.view(*shape[:2], n_kv, -1, width))
             y = range(n_layer)[at][0]
-            masked = masked_in_place(scores, batched.scale[y], allowed[at, :, None], batched.fill[y])
+            masked = masked_scores(scores, batched.scale[y], allowed[at, :, None], batched.fill[y])
             rows_softmax(masked, weights[at])
     seen = allowed.any(-2)  # [layer, text, T]: keys some query of the text may attend
     norms = None if batched.norms is None else batched.norms.float()
     return BatchWindow(weights, allowed.any(-1) & seen, seen, norms)
+
+
+def masked_scores(scores: torch.Tensor, scale: float, allowed: torch.Tensor, fill: float) -> torch.Tensor:
+    """`attention.masked_in_place(scores, scale, allowed, fill)`, the same numbers: with a fill at or below -1e30 a
+    hidden cell's score is lost in the fill's rounding (|score| is far below half its spacing, ~1e22), so adding the
+    fill there is masking it, and a float addition broadcast over the heads costs a quarter of a masked_fill."""
+    if fill > HIDDEN_FILL:
+        return masked_in_place(scores, scale, allowed, fill)
+    return scores.mul_(scale).add_(torch.where(allowed, 0.0, fill))
 
 
 #: Rows shorter than this many keys: torch's CPU softmax takes a path there that costs ~18 ns a cell against ~2 at 16
