@@ -241,8 +241,10 @@ class Examples:
             idx = np.nonzero(kept.text != EMPTY_TEXT)
             fields = [a.tolist() for a in (*idx, kept.text[idx], kept.query[idx], kept.maxw[idx].astype(np.float64))]
             keys, kw = kept.keys[idx].tolist(), kept.kw[idx].astype(np.float64).tolist()
+            named = (kept.keys[idx] >= 0).sum(-1).tolist()  # RowKeys.find names a row's keys first, -1 after them
             for i, (layer, head, *rest) in enumerate(zip(*fields)):
                 *where, order, text, query, maxw = rest
+                n = named[i]
                 label = kind if kind == "strongest" else f"interval {where[0]}"
                 out.append(
                     {
@@ -253,8 +255,8 @@ class Examples:
                         "text_id": text,
                         "query": query,
                         "max_weight": maxw,
-                        "keys": [x for x in keys[i] if x >= 0],
-                        "key_weights": [w for x, w in zip(keys[i], kw[i]) if x >= 0],
+                        "keys": keys[i][:n],
+                        "key_weights": kw[i][:n],
                     }
                 )
         return out
