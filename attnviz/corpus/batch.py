@@ -254,23 +254,20 @@ def plan(lengths: np.ndarray, ids: list, most: int, tokens: int, cells: int, per
 def drawn(batched: Batched, texts: dict, seed: int, per_text: int, dtype: str) -> dict:
     """{text id: Drawn} of the batch's texts `texts` ({text id: its place in the batch}) for the query-key sample, as
     `qk_sample.draw` takes them from a text's own trace and `Drawn.stored(dtype)` keeps them (float32 for a text with a
-    value past float16's range): every text's tokens taken by one index_select per tensor, in the layout Drawn keeps
-    ([layer, head, token, d]), each text's its own arrays (a view would hold the whole batch's). A plain batch has no
-    position bias, softcap or sinks: no layer notes."""
+    value past float16's range, looked for text by text only in a batch that has one): a text's tokens taken by one
+    index_select per tensor, in the layout Drawn keeps ([layer, head, token, d]), its own arrays (a view would hold
+    the whole batch's). A plain batch has no position bias, softcap or sinks: no layer notes."""
     pos = dict(zip(texts, eligible_of(seed, list(texts), batched.lengths[list(texts.values())], per_text)))
-    width, dev = batched.q.shape[3], batched.q.device
-    at = torch.as_tensor(np.concatenate([texts[t] * width + p for t, p in pos.items()]), device=dev)
-    q, k = (x.transpose(2, 3).flatten(1, 2).index_select(1, at).transpose(1, 2).float() for x in (batched.q, batched.k))
-    starts = np.cumsum([0] + [len(p) for p in pos.values()])[:-1]
-    largest = torch.maximum(q.abs().amax((0, 1, 3)), k.abs().amax((0, 1, 3))).cpu().numpy()  # [token]
-    big = np.maximum.reduceat(largest, starts) > float(np.finfo(np.float16).max)
-    stored = tuple(a.to(getattr(torch, dtype)).cpu().numpy() for a in (q, k))  # torch rounds as numpy, faster
-    q, k, allowed, out = q.cpu().numpy(), k.cpu().numpy(), batched.allowed.cpu().numpy(), {}
-    for (t, p), a, past in zip(pos.items(), starts, big):
-        b, part = texts[t], slice(a, a + len(p))
-        qt, kt = (x[:, :, part].copy() for x in ((q, k) if past else stored))
+    most, kept, dev = float(np.finfo(np.float16).max), getattr(torch, dtype), batched.q.device
+    far = max(float(x.abs().max()) for x in torch.aminmax(batched.q) + torch.aminmax(batched.k)) > most
+    allowed, out = batched.allowed.cpu().numpy(), {}
+    for t, p in pos.items():
+        b, at = texts[t], torch.as_tensor(p, device=dev)
+        q, k = (x[:, b].index_select(2, at).float() for x in (batched.q, batched.k))  # [layer, head, token, d]
+        big = far and max(float(x.abs().max()) for x in (q, k)) > most
+        q, k = (x.cpu().numpy() if big else x.to(kept).cpu().numpy() for x in (q, k))  # torch rounds as numpy
         tokens = batched.encoded[b].tokens
-        out[t] = Drawn(list(qt), list(kt), list(allowed[:, b][:, p[:, None], p]),
+        out[t] = Drawn(list(q), list(k), list(allowed[:, b][:, p[:, None], p]),
                        [token_entry(tokens, t, int(x)) for x in p], list(batched.scale), [[] for _ in batched.scale])  # fmt: skip
     return out
 
