@@ -14,8 +14,9 @@ finder: the Corpus page's head finder for 32 x 32 heads.
 side_by_side (BENCH_BASELINE=/path/to/another/checkout python -m bench.corpus): every cost row for that checkout and
 this one, in fresh processes alternating baseline, branch for each row, each timing its own SDPA forward beside its
 profile (one thread, CPU time), so both ratios of a row come from one run under the same load.
-memory: the peak resident memory a fresh process adds (after a first profile of two shards) while profiling 1,000 and then 10,000 short texts (a tiny
-random Llama: the model does not matter, the corpus size does); the goal is growth within 10% of each other.
+memory: the peak resident memory a fresh process adds (after a first profile of two shards) while profiling 1,000 and
+then 10,000 short texts (a tiny random Llama: the model does not matter, the corpus size does), glibc's mmap threshold
+fixed (see memory()); the goal is growth within 10% of each other; memory(leak=True) must fail it.
 """
 
 from __future__ import annotations

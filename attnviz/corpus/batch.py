@@ -4,9 +4,9 @@ batch, and one window [layer, text, head, query, key] of every text's whole rows
 Why right padding whatever the tokenizer's side: a real token then keeps its position (0, 1, ...) and sees exactly the
 keys it sees alone (the padding mask hides the pads after it; a causal mask hides them anyway), so its q, k and rows
 are the ones of its own trace, up to the rounding of products of another shape. The window's weights are computed as
-a trace computes a recorded layer's (`attention.masked_in_place` and a softmax on q.k in float32, the layer's scale, mask and
-fill), over each text's whole rows; padding is no row and no key of any text (`rows`, `keys`), and a pad key weighs
-exactly 0 in a real row (the fill).
+a trace computes a recorded layer's (q.k in float32, the layer's scale, mask and fill, a softmax: `masked_scores`,
+`rows_softmax`, the same numbers to float32 rounding), over each text's whole rows; padding is no row and no key of any
+text (`rows`, `keys`), and a pad key weighs exactly 0 in a real row (the fill).
 
 Only the plain case is batched: a model traced through the seam whose every attention call is a scaled dot product
 with a mask (no position bias, softcap or sinks) and whose texts all keep their values or all leave them out; anything

@@ -230,7 +230,10 @@ def take(choice: Choice, trace_text, texts: dict, dtype: str) -> Taken | str:
     cast = np.result_type(*(d.q[0] for d, _ in parts))
     starts = np.cumsum([0] + [n for _, n in parts])[:-1]
     every = np.concatenate([a + o for a, o in zip(starts, orders)])
-    joined = lambda vectors, y: np.concatenate([vectors(d)[y][:, :n] for d, n in parts], axis=1)[:, every].astype(cast)  # noqa: E731
+
+    def joined(vectors, y: int) -> np.ndarray:
+        return np.concatenate([vectors(d)[y][:, :n] for d, n in parts], axis=1)[:, every].astype(cast)
+
     layers = range(len(parts[0][0].q))
     blocks = [
         np.stack(d.masks)[:, :n, :n][:, o[:, None], o].reshape(len(layers), -1) for (d, n), o in zip(parts, orders)
