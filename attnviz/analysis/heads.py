@@ -25,6 +25,7 @@ Two families of numbers, both computed from a head's weights [query, key]:
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from dataclasses import dataclass
 
@@ -88,7 +89,11 @@ class HeadStats:
 
 def is_punctuation(token: str) -> bool:
     """True for a token made only of punctuation characters (sub-word markers ignored): '.', ',', '##!', '?)'."""
-    text = str(token)
+    return _is_punctuation(str(token))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a vocabulary's tokens: a profile asks about the same few thousand again
+def _is_punctuation(text: str) -> bool:
     for mark in WORD_MARKS:
         text = text.replace(mark, "")
     text = text.strip()

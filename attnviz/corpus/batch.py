@@ -4,9 +4,9 @@ batch, and one window [layer, text, head, query, key] of every text's whole rows
 Why right padding whatever the tokenizer's side: a real token then keeps its position (0, 1, ...) and sees exactly the
 keys it sees alone (the padding mask hides the pads after it; a causal mask hides them anyway), so its q, k and rows
 are the ones of its own trace, up to the rounding of products of another shape. The window's weights are computed as
-a trace computes a recorded layer's (`attention.weights_from_scores` on q.k in float32, the layer's scale, mask and
-fill), over each text's whole rows; padding is no row and no key of any text (`rows`, `keys`), and a pad key weighs
-exactly 0 in a real row (the fill).
+a trace computes a recorded layer's (q.k in float32, the layer's scale, mask and fill, a softmax: `masked_scores`,
+`rows_softmax`, the same numbers to float32 rounding), over each text's whole rows; padding is no row and no key of any
+text (`rows`, `keys`), and a pad key weighs exactly 0 in a real row (the fill).
 
 Only the plain case is batched: a model traced through the seam whose every attention call is a scaled dot product
 with a mask (no position bias, softcap or sinks) and whose texts all keep their values or all leave them out; anything
@@ -21,12 +21,13 @@ import numpy as np
 import torch
 
 from ..analysis.heads import is_punctuation, special_positions
-from ..attention import weights_from_scores
+from ..attention import masked_in_place, softmax
 from ..hf import capacity, passes
 from ..hf.encode import Encoded
 from ..hf.probe import model_inputs
 from ..hf.recorder import CaptureRefused, Recorder
 from ..trace import output_norms
+from ..trace.layers import HIDDEN_FILL
 from .examples import RowKeys
 from .qk_sample import Drawn, eligible_of, text_priorities, token_entry
 from .reducers import sampled_rows_of
@@ -56,7 +57,9 @@ class Batched:
     norms: torch.Tensor | None
 
     def subset(self, texts: list) -> Batched:
-        """The texts at positions `texts` alone, padded only to the longest of them."""
+        """The texts at positions `texts` alone, padded only to the longest of them (itself when that is all)."""
+        if list(texts) == list(range(len(self.encoded))):
+            return self
         n = int(self.lengths[texts].max())
         at = torch.as_tensor(texts, device=self.q.device)
         cut = lambda x, *keep: None if x is None else x[:, at][(slice(None), slice(None), *keep)]  # noqa: E731
@@ -192,10 +195,38 @@ def window(batched: Batched, scratch) -> BatchWindow:
             scores = scratch.get("batch_scores", shape, torch.float32, q.device)
             torch.matmul(q.unflatten(2, (n_kv, -1)).flatten(3, 4), k.mT, out=scores.view(*shape[:2], n_kv, -1, width))
             y = range(n_layer)[at][0]
-            weights_from_scores(scores, batched.scale[y], allowed[at, :, None], batched.fill[y], out=weights[at])
+            masked = masked_scores(scores, batched.scale[y], allowed[at, :, None], batched.fill[y])
+            rows_softmax(masked, weights[at])
     seen = allowed.any(-2)  # [layer, text, T]: keys some query of the text may attend
     norms = None if batched.norms is None else batched.norms.float()
     return BatchWindow(weights, allowed.any(-1) & seen, seen, norms)
+
+
+def masked_scores(scores: torch.Tensor, scale: float, allowed: torch.Tensor, fill: float) -> torch.Tensor:
+    """`attention.masked_in_place(scores, scale, allowed, fill)`, the same numbers: with a fill at or below -1e30 a
+    hidden cell's score is lost in the fill's rounding (|score| is far below half its spacing, ~1e22), so adding the
+    fill there is masking it, and a float addition broadcast over the heads costs a quarter of a masked_fill."""
+    if fill > HIDDEN_FILL:
+        return masked_in_place(scores, scale, allowed, fill)
+    return scores.mul_(scale).add_(torch.where(allowed, 0.0, fill))
+
+
+#: Rows shorter than this many keys: torch's CPU softmax takes a path there that costs ~18 ns a cell against ~2 at 16
+#: keys and more (torch 2.13, AVX-512), and short texts read together are mostly such rows.
+SHORT_ROWS = 16
+
+
+def rows_softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """`attention.softmax(x, out)`; rows of fewer than SHORT_ROWS keys by its definition instead (max, exp of the
+    difference, sum, divide: ~4 ns a cell), equal to torch's kernel up to float32 rounding, an all -inf row all zeros
+    as there (a query that may attend nothing)."""
+    if x.shape[-1] >= SHORT_ROWS:
+        return softmax(x, out)
+    top = x.amax(-1, keepdim=True)
+    torch.sub(x, top, out=out).exp_()
+    out.div_(out.sum(-1, keepdim=True))
+    dead = torch.isneginf(top)
+    return out.masked_fill_(dead, 0.0) if bool(dead.any()) else out
 
 
 def plan(lengths: np.ndarray, ids: list, most: int, tokens: int, cells: int, per_cell: int) -> list[list[int]]:
@@ -223,29 +254,21 @@ def plan(lengths: np.ndarray, ids: list, most: int, tokens: int, cells: int, per
 def drawn(batched: Batched, texts: dict, seed: int, per_text: int, dtype: str) -> dict:
     """{text id: Drawn} of the batch's texts `texts` ({text id: its place in the batch}) for the query-key sample, as
     `qk_sample.draw` takes them from a text's own trace and `Drawn.stored(dtype)` keeps them (float32 for a text with a
-    value past float16's range); every text's tokens gathered at once. A plain batch has no position bias, softcap or
-    sinks: no layer notes."""
+    value past float16's range, looked for text by text only in a batch that has one): a text's tokens taken by one
+    index_select per tensor, in the layout Drawn keeps ([layer, head, token, d]), its own arrays (a view would hold
+    the whole batch's). A plain batch has no position bias, softcap or sinks: no layer notes."""
     pos = dict(zip(texts, eligible_of(seed, list(texts), batched.lengths[list(texts.values())], per_text)))
-    at_b = np.concatenate([np.full(len(p), texts[t]) for t, p in pos.items()])
-    at_q = np.concatenate(list(pos.values()))
-    dev = batched.q.device
-    index = (torch.as_tensor(at_b, device=dev), torch.as_tensor(at_q, device=dev))
-    q = batched.q[:, index[0], :, index[1]].float()  # [token, layer, head, d]
-    k = batched.k[:, index[0], :, index[1]].float()
-    q, k = q.permute(1, 2, 0, 3), k.permute(1, 2, 0, 3)  # [layer, head, token, d]
-    stored = tuple(a.to(getattr(torch, dtype)).cpu().numpy() for a in (q, k))  # torch rounds as numpy, faster
-    q, k = q.cpu().numpy(), k.cpu().numpy()
-    allowed = batched.allowed.cpu().numpy()
-    starts = np.cumsum([0] + [len(p) for p in pos.values()])[:-1]
-    largest = np.maximum.reduceat(np.maximum(np.abs(q).max((0, 1, 3)), np.abs(k).max((0, 1, 3))), starts)
-    out, start, most = {}, 0, float(np.finfo(np.float16).max)
-    for (t, p), big in zip(pos.items(), largest > most):
-        part = slice(start, start + len(p))
-        qt, kt = (a[:, :, part].copy() for a in ((q, k) if big else stored))  # a view would hold the whole batch's
-        tokens = batched.encoded[texts[t]].tokens
-        out[t] = Drawn(list(qt), list(kt), list(allowed[:, texts[t], p[:, None], p]),
+    most, kept, dev = float(np.finfo(np.float16).max), getattr(torch, dtype), batched.q.device
+    far = max(float(x.abs().max()) for x in torch.aminmax(batched.q) + torch.aminmax(batched.k)) > most
+    allowed, out = batched.allowed.cpu().numpy(), {}
+    for t, p in pos.items():
+        b, at = texts[t], torch.as_tensor(p, device=dev)
+        q, k = (x[:, b].index_select(2, at).float() for x in (batched.q, batched.k))  # [layer, head, token, d]
+        big = far and max(float(x.abs().max()) for x in (q, k)) > most
+        q, k = (x.cpu().numpy() if big else x.to(kept).cpu().numpy() for x in (q, k))  # torch rounds as numpy
+        tokens = batched.encoded[b].tokens
+        out[t] = Drawn(list(q), list(k), list(allowed[:, b][:, p[:, None], p]),
                        [token_entry(tokens, t, int(x)) for x in p], list(batched.scale), [[] for _ in batched.scale])  # fmt: skip
-        start += len(p)
     return out
 
 
@@ -258,16 +281,24 @@ def observe(state, batched: Batched, text_ids: list, specials, cells: int) -> No
         observe_run(state, batched.subset(run), [text_ids[i] for i in run], specials, cells)
 
 
+def padded_rows(rows: list, width: int, dtype) -> np.ndarray:
+    """[len(rows), width] of rows of at most `width` values, zero (False) after each."""
+    out = np.zeros((len(rows), width), dtype)
+    for b, r in enumerate(rows):
+        out[b, : len(r)] = r
+    return out
+
+
 def observe_run(state, batched: Batched, text_ids: list, specials, cells: int) -> None:
     """`observe` of texts whose one window is read at once."""
     s, win = state.settings, window(batched, state.scratch)
     n_layer, n_text, n_head, width = win.weights.shape[:4]
     lengths, enc = batched.lengths, batched.encoded
-    pad = lambda rows: np.stack([np.pad(np.asarray(r), (0, width - len(r))) for r in rows])  # noqa: E731
+    pad = lambda rows, dtype=bool: padded_rows(rows, width, dtype)  # noqa: E731
     special = pad([special_positions(e.ids, e.tokens, *specials) for e in enc])
     punct = pad([[is_punctuation(t) for t in e.tokens] for e in enc])
     dev, flat = win.weights.device, lambda t: t.flatten(0, 1)  # noqa: E731 - [layer x text, ...]
-    sums = TextSums(n_layer * n_text, n_head, special, punct, pad([e.ids for e in enc]), dev, win.norms is not None,
+    sums = TextSums(n_layer * n_text, n_head, special, punct, pad([e.ids for e in enc], np.int64), dev, win.norms is not None,
                     state.scratch)  # fmt: skip
     norms = None if win.norms is None else flat(win.norms)
     sums.add(Window(flat(win.weights), 0, flat(win.rows), flat(win.keys), norms))

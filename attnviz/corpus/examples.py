@@ -6,6 +6,7 @@ seeded priority) and ties are broken by text id, then query, so any order of tex
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,8 +90,9 @@ class RowKeys:
         return kept
 
     def find(self) -> None:
-        """Fill in the keys of every finite row of every selection made (layer and head lead every shape); a row's
-        topk runs over exactly its own keys, so which keys of equal weight it names does not depend on the window."""
+        """Fill in the keys of every finite row of every selection made (layer and head lead every shape): each row's
+        `n_keys` largest weights over exactly its own keys, equal weights (a causal row's zeros) lowest key first, so
+        which keys it names depends neither on the window nor on torch's topk; one selection for every row at once."""
         flat, cols, where = [], [], []
         for order, kept in self.wanted:
             idx = np.nonzero(np.isfinite(kept.rank))
@@ -100,26 +102,42 @@ class RowKeys:
         rows = np.concatenate(flat)
         if rows.size == 0:
             return
-        widths = self.widths[np.concatenate(cols)]
+        unique, inverse = np.unique(rows, return_inverse=True)
+        widths = np.zeros(len(unique), np.int64)
+        widths[inverse] = self.widths[np.concatenate(cols)]  # a row's whole length (the same wherever it is chosen)
+        dev, most, n_all = self.rows.device, int(widths.max()), self.rows.shape[-1]
+        chosen = self.rows[torch.as_tensor(unique, device=dev)][:, :most].float()
+        if most > n_all:  # the whole rows, as their zeros rank among their keys
+            chosen = torch.nn.functional.pad(chosen, (0, most - n_all))
+        width = torch.as_tensor(widths, device=dev)[:, None]
+        chosen.masked_fill_(torch.arange(most, device=dev) >= width, -math.inf)  # past a row's own keys: below all
+        k = min(self.n_keys, most)
+        keys, weights = strongest_keys(chosen, k)
+        real = torch.arange(k, device=dev) < width  # a row shorter than k names its own keys only
         tk = np.full((rows.size, self.n_keys), -1, np.int32)
         tw = np.zeros((rows.size, self.n_keys), np.float32)
-        n_all = self.rows.shape[-1]
-        for width in np.unique(widths):
-            at = np.nonzero(widths == width)[0]
-            unique, inverse = np.unique(rows[at], return_inverse=True)
-            k = min(self.n_keys, int(width))
-            chosen = self.rows[torch.as_tensor(unique, device=self.rows.device)][:, : int(width)]
-            if width > n_all:  # the whole rows, as their zeros rank among their keys
-                chosen = torch.nn.functional.pad(chosen, (0, int(width) - n_all))
-            top = torch.topk(chosen, k, dim=-1)
-            tw[at, :k] = top.values.float().cpu().numpy()[inverse]
-            tk[at, :k] = top.indices.cpu().numpy()[inverse]
+        tk[:, :k] = torch.where(real, keys, -1).cpu().numpy()[inverse]
+        tw[:, :k] = torch.where(real, weights, 0.0).cpu().numpy()[inverse]
         at = 0
         for kept, idx in where:
             n = len(idx[0])
             kept.keys[idx] = tk[at : at + n]
             kept.kw[idx] = tw[at : at + n]
             at += n
+
+
+def strongest_keys(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(keys, weights) [row, k]: each row's k largest values of x [row, key] float32, largest first, equal values
+    lowest key first (a NaN above every number, as in torch.topk). Which of several equal values torch.topk names is
+    its own affair (it varies with a row's length), so it ranks keys that cannot tie: a value's float32 bits made
+    order-preserving integers, then the key (the lower first)."""
+    if bool(x.isnan().any()):
+        x = x.nan_to_num(nan=math.inf, posinf=math.inf, neginf=-math.inf)
+    bits = x.contiguous().view(torch.int32)
+    bits = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).long()  # negative floats: their order reversed back
+    last = (1 << 32) - 1 - torch.arange(x.shape[-1], device=x.device)
+    keys = torch.topk(bits * (1 << 32) + last, k, dim=-1).indices
+    return keys, x.gather(1, keys)
 
 
 def first(a: np.ndarray, k: int, on: torch.device | None = None) -> np.ndarray:
@@ -223,8 +241,10 @@ class Examples:
             idx = np.nonzero(kept.text != EMPTY_TEXT)
             fields = [a.tolist() for a in (*idx, kept.text[idx], kept.query[idx], kept.maxw[idx].astype(np.float64))]
             keys, kw = kept.keys[idx].tolist(), kept.kw[idx].astype(np.float64).tolist()
+            named = (kept.keys[idx] >= 0).sum(-1).tolist()  # RowKeys.find names a row's keys first, -1 after them
             for i, (layer, head, *rest) in enumerate(zip(*fields)):
                 *where, order, text, query, maxw = rest
+                n = named[i]
                 label = kind if kind == "strongest" else f"interval {where[0]}"
                 out.append(
                     {
@@ -235,8 +255,8 @@ class Examples:
                         "text_id": text,
                         "query": query,
                         "max_weight": maxw,
-                        "keys": [x for x in keys[i] if x >= 0],
-                        "key_weights": [w for x, w in zip(keys[i], kw[i]) if x >= 0],
+                        "keys": keys[i][:n],
+                        "key_weights": kw[i][:n],
                     }
                 )
         return out

@@ -91,19 +91,6 @@ class Drawn:
         q, k = [a.astype(cast) for a in self.q], [a.astype(cast) for a in self.k]
         return Drawn(q, k, self.masks, self.tokens, self.scale, self.notes)
 
-    def first(self, n: int) -> Drawn:
-        """The first n tokens, in position order."""
-        order = np.argsort([t["position"] for t in self.tokens[:n]], kind="stable")
-        pick = lambda a: a[:, :n][:, order]  # noqa: E731
-        return Drawn(
-            [pick(a) for a in self.q],
-            [pick(a) for a in self.k],
-            [m[:n, :n][np.ix_(order, order)] for m in self.masks],
-            [self.tokens[i] for i in order],
-            self.scale,
-            self.notes,
-        )
-
 
 CROSS = (
     "Cross-attention's queries and keys belong to two different sequences (the target's and the source's), so a "
@@ -227,23 +214,35 @@ class Taken:
 
 def take(choice: Choice, trace_text, texts: dict, dtype: str) -> Taken | str:
     """The vectors of the chosen tokens: held from the run, or from `trace_text(text)` for a text it does not hold;
-    a sentence saying why there are none when the model's traces keep no vectors."""
-    parts = []
+    a sentence saying why there are none when the model's traces keep no vectors. Each text gives its first n tokens
+    (by priority) in position order, as `Drawn.first` orders them, but every text's vectors are put in that order by
+    one index per layer (a text at a time was most of the end of a profile of short texts)."""
+    parts, orders = [], []
     for text_id, n in choice.chosen():
         drawn = choice.held.get(text_id) or draw(trace_text(texts[text_id]), text_id, choice.seed, choice.per_text)
         if isinstance(drawn, str):
             return drawn
-        parts.append(drawn.stored(dtype).first(n))
+        parts.append((drawn.stored(dtype), n))
+        orders.append(np.argsort([t["position"] for t in drawn.tokens[:n]], kind="stable"))
     if not parts:
         return "No text of the corpus gave a token to sample."
     # float16 unless a text's values are past its range: then the whole sample is float32
-    cast = np.result_type(*(d.q[0] for d in parts))
-    layers = range(len(parts[0].q))
+    cast = np.result_type(*(d.q[0] for d, _ in parts))
+    starts = np.cumsum([0] + [n for _, n in parts])[:-1]
+    every = np.concatenate([a + o for a, o in zip(starts, orders)])
+
+    def joined(vectors, y: int) -> np.ndarray:
+        return np.concatenate([vectors(d)[y][:, :n] for d, n in parts], axis=1)[:, every].astype(cast)
+
+    layers = range(len(parts[0][0].q))
+    blocks = [
+        np.stack(d.masks)[:, :n, :n][:, o[:, None], o].reshape(len(layers), -1) for (d, n), o in zip(parts, orders)
+    ]
     return Taken(
-        [np.concatenate([d.q[y] for d in parts], axis=1).astype(cast) for y in layers],
-        [np.concatenate([d.k[y] for d in parts], axis=1).astype(cast) for y in layers],
-        np.stack([np.concatenate([d.masks[y].ravel() for d in parts]) for y in layers]),
-        [t for d in parts for t in d.tokens],
-        parts[0].scale,
-        parts[0].notes,
+        [joined(lambda d: d.q, y) for y in layers],
+        [joined(lambda d: d.k, y) for y in layers],
+        np.concatenate(blocks, axis=1),
+        [d.tokens[i] for (d, _), o in zip(parts, orders) for i in o],
+        parts[0][0].scale,
+        parts[0][0].notes,
     )

@@ -127,18 +127,24 @@ def token_patterns(ids, start: int, stop: int, n_keys: int) -> dict:
     return {"previous_score": previous, "duplicate_score": same & (j < i), "induction_score": after & (j <= i)}
 
 
-def row_sums(w: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-    """[layer, head, query, feature] float32: each row's sum over keys of w [layer, head, query, key] x f [layer or 1,
-    query, key, feature] (batched matrix products over queries: one pass over the weights for every feature)."""
+def row_sums(w: torch.Tensor, f: torch.Tensor, scale=None, scratch=None) -> torch.Tensor:
+    """[layer, head, query, feature] float32: each row's sum over keys of w [layer, head, query, key] (times scale
+    [layer, head, 1, key] when given: value-weighted rows) x f [layer or 1, query, key, feature] (batched matrix
+    products over queries: one pass over the weights for every feature); scratch: where the permuted weights go."""
     n_layer, n_head, n, n_keys = w.shape
+    scratch = scratch or Scratch()
+    if f.shape[0] not in (1, n_layer):  # texts read together (rows: layer x text), each text's features shared by
+        texts = f.shape[0]  # its layers: the rows permuted to [text, query, layer x head, key] (and scaled) at once
+        view = lambda x: x.view(-1, texts, n_head, n, n_keys).permute(1, 3, 0, 2, 4)  # noqa: E731
+        a = scratch.get("row_sums", (texts, n, n_layer // texts, n_head, n_keys), torch.float32, w.device)
+        torch.mul(view(w), view(scale.expand(-1, -1, n, -1)), out=a) if scale is not None else a.copy_(view(w))
+        out = torch.bmm(a.view(texts * n, -1, n_keys), f.reshape(texts * n, n_keys, -1))
+        return out.view(texts, n, -1, n_head, f.shape[-1]).permute(2, 0, 3, 1, 4).reshape(n_layer, n_head, n, -1)
+    if scale is not None:
+        w = torch.mul(w, scale, out=scratch.like("u", w))
     if f.shape[0] == 1:  # the same features in every layer (no padding): one product per query for all heads
         a = w.permute(2, 0, 1, 3).reshape(n, n_layer * n_head, n_keys)
         return torch.bmm(a, f[0]).reshape(n, n_layer, n_head, -1).permute(1, 2, 0, 3)
-    if f.shape[0] != n_layer:  # texts read together (rows: layer x text), each text's features shared by its layers
-        texts = f.shape[0]
-        a = w.view(-1, texts, n_head, n, n_keys).permute(1, 3, 0, 2, 4).reshape(texts * n, -1, n_keys)
-        out = torch.bmm(a, f.reshape(texts * n, n_keys, -1)).view(texts, n, -1, n_head, f.shape[-1])
-        return out.permute(2, 0, 3, 1, 4).reshape(n_layer, n_head, n, -1)
     a = w.permute(0, 2, 1, 3).reshape(n_layer * n, n_head, n_keys)
     return torch.bmm(a, f.reshape(n_layer * n, n_keys, -1)).reshape(n_layer, n, n_head, -1).transpose(1, 2)
 
@@ -237,7 +243,7 @@ class TextSums:
         if n_keys < win.n_keys:  # the keys the window reads: the rest hold no weight
             f = f[:, :, :n_keys].contiguous()
         rows64 = rows.double()[:, None, :]
-        sums = row_sums(w, f)  # [layer, head, query, feature]
+        sums = row_sums(w, f, scratch=self.scratch)  # [layer, head, query, feature]
         self.linear[0] += sums[..., :n_lin].sum(2, dtype=torch.float64)
         self.hits += sums[..., n_lin : n_lin + n_pat].sum(2, dtype=torch.float64)
         self.totals += sums[..., -2].sum(2, dtype=torch.float64)
@@ -249,8 +255,7 @@ class TextSums:
             norms = win.norms[:, :, None, :]
             own = torch.mul(wlogw, norms, out=wlogw).sum(-1).double()
             own += torch.mul(w, xlogx(norms), out=wlogw).sum(-1).double()
-            u = torch.mul(w, norms, out=self.scratch.like("u", w))
-            sums = row_sums(u, f).double()
+            sums = row_sums(w, f, norms, self.scratch).double()  # u = w x norms, multiplied as it is permuted
             z = sums[..., -1]  # [layer, head, query]; 0 where a row attends nothing: its view is a row of zeros
             live = z > 0
             z = torch.where(live, z, 1.0)

@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..hf import LoadedModel, load_model
 from .qk_sample import CROSS, take
 from .qk_store import QKSample
+from .rows import Scratch
 from .shard import check_part, layers_of, run_shard, trace_text
 from .state import ProfileState, Settings
 from .store import PROVENANCE, VERSION, HeadProfile
@@ -123,6 +124,7 @@ def _fold(loaded, corpus, s, key, shards, n_shards, states, progress, max_shards
     """The shards' states folded in shard order: read from disk when finished before, taken from Ray's results, or
     computed here (and written before the next starts)."""
     total, done, started, tokens = ProfileState(layers_of(loaded, s), loaded.n_head, s), 0, time.monotonic(), 0
+    scratch = Scratch()  # one for every shard computed here
     new = 0
     for k in range(n_shards):
         path = None if shards is None else _shard_path(shards, k)
@@ -133,7 +135,7 @@ def _fold(loaded, corpus, s, key, shards, n_shards, states, progress, max_shards
         else:
             if max_shards is not None and new >= max_shards:
                 return None
-            state = run_shard(loaded, corpus, s, k)
+            state = run_shard(loaded, corpus, s, k, scratch)
             new += 1
             tokens += state.counts["tokens"]
         if path is not None and not path.exists():

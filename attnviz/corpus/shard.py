@@ -11,15 +11,18 @@ from ..hf import trace_pretrained
 from ..hf.encode import encode, token_limit
 from ..hf.seq2seq import ROLES, trace_seq2seq
 from . import batch
-from .rows import cells_on
+from .rows import Scratch, cells_on
 from .state import ProfileState, Settings
 from .texts import Corpus
 
 
-def run_shard(loaded, corpus: Corpus, s: Settings, k: int) -> ProfileState:
+def run_shard(loaded, corpus: Corpus, s: Settings, k: int, scratch: Scratch | None = None) -> ProfileState:
     """One shard's partial state: texts k x shard_size .. (k + 1) x shard_size - 1, read `s.batch` texts of similar
-    length a forward where the model allows it (attnviz.corpus.batch), else one by one."""
+    length a forward where the model allows it (attnviz.corpus.batch), else one by one. scratch: the memory its
+    windows are computed in, one for every shard of a run (the large buffers then recur in one size, not freed and
+    allocated again shard after shard)."""
     state = ProfileState(layers_of(loaded, s), loaded.n_head, s)
+    state.scratch = scratch or state.scratch
     specials = special_tokens_of(loaded.tokenizer)
     texts = []
     for i, text, why in corpus.texts(k * s.shard_size, (k + 1) * s.shard_size):

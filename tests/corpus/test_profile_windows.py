@@ -3,11 +3,15 @@ over the whole text gives: every statistic, the histogram, the examples with the
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+import torch
 
 import attnviz
 from attnviz.analysis.heads import special_keys, special_tokens_of
+from attnviz.corpus.examples import strongest_keys
 from attnviz.corpus.rows import windows
 from attnviz.corpus.state import ProfileState, Settings
 
@@ -59,3 +63,17 @@ def test_the_rows_an_example_selection_keeps_are_a_stable_sorts_first_on_a_devic
     want = np.stack([[sorted(range(40), key=lambda j: (row[j], j))[:6] for row in head] for head in a])
     assert (first(a, 6) == want).all()
     assert (first(a, 6, torch.device("cpu")) == want).all()
+
+
+def test_an_examples_strongest_keys_name_equal_weights_lowest_key_first():
+    """Which of several equal weights a stored example names is fixed here, not by torch.topk's algorithm (whose
+    ties depend on the row's length): the k largest, largest first, equal ones lowest key first (Python's sort of
+    (-weight, key)); keys past a row's own length never named (a row of 3 keys names 3)."""
+    rng = np.random.default_rng(0)
+    x = torch.as_tensor(rng.integers(0, 4, (64, 19)) / 4, dtype=torch.float32)  # many ties, zeros among them
+    short = torch.tensor([[0.0, 0.5, 0.0, -math.inf, -math.inf]])  # a 3-key row among longer ones
+    keys, weights = strongest_keys(x, 8)
+    for row, got, w in zip(x.tolist(), keys.tolist(), weights.tolist()):
+        want = sorted(range(len(row)), key=lambda j: (-row[j], j))[:8]
+        assert got == want and w == [row[j] for j in want]
+    assert strongest_keys(short, 3)[0].tolist() == [[1, 0, 2]]
