@@ -70,6 +70,22 @@ class Pass:
     background: str = ""  # the app's background colour, as drawn
 
 
+#: Resolves once the title's and every chart's box are where they were two animation frames before (at most ~100
+#: pairs of frames): a window made taller lays the page out again at once, and a chart keeps its width, so Plotly does
+#: not draw it again (no plotly_afterplot in the 2 s after; a screenshot then equals one taken 1.2 s later).
+SETTLED_JS = """async () => {
+  const boxes = () => JSON.stringify(Array.from(document.querySelectorAll("[data-testid='stMain'] h1, .js-plotly-plot"),
+    e => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }));
+  const frame = () => new Promise(done => requestAnimationFrame(() => done()));
+  let last = boxes();
+  for (let i = 0; i < 100; i++) {
+    await frame(); await frame();
+    const now = boxes();
+    if (now === last) return i;
+    last = now;
+  }
+  return -1;
+}"""
 FIRST_CHART_TOP_JS = "() => document.querySelector('.js-plotly-plot')?.getBoundingClientRect().top ?? null"
 #: Charts whose margins Plotly grew past the ones the figure gives (for a colour bar or tick labels): each such chart
 #: is laid out twice on every draw (plots.margins.room). "name side asked->drawn" per grown side.
@@ -121,7 +137,7 @@ def shoot(tab: Tab, name: str, whole: bool) -> str:
         return name
     height = tab.page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
     tab.page.set_viewport_size({"width": 1280, "height": min(int(height) + 40, 8000)})
-    tab.page.wait_for_timeout(1200)  # Plotly redraws after the resize
+    tab.page.evaluate(SETTLED_JS)  # the page laid out for the new window (Plotly draws nothing again: same width)
     tab.page.screenshot(path=str(OUT / "answers" / f"{name}-full.png"))
     tab.page.set_viewport_size({"width": 1280, "height": 800})
     return name

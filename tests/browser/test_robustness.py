@@ -84,10 +84,11 @@ def test_a_missing_relative_model_folder_says_where_it_looked(tab, streamlit_ser
     assert tab.page.locator(".js-plotly-plot").count() > 0  # the bundled model still draws
 
 
-def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, streamlit_server):
-    """Concurrent sessions with different sentences and layers: no mixing of captured attention."""
+def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, streamlit_server, bundled):
+    """Concurrent sessions with different sentences and layers: no mixing of captured attention (each session's
+    heatmap against the session's bundled model, `bundled`: attnviz.load_model() loaded once per worker)."""
     server, proc = streamlit_server
-    model = attnviz.load_model()
+    model = bundled
     jobs = [(f"Session {i} says {w} to everyone", i % 6) for i, w in enumerate(
         ["apples", "rivers", "mountains", "violins", "engines", "gardens", "planets", "lanterns"])]  # fmt: skip
     contexts, pages = [], []
