@@ -214,7 +214,10 @@ class Tab:
         )
 
     def errors_on_page(self) -> list[str]:
-        return self.page.locator("[data-testid='stException'], [data-testid='stError']").all_inner_texts()
+        """The text of every exception and every st.error on the page. Streamlit 1.67 draws st.error as an stAlert
+        whose content is `stAlertContentError` (there is no `stError` element: with that selector alone an st.error
+        message was never seen, checked with one put on the Words page)."""
+        return self.page.locator("[data-testid='stException'], [data-testid='stAlertContentError']").all_inner_texts()
 
 
 # --- the container's start script (scripts/serve.sh), run directly: Docker cannot run on our machines ----------
