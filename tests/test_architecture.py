@@ -229,3 +229,12 @@ def test_pages_draw_their_figures_through_attnviz_figures():
             if built in builders:
                 wrong.append(f"{page}:{call.lineno} builds a figure itself ({func})")
     assert not wrong, wrong
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    """pytest imports test files without packages by their base name: two of one name in different folders stop the
+    whole run with an 'import file mismatch' error (a browser test once shared its name with an AppTest)."""
+    seen: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
