@@ -48,7 +48,7 @@ RUN pip install --require-hashes --only-binary=:all: --index-url "${INDEX}" -r /
 COPY . .
 RUN python -m compileall -q attnviz app_pages app.py
 
-# The default view made ahead (attnviz.first_view): the bundled model's trace of the default sentence and the Heads
+# The default view made ahead (attnviz.ui.made_ahead): the bundled model's trace of the default sentence and the Heads
 # page's first figures, so that a cold start draws its first heatmaps while the model still loads instead of seconds
 # later. Read-only at run time, which is all a start needs; it is checked when read (this code, this model, these
 # versions, a CPU), so a file that does not fit is simply not used. A GPU image's file, made here without a GPU, does

@@ -10,7 +10,7 @@ their SVG). From the server's log: the warm-up thread's own line (`warm_s` and i
 load average. Chromium's own start is paid before the clock starts.
 
 `first_s` is the first heatmap on screen whatever the run is doing: the Heads title and two charts drawn (the hidden
-chart of the loading notice is one); on a checkout with the default view's trace made ahead (attnviz.first_view)
+chart of the loading notice is one); on a checkout with the default view's trace made ahead (attnviz.ui.made_ahead)
 that is the preview drawn from the file while the model loads, and `cold_s` is then the live page (the run over).
 BENCH_FIRST_VIEW says which start is measured: `made` (default: the file is there, as in a built image or on any
 start after the first) or `none` (the cache folder emptied before each start: the first start ever). Each tree gets

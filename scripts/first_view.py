@@ -1,4 +1,4 @@
-"""`python scripts/first_view.py`: write the default view's trace made ahead (attnviz.first_view) into the cache folder
+"""`python scripts/first_view.py`: write the default view's trace made ahead (attnviz.ui.made_ahead) into the cache folder
 the settings name (ATTNVIZ_CACHE_DIR), so that a cold server draws its first heatmaps without waiting for the model.
 The image's build runs this (Dockerfile); a server writes the file itself after its first default trace where none is
 there."""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # before numpy and torch start their thread pools: see torch_threads below
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-# The default view made ahead (attnviz.first_view) goes to a folder of this run's own, never the user's cache, so
+# The default view made ahead (attnviz.ui.made_ahead) goes to a folder of this run's own, never the user's cache, so
 # that every cold start a test makes is the same; tests/app/test_first_view.py makes the file where it wants one.
 os.environ.setdefault("ATTNVIZ_CACHE_DIR", tempfile.mkdtemp(prefix="attnviz-test-cache-"))
 

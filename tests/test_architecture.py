@@ -238,3 +238,10 @@ def test_every_test_module_has_a_name_of_its_own():
     for path in (ROOT / "tests").rglob("test_*.py"):
         seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
+
+
+def test_the_package_root_holds_at_most_8_modules():
+    """New parts go into the package that holds their idea (trace/, hf/, analysis/, plots/, figures/, ui/, corpus/...),
+    not flat at the root (issue 27: the root had grown to 21 modules)."""
+    modules = sorted(p.name for p in (ROOT / "attnviz").glob("*.py") if p.name != "__init__.py")
+    assert len(modules) <= 8, modules

@@ -1,4 +1,4 @@
-"""A cold start's first heatmaps, drawn from the default view made ahead (attnviz.first_view) while transformers and
+"""A cold start's first heatmaps, drawn from the default view made ahead (attnviz.ui.made_ahead) while transformers and
 the model load: the Heads page's grid and one head, exactly the figures the live page draws for the default view,
 under a notice that the model is still loading. The sidebar's controls that need the model wait for it as before;
 once it is loaded the same run draws the live page below, and the preview goes when that is drawn (app.py).
@@ -16,9 +16,9 @@ import time
 import plotly.graph_objects as go
 import streamlit as st
 
-from .. import first_view as made_ahead
 from ..hf import BUNDLED
 from ..trace import AttentionTrace
+from . import made_ahead
 from .charts import chart
 from .state import DEFAULT_TEXT, SOURCES, server_max_tokens
 

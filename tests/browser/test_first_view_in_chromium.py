@@ -1,13 +1,12 @@
-"""#28: a cold start with the default view made ahead (attnviz.first_view) shows that view's heatmaps while the model
+"""#28: a cold start with the default view made ahead (attnviz.ui.made_ahead) shows that view's heatmaps while the model
 still loads, then the live page in their place, in Chromium at 1,280 x 800."""
 
 from __future__ import annotations
 
 from browserkit import OUT, Tab, free_port, start_server, stop
 
-from attnviz import first_view
 from attnviz.hf import trace_pretrained
-from attnviz.ui import DEFAULT_TEXT
+from attnviz.ui import DEFAULT_TEXT, made_ahead
 
 MAIN = "[data-testid='stMain']"
 # The made-ahead heatmaps drawn (their keyed containers), the notice beside them, and the run still going
@@ -18,7 +17,7 @@ STATE_JS = "() => document.querySelector(\"[data-testid='stApp']\").getAttribute
 
 
 def test_a_cold_start_shows_the_made_ahead_heatmaps_then_the_live_page(browser, bundled, tmp_path):
-    first_view.save(trace_pretrained(bundled, DEFAULT_TEXT), DEFAULT_TEXT, tmp_path)  # as the image's build does
+    made_ahead.save(trace_pretrained(bundled, DEFAULT_TEXT), DEFAULT_TEXT, tmp_path)  # as the image's build does
     OUT.mkdir(parents=True, exist_ok=True)
     port = free_port()
     proc = start_server(port, OUT.parent / "first-view-server.log", {"ATTNVIZ_CACHE_DIR": str(tmp_path)})

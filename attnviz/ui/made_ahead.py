@@ -1,6 +1,6 @@
 """The default view made ahead: the bundled model's trace of the default sentence and the Heads page's first two
 figures drawn from it, kept in the cache folder the settings name (ATTNVIZ_CACHE_DIR), so that a cold server draws its
-first heatmaps at once while torch's first calls, transformers and the model still load (attnviz.ui.first_view).
+first heatmaps at once while torch's first calls, transformers and the model still load (ui.first_view).
 
 Made when the image is built (`python scripts/first_view.py`, the Dockerfile) and, where it is missing, by the server
 after its first trace of the default view (`keep`), so every later start has it. Three files, each bounded:
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from . import figures, settings
-from .export import open_npz, trace_npz, versions
-from .hf import bundled_model_path
-from .hf.load import choose_device
-from .trace import AttentionTrace
-from .trace.file_bounds import Limits
+from .. import figures, settings
+from ..export import open_npz, trace_npz, versions
+from ..hf import bundled_model_path
+from ..hf.load import choose_device
+from ..trace import AttentionTrace
+from ..trace.file_bounds import Limits
 
 FORMAT = 1  # of the stamp and what the files hold; a change makes every older file stale
 TRACE = "first-view.npz"
@@ -75,7 +75,7 @@ def model_fingerprint(root: str | None = None) -> str:
 
 def code_fingerprint() -> str:
     """attnviz's own source as it is here (a figure's code changed without a new version number gives another)."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the attnviz package, not only its ui
     h = hashlib.sha256()
     for f in sorted(root.rglob("*.py")):
         h.update(f"{f.relative_to(root).as_posix()}\0".encode())
