@@ -45,10 +45,7 @@ st.subheader("One head up close", anchor="one-head")
 left, right = ui.columns("head", [1, 2.4], gap="large")
 with left:
     head = ui.head_picker(src)
-    st.markdown(
-        "**How to read it.** Each **row** is a query: the token that is looking. Each **column** is a key: "
-        "the token being looked at. A bright cell means the row's token takes a lot from the column's token."
-    )
+    st.markdown(hm.READING)
     if stage in hm.PROBABILITIES:
         st.markdown(f"Every row of **{stage}** sums to 1: it is how the query shares its attention among the keys.")
     else:

@@ -35,6 +35,11 @@ from .value_weighted import PROBABILITIES, VALUE_WEIGHTED_CAPTION, VALUE_WEIGHTE
 from .windows import MAX_SHOWN, Window, axis_ranges, range_note, window, windows  # noqa: F401 (re-exported)
 
 TILE = 24  # the overview pools every head to at most TILE x TILE cells
+#: How to read one head's heatmap (head_detail), said beside it on the Heads page and on a cold start's preview
+READING = (
+    "**How to read it.** Each **row** is a query: the token that is looking. Each **column** is a key: "
+    "the token being looked at. A bright cell means the row's token takes a lot from the column's token."
+)
 GRID_HEADS = (
     32  # panels one head grid draws at most (each is two axes and a heatmap: the browser's cost grows with them)
 )

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ..hf import BUNDLED
+from ..plots.heatmaps import READING
 from ..trace import AttentionTrace
 from . import made_ahead
 from .charts import chart
@@ -96,10 +97,7 @@ def _draw(made: made_ahead.Made, figures: dict) -> None:
     chart(figures["head_grid"], "layer0", "weights", "heads", key="first-view-grid")
     st.subheader("One head up close")
     left, right = st.columns([1, 2.4], gap="large")
-    left.markdown(
-        "**How to read it.** Each **row** is a query: the token that is looking. Each **column** is a key: "
-        "the token being looked at. A bright cell means the row's token takes a lot from the column's token."
-    )
+    left.markdown(READING)
     with right:
         chart(figures["head_detail"], "layer0", "head0", "weights", key="first-view-head")
 
