@@ -15,15 +15,12 @@ from __future__ import annotations
 # so a session that builds a figure while another session's thread is still importing pandas met a half-initialised
 # module ("partially initialized module 'pandas' has no attribute 'Series'"; eight sessions on a cold server).
 import pandas  # noqa: F401
-import plotly.graph_objects as go
 import streamlit as st
 
 from ..export import short_model_name
 from ..plots import common
 
 _CHART = "[data-testid='stApp'] .js-plotly-plot"
-#: the container of start_plotly's chart: out of the layout and out of sight
-EARLY_PLOTLY = "attnviz-plotly-start"
 
 
 def _rgb(colour: str) -> str:
@@ -52,7 +49,6 @@ def screen_look() -> str:
         f"{_CHART} .modebar-btn path {{fill: light-dark(rgba(68, 68, 68, 0.45), rgba(230, 231, 235, 0.55))}}",
         f"{_CHART} .modebar-btn.active path, {_CHART} .modebar-btn:hover path "
         "{fill: light-dark(rgba(68, 68, 68, 0.9), rgba(230, 231, 235, 0.95))}",
-        f".st-key-{EARLY_PLOTLY} {{position: absolute; height: 1px; overflow: hidden; visibility: hidden}}",
     ]
     return "<style>\n" + "\n".join(rules) + "\n</style>"
 
@@ -62,14 +58,6 @@ def chart(fig, *name_parts, key: str | None = None, **options):
     with the shared modebar config; `name_parts` name the file its camera saves. `options`: st.plotly_chart's
     on_select, selection_mode, width."""
     return st.plotly_chart(fig, theme=None, config=chart_config(*name_parts), key=key, **options)
-
-
-def start_plotly() -> None:
-    """An empty chart no one sees, so that the browser loads Plotly's script now. Streamlit's frontend loads it (a
-    4.7 MB script: about 2 s in a new tab here) only when a page's first chart arrives; on a cold start the page
-    waits seconds for the model first (ui.loading_notice), and the script is loaded in that time instead of after."""
-    with st.container(key=EARLY_PLOTLY):
-        chart(go.Figure())  # through the one path (tests/plots/test_one_style.py); out of sight, so its modebar too
 
 
 def chart_config(*name_parts) -> dict:

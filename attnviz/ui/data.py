@@ -24,7 +24,6 @@ from ..plots import common
 from ..trace import AttentionTrace
 from ..trace import file as trace_file
 from . import first_view
-from .charts import start_plotly
 from .generation import generation_request
 from .heavy import LIGHT_TOKENS, heavy
 from .literal import literal, show_error
@@ -91,12 +90,11 @@ _LOADED: set[str] = set()  # models this process has loaded (the cache may have 
 def loading_notice(page=None):
     """A main-area placeholder: on a cold start at the default view, the first heatmaps from the trace made ahead
     (ui.first_view); on another cold start it says the model is loading (the sidebar's spinner is easy to miss and
-    the main area would stay blank), and has the browser load Plotly's script meanwhile (start_plotly). Call
-    `.empty()` on it once the page is drawn (a preview stays until the live page replaces it)."""
+    the main area would stay blank; the tab has started Plotly's script already: app.py). Call `.empty()` on it
+    once the page is drawn (a preview stays until the live page replaces it)."""
     box = st.empty()
     if not _LOADED:
         with box.container():
-            start_plotly()  # the browser loads Plotly's script while the model loads
             if page is None or not first_view.preview(page, BUNDLED in _LOADED):
                 st.info(
                     "Loading the model and starting up… the first visit after a restart takes a few seconds.",
