@@ -179,15 +179,15 @@ print(json.dumps({{"before_kb": before, "peak_kb": max(first, last), "first_kb":
 def memory(sizes=(1_000, 10_000), leak: bool = False) -> dict:
     """The peak resident memory a profile of 1,000 and of 10,000 texts adds, each in a fresh process, after a first
     profile of two shards: the highest of the peak over its first sizes[0] texts and the peak over its last sizes[0]
-    texts and the end (examples' texts, query-key sample, distances), each read as VmHWM after a reset (clear_refs 5)
-    at a shard's end. A memory held across texts peaks in the last stretch, one that grows with the corpus as it
-    starts (a corpus read whole, say) in the first; both runs are judged on stretches of as many texts, because the
-    heap's layout makes each shard's transient peak vary by ~0.5 MB (glibc's in-use bytes, Python's objects and the
-    resident memory between shards flat), and the peak of a whole run is the highest of 16 such draws at 1,000 texts
-    and of 157 at 10,000: read over whole runs, the larger run read 0.2-1.1 MB more with nothing held to explain it.
-    glibc's mmap threshold is fixed (128 KiB, mallopt): left dynamic, it rises to the largest block freed, and the
-    heap's high-water mark then creeps for thousands of texts. leak=True holds 1 KB per text profiled (a list of
-    tensors), the growth the bench exists to see: its ratio must then fail."""
+    texts and the end (examples' texts, query-key sample, distances), each read as VmHWM after a reset (clear_refs 5) at
+    a shard's end. A memory held across texts peaks in the last stretch, one that grows with the corpus as it starts (a
+    corpus read whole, say) in the first; both runs are judged on stretches of as many texts, because the heap's layout
+    makes each shard's transient peak vary by ~0.5 MB (glibc's in-use bytes, Python's objects and the resident memory
+    between shards flat), and the peak of a whole run is the highest of 16 such draws at 1,000 texts and of 157 at
+    10,000: read over whole runs, the larger run read 0.2-1.1 MB more with nothing held to explain it (what is left:
+    docs/corpus.md, "Held memory"). glibc's mmap threshold is fixed (128 KiB, mallopt): left dynamic, it rises to the
+    largest block freed, and the heap's high-water mark then creeps for thousands of texts. leak=True holds 1 KB per
+    text profiled (a list of tensors), the growth the bench exists to see: its ratio must then fail."""
     out, stretches = {}, {}
     for n in sizes:
         code = CHILD.format(root=str(ROOT), n=n, leak=bool(leak), window=sizes[0])
