@@ -16,8 +16,8 @@ this one, in fresh processes alternating baseline, branch for each row, each tim
 profile (one thread, CPU time), so both ratios of a row come from one run under the same load.
 memory: the peak resident memory a fresh process adds (after a first profile of two shards) while profiling 1,000 and
 then 10,000 short texts (a tiny random Llama: the model does not matter, the corpus size does), over the first and
-the last ~1,000 texts of each run, glibc's mmap threshold fixed (see memory()); the goal is growth within 10% of each
-other; memory(leak=True) must fail it.
+the last ~1,000 texts of each run, glibc's mmap threshold fixed at a page (see memory()); the goal is growth within
+10% of each other; memory(leak=True) must fail it.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def cost_wide(n_texts: int = 6, rounds: int = 2, warmup: int = 1, tokens: int = 
 
 CHILD = """
 import ctypes, json, resource, sys
-ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD fixed: see memory()
+ctypes.CDLL("libc.so.6").mallopt(-3, 4096)  # M_MMAP_THRESHOLD fixed at a page: see memory()
 sys.path.insert(0, {root!r})
 import torch
 torch.set_num_threads(1)
@@ -185,9 +185,12 @@ def memory(sizes=(1_000, 10_000), leak: bool = False) -> dict:
     makes each shard's transient peak vary by ~0.5 MB (glibc's in-use bytes, Python's objects and the resident memory
     between shards flat), and the peak of a whole run is the highest of 16 such draws at 1,000 texts and of 157 at
     10,000: read over whole runs, the larger run read 0.2-1.1 MB more with nothing held to explain it (what is left:
-    docs/corpus.md, "Held memory"). glibc's mmap threshold is fixed (128 KiB, mallopt): left dynamic, it rises to the
-    largest block freed, and the heap's high-water mark then creeps for thousands of texts. leak=True holds 1 KB per
-    text profiled (a list of tensors), the growth the bench exists to see: its ratio must then fail."""
+    docs/corpus.md, "Held memory"). glibc's mmap threshold is fixed at a page (4 KiB, mallopt): left dynamic, it rises
+    to the largest block freed, and the heap's high-water mark then creeps for thousands of texts; at a page, every
+    block from a page up is mapped and unmapped on its own, so what the peak reads is the pages in use, not the heap's
+    holes (at 128 KiB the last stretch of a 10,000-text run read 0.4-0.6 MB over its first, at a page 0.2-0.3).
+    leak=True holds 1 KB per text profiled (a list of tensors), the growth the bench exists to see: its ratio must then
+    fail."""
     out, stretches = {}, {}
     for n in sizes:
         code = CHILD.format(root=str(ROOT), n=n, leak=bool(leak), window=sizes[0])
