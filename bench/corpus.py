@@ -188,7 +188,7 @@ def memory(sizes=(1_000, 10_000), leak: bool = False) -> dict:
     docs/corpus.md, "Held memory"). glibc's mmap threshold is fixed at a page (4 KiB, mallopt): left dynamic, it rises
     to the largest block freed, and the heap's high-water mark then creeps for thousands of texts; at a page, every
     block from a page up is mapped and unmapped on its own, so what the peak reads is the pages in use, not the heap's
-    holes (at 128 KiB the last stretch of a 10,000-text run read 0.4-0.6 MB over its first, at a page 0.2-0.3).
+    holes (at 128 KiB the last stretch of a 10,000-text run read 0.4-0.6 MB over its first, at a page 0.2-0.4).
     leak=True holds 1 KB per text profiled (a list of tensors), the growth the bench exists to see: its ratio must then
     fail."""
     out, stretches = {}, {}
