@@ -14,7 +14,10 @@ pass, shards, a resumed run and Ray agree. Only that choice is written with a sh
 shard file would make each as large as the whole sample (an 8B model's 1,024 heads in every one of its shards). The
 vectors of a chosen text are kept in memory from the trace that was read anyway (a text that cannot be chosen any
 more is never copied, and one that drops out is let go); texts chosen in a shard read back from disk or done by a Ray
-worker are traced once more at the end (`take`).
+worker are traced once more at the end (`take`). A shard's own choice starts empty, so nearly every text of a shard
+is chosen there for a while: a shard computed in the run's process is told where the choice of the shards before it
+ends (`Choice.last`, set as its `bound`), and copies the vectors of no text after that, as none can be chosen in the
+whole (without it every text of a corpus had its vectors copied and dropped: 9,749 of 10,000 short texts).
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ class Choice:
         self.prio, self.text, self.count = np.asarray(prio, np.float64), np.asarray(text, np.int64), np.asarray(count)
         self.samples, self.per_text, self.seed, self.dtype = int(samples), int(per_text), int(seed), dtype
         self.held: dict[int, Drawn] = {}
+        self.bound: tuple | None = None  # (priority, text): a text after it is not held (see `last`)
 
     @classmethod
     def empty(cls, samples: int, per_text: int, seed: int, dtype: str = "float32") -> Choice:
@@ -150,13 +154,21 @@ class Choice:
         if self._full() and (prio, text) > (self.prio[-1], self.text[-1]):
             return  # comes after every kept text, which already give enough tokens: never chosen
         self._keep(np.r_[self.prio, prio], np.r_[self.text, text], np.r_[self.count, min(self.per_text, n_tokens)])
-        if trace is not None and text in set(self.text.tolist()):
+        if trace is not None and text in set(self.text.tolist()) and self._may_hold(prio, text):
             self.hold(text, draw(trace, text, self.seed, self.per_text))
 
     def wanted(self, texts) -> list:
-        """Those of `texts` that are chosen now and whose vectors are not held."""
-        kept = set(self.text.tolist())
-        return [t for t in texts if t in kept and t not in self.held]
+        """Those of `texts` that are chosen now, not after `bound`, and whose vectors are not held."""
+        kept = dict(zip(self.text.tolist(), self.prio.tolist()))
+        return [t for t in texts if t in kept and t not in self.held and self._may_hold(kept[t], t)]
+
+    def last(self) -> tuple[float, int] | None:
+        """(priority, text) of the last text kept once the chosen texts give `samples` tokens, else None: a text after
+        it is chosen neither here nor in any merge of this choice with others (merging only adds texts before it)."""
+        return (float(self.prio[-1]), int(self.text[-1])) if self.samples and self._full() else None
+
+    def _may_hold(self, prio: float, text: int) -> bool:
+        return self.bound is None or (prio, text) <= self.bound
 
     def hold(self, text: int, drawn: Drawn | str) -> None:
         """Keep a chosen text's drawn tokens (a str: its trace has none)."""

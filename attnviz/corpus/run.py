@@ -135,7 +135,7 @@ def _fold(loaded, corpus, s, key, shards, n_shards, states, progress, max_shards
         else:
             if max_shards is not None and new >= max_shards:
                 return None
-            state = run_shard(loaded, corpus, s, k, scratch)
+            state = run_shard(loaded, corpus, s, k, scratch, total.qk.last())  # no vectors past the choice so far
             new += 1
             tokens += state.counts["tokens"]
         if path is not None and not path.exists():

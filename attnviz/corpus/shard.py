@@ -16,13 +16,17 @@ from .state import ProfileState, Settings
 from .texts import Corpus
 
 
-def run_shard(loaded, corpus: Corpus, s: Settings, k: int, scratch: Scratch | None = None) -> ProfileState:
+def run_shard(
+    loaded, corpus: Corpus, s: Settings, k: int, scratch: Scratch | None = None, bound: tuple | None = None
+) -> ProfileState:
     """One shard's partial state: texts k x shard_size .. (k + 1) x shard_size - 1, read `s.batch` texts of similar
     length a forward where the model allows it (attnviz.corpus.batch), else one by one. scratch: the memory its
     windows are computed in, one for every shard of a run (the large buffers then recur in one size, not freed and
-    allocated again shard after shard)."""
+    allocated again shard after shard). bound: `Choice.last()` of the shards folded before it, after which no text's
+    query and key vectors are copied (attnviz.corpus.qk_sample; the shard's state is the same either way)."""
     state = ProfileState(layers_of(loaded, s), loaded.n_head, s)
     state.scratch = scratch or state.scratch
+    state.qk.bound = bound
     specials = special_tokens_of(loaded.tokenizer)
     texts = []
     for i, text, why in corpus.texts(k * s.shard_size, (k + 1) * s.shard_size):

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.corpus import open_profile, profile
-from attnviz.corpus.qk_sample import Choice, Drawn, eligible
+from attnviz.corpus import open_corpus, open_profile, profile
+from attnviz.corpus.qk_sample import Choice, Drawn, eligible, text_priority
 from attnviz.corpus.qk_store import sample_geometry
+from attnviz.corpus.shard import run_shard
+from attnviz.corpus.state import Settings
 from attnviz.errors import InputError
 
 TEXTS = ["the cat sat on the mat .", "a dog ran away , the dog was tired .", "hello world", "it was the cat .",
@@ -65,6 +67,23 @@ def test_shards_merge_to_one_pass_and_a_rerun_traces_its_chosen_texts_again(tiny
                 # other shards read other batches (attnviz.corpus.batch): the same q and k up to float rounding
                 np.testing.assert_allclose(a, c, rtol=1e-6, atol=1e-7)
                 np.testing.assert_allclose(b, c, rtol=1e-6, atol=1e-7)
+
+
+def test_a_shard_copies_no_vectors_of_a_text_the_shards_before_it_leave_no_room_for(tiny_llama):
+    """A shard's own choice starts empty, so it keeps nearly every text of its own a while and copied their vectors;
+    told where the choice of the shards before it ends (`bound`, Choice.last), it holds none of a text after that,
+    chooses the same (its state, the one a shard file keeps, is unchanged) and still holds every text the whole
+    chooses (so none is traced again at the end). Holding past the bound fails the first check."""
+    s, corpus = Settings(shard_size=4, qk_samples=8, qk_per_text=2, distances=False), open_corpus(TEXTS)
+    first = run_shard(tiny_llama, corpus, s, 0)
+    bound = first.qk.last()
+    alone, told = run_shard(tiny_llama, corpus, s, 1), run_shard(tiny_llama, corpus, s, 1, bound=bound)
+    after = {t for t in alone.qk.held if (text_priority(s.seed, t), t) > bound}
+    assert after and set(told.qk.held) == set(alone.qk.held) - after  # alone, it held texts the whole never chooses
+    for k, v in alone.qk.arrays().items():
+        np.testing.assert_array_equal(told.qk.arrays()[k], v)
+    whole = first.merge(told).qk
+    assert {t for t, _ in whole.chosen()} <= set(whole.held)
 
 
 def _rotated(model, ids: list[int]):
