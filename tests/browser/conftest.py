@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from browserkit import CHROMIUM_ARGS, OUT, SERVER_LOG, Tab, free_port, start_server
+from browserkit import CHROMIUM_ARGS, OUT, SERVER_LOG, Tab, free_port, start_server, still
 
 
 @pytest.fixture(scope="session")
@@ -41,7 +41,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        b = still(p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS))  # no animation drawn
         yield b
         b.close()
 

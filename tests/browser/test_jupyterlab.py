@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import nbformat
-from browserkit import OUT, Tab, free_port, stop
+from browserkit import OUT, POLL_MS, Tab, free_port, stop
 
 from attnviz.notebook import PLOTLY_MIME
 
@@ -91,7 +91,7 @@ def test_an_executed_notebook_draws_every_figure_in_jupyterlab_offline(browser, 
         tab = Tab(context.new_page(), f"http://127.0.0.1:{port}")
         tab.page.goto(f"{tab.base}/lab/tree/handout.ipynb", wait_until="domcontentloaded", timeout=120_000)
         tab.page.wait_for_function(f"({FIGURES_JS})().filter(f => f.drawn > 0).length >= {len(expected)}",
-                                   timeout=120_000)  # fmt: skip
+                                   timeout=120_000, polling=POLL_MS)  # fmt: skip
         figures = tab.page.evaluate(FIGURES_JS)
         assert [f["figure"] for f in figures] == expected  # every figure of the file, in order, and only those
         assert all(f["traces"] > 0 and f["drawn"] > 0 and f["width"] > 300 and f["height"] > 200 for f in figures)

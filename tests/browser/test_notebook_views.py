@@ -5,7 +5,7 @@ and a Masks view, opened in Chromium from a file:// page: every chart drawn, hov
 from __future__ import annotations
 
 import numpy as np
-from browserkit import DRAWN_JS, OUT, Tab
+from browserkit import DRAWN_JS, OUT, POLL_MS, Tab
 
 import attnviz
 
@@ -26,7 +26,7 @@ def test_a_trace_and_show_draw_offline_in_one_static_page(browser, bundled, tmp_
     context.route("**/*", lambda route: (requests.append(route.request.url), route.continue_()))
     tab = Tab(context.new_page(), "file://")
     tab.page.goto(page_file.as_uri())
-    tab.page.wait_for_function(f"{DRAWN} >= 7", timeout=60_000)  # 3 heads figures + 4 masks figures
+    tab.page.wait_for_function(f"{DRAWN} >= 7", timeout=60_000, polling=POLL_MS)  # 3 heads figures + 4 masks figures
     assert tab.page.evaluate("document.querySelectorAll('.js-plotly-plot').length") == 7
     assert requests == [page_file.as_uri()], requests  # the page itself and nothing else
     assert tab.real_console_errors() == [] and tab.console_errors == []

@@ -6,6 +6,7 @@ import json
 from urllib.parse import urlencode
 
 import pytest
+from browserkit import POLL_MS
 from tiny_families import build
 
 SOURCE, TARGET = "the cat sat on the mat", "a dog ran away"
@@ -23,6 +24,7 @@ def _heatmap_shape(tab) -> tuple[int, int]:
         """() => [...document.querySelectorAll('.js-plotly-plot')].some(
                      g => ((g.layout || {}).meta || {}).figure === 'head_detail' && g.data)""",
         timeout=90_000,
+        polling=POLL_MS,
     )
     shape = tab.page.evaluate(
         """() => { const gd = [...document.querySelectorAll('.js-plotly-plot')].find(

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browserkit import OUT, Tab, dockerfile_healthcheck, free_port, start_script, stop
+from browserkit import OUT, POLL_MS, Tab, dockerfile_healthcheck, free_port, start_script, stop
 
 SENTENCE = "Links travel from one browser to another."
 
@@ -122,7 +122,7 @@ def test_a_shared_link_opens_the_same_sentence_layer_head_and_page_in_a_fresh_br
                 slider.press("ArrowRight")
             a.page.wait_for_timeout(500)
             a.idle(charts=1)
-        a.page.wait_for_function("() => location.search.includes('head=7')")
+        a.page.wait_for_function("() => location.search.includes('head=7')", polling=POLL_MS)
         a.idle(charts=1)
         sent = view(a)
         assert sent["sliders"]["Layer"] == "4" and sent["sliders"]["Head"] == "7", sent["sliders"]

@@ -7,7 +7,7 @@ import subprocess
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from browserkit import CLIPPED_TITLES_JS, OUT, Tab, free_port, start_server
+from browserkit import CLIPPED_TITLES_JS, OUT, POLL_MS, Tab, free_port, start_server
 from page_pass import FIRST_CHART_TOP_JS
 
 LONG = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 20)
@@ -176,7 +176,7 @@ def test_back_and_forward_move_between_views(laptop):
         slider = laptop.page.get_by_role("slider", name=label)
         slider.focus()
         slider.press("ArrowRight")
-        laptop.page.wait_for_function(f"() => location.href !== {before!r}", timeout=30_000)
+        laptop.page.wait_for_function(f"() => location.href !== {before!r}", timeout=30_000, polling=POLL_MS)
         laptop.idle(charts=2)
 
     def view() -> tuple[str, dict]:
