@@ -55,10 +55,11 @@ def test_profile_equals_per_text_code_and_numpy_over_eager(family, request, eage
         sp = H.special_keys(tr, *H.special_tokens_of(loaded.tokenizer))
         for name, v in H.head_stats(tr, sp).values.items():
             ours.setdefault(name, []).append(v)
-        vw = attnviz.AttentionTrace.from_weights(tr.tokens, np.stack([value_share(tr, la) for la in range(tr.n_layer)]),
-                                                 provenance=tr.provenance)  # fmt: skip
+        shares = np.stack([value_share(tr, la) for la in range(tr.n_layer)])
+        vw = attnviz.AttentionTrace.from_weights(tr.tokens, shares, provenance=tr.provenance)
         for name, v in H.head_stats(vw, sp).values.items():
             ours.setdefault(f"vw_{name}", []).append(v)
+        ours.setdefault("vw_sink", []).append(shares[..., 0].mean(-1))  # the per-text code has no sink statistic
         eager = eager_reference(eager_copy(folder), loaded, text)[0].astype(np.float64)
         np.testing.assert_allclose(eager, tr.weights, atol=2e-6)  # the same text, the same weights
         for name, v in numpy_text(eager, list(tr.provenance.input_ids), tr.tokens, special).items():
@@ -69,7 +70,7 @@ def test_profile_equals_per_text_code_and_numpy_over_eager(family, request, eage
         maxw.append(eager.max(-1))
     for name in ("entropy", "distance", "special", "punctuation", "previous", "next", "self", "previous_score"):
         np.testing.assert_allclose(prof.stats[name], np.mean(ours[name], 0), atol=1e-5, err_msg=name)
-    for name in ("entropy", "distance", "special", "previous", "next", "self"):
+    for name in ("entropy", "distance", "special", "punctuation", "sink", "previous", "next", "self"):
         np.testing.assert_allclose(prof.stats[f"vw_{name}"], np.mean(ours[f"vw_{name}"], 0), atol=1e-5, err_msg=name)
     for name, values in theirs.items():  # a pattern score counts the texts that have such cells (numpy_text)
         np.testing.assert_allclose(prof.stats[name], np.mean(values, 0), atol=1e-5, err_msg=name)
