@@ -107,8 +107,9 @@ PLOTLY_REQUESTS_JS = """() => performance.getEntriesByType('resource')
 
 def test_a_cold_start_says_the_model_is_loading(browser, tmp_path):
     """#12.5: while the first model loads, the main area says so instead of staying blank; #28: and the browser
-    loads Plotly's script meanwhile (app.py's fixed script, before the model loads), once, not after it has loaded. A start without the
-    default view made ahead (an empty cache folder; tests/browser/test_first_view_in_chromium.py has the start with it)."""
+    loads Plotly's script meanwhile (app.py's fixed script, before the model loads), once, not after it has loaded.
+    A start without the default view made ahead (an empty cache folder; tests/browser/test_first_view_in_chromium.py
+    has the start with it)."""
     port = free_port()
     proc = start_server(port, OUT.parent / "cold-start-server.log", {"ATTNVIZ_CACHE_DIR": str(tmp_path)})
     try:
