@@ -329,21 +329,21 @@ def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browse
         b.page.context.close()
 
 
-def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes_twenty_times(browser, server):
-    """The issue's session, 20 times: type a sentence, move Layer with the keys, toggle the stage, pick colour
+def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes(browser, server):
+    """The issue's session, six rounds: type a sentence, move Layer with the keys, toggle the stage, pick colour
     power, move Head; the address bar must carry the head the slider shows (and every other choice of the round),
-    and a fresh context opened on it must show that head (before the fix, about one session in three lost head=
-    here).
+    and a fresh context opened on it must show that head.
 
-    The race lives in the Head and Layer moves (key presses a person's pace apart, each starting a run while the
-    last may still write the address), which settle() in full. The steps between only set the scene, so they wait
-    for their own run and no longer (moved_on). Every round's address is checked whole; the second context reopens
-    it on rounds 0, 3, 5, 8, ... and the last (9 of 20: both colour choices, every layer step), a full page load
-    each."""
+    The race behind the old loss of head= (a run's needless address write carrying a head older than the one the
+    browser just wrote) is checked run by run in tests/app/test_url_choice_writes.py, which fails without the fix;
+    this session ran 20 rounds before and passed twice with the fix taken out, so its length found nothing. Six
+    rounds take every layer step, every head step and both colour choices; the second context reopens rounds 0, 3
+    and the last (both colour choices), a full page load each. Head and Layer moves (key presses a person's pace
+    apart) settle() in full; the steps between wait for their own run and no longer (moved_on)."""
     a, b = new_tab(browser, server), new_tab(browser, server)
     try:
         a.open("", charts=3)
-        for i in range(20):
+        for i in range(ROUNDS):
             box = a.page.locator("textarea[aria-label='Sentence']")
             before = a.page.url
             text = f"Sentence number {i} reopens on its own head."
@@ -365,7 +365,7 @@ def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes_twenty
             want = {"text": [text], "layer": [str(layer)], "head": [str(head)]}
             assert {k: query.get(k) for k in want} == want and "stage" not in query, (i, a.page.url)
             assert query.get("colour") == [COLOUR_IDS[colour]], (i, a.page.url)
-            if i % 5 not in (0, 3) and i != 19:
+            if i not in (0, 3, ROUNDS - 1):
                 continue
             b.page.goto(a.page.url, wait_until="domcontentloaded")
             b.idle(charts=3)
@@ -380,6 +380,9 @@ def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes_twenty
         a.page.context.close()
         b.page.context.close()
 
+
+#: The rounds of the head-slider session.
+ROUNDS = 6
 
 #: The colour choices of the head-slider session -> their ids in the address.
 COLOUR_IDS = {"power 0.5": "sqrt", "log": "log"}
