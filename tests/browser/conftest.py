@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from browserkit import CHROMIUM_ARGS, OUT, SERVER_LOG, Tab, free_port, start_server, still
+from browserkit import OUT, SERVER_LOG, free_port, open_profile, start_server, still, tab_in
 
 
 @pytest.fixture(scope="session")
@@ -34,26 +34,32 @@ def server(streamlit_server):
 
 
 @pytest.fixture(scope="session")
-def browser():
+def profile(tmp_path_factory):
+    """The test browser's own profile (browserkit.open_profile): most tabs open in it, with the app's scripts
+    cached and compiled once per worker."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.fail("Debian's chromium is required for browser tests: apt-get install -y chromium (.ci/run does this)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        b = still(p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS))  # no animation drawn
-        yield b
-        b.close()
+        context = open_profile(p, chromium, tmp_path_factory.mktemp("chromium-profile"))
+        yield context
+        context.close()
+
+
+@pytest.fixture(scope="session")
+def browser(profile):
+    """The same Chromium, for tests that need a fresh context (no cookies, no cache: a first visit), still as the
+    profile (no animation drawn)."""
+    return still(profile.browser)
 
 
 @pytest.fixture
-def tab(browser, server):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    page.set_default_timeout(90_000)
-    t = Tab(page, server)
+def tab(profile, server):
+    t = tab_in(profile, server)
     yield t
-    context.close()
+    t.page.close()
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browserkit import POLL_MS
+from browserkit import ARRIVED_JS, POLL_MS
 
 PAGES = {"heads": "", "scaling": "scaling", "masks": "masks", "module": "module?source=module"}
 
@@ -32,7 +32,10 @@ def test_hovering_a_heatmap_cell_shows_the_token_pair(tab):
 
 def test_url_with_query_parameters_opens_the_same_view(tab):
     tab.open("?text=Hello+world+again&layer=3&head=5")
-    assert tab.page.locator("textarea").first.input_value() == "Hello world again"
+    box = tab.page.locator("textarea").first
+    # the sidebar can be drawn (and the app idle) a moment before the run that fills it from the link (twice in a
+    # loaded suite): wait for the text, up to idle's timeout (a link that lost it still fails here)
+    tab.wait_until(lambda: box.input_value() == "Hello world again")
     # a rerun's page between two runs can lack a sidebar slider for a moment (once in a loaded suite: Head and the
     # token limit there, Layer not); a page that never draws Layer still fails here, after the wait
     tab.wait_until(lambda: {"Layer", "Head"} <= set(tab.sliders()))
@@ -43,8 +46,11 @@ def test_url_with_query_parameters_opens_the_same_view(tab):
 
 def test_switching_pages_keeps_the_state(tab):
     tab.open("?text=Switching+pages+keeps+this&layer=2")
+    title = tab.page.inner_text("[data-testid='stMain'] h1")
     tab.page.locator("[data-testid='stSidebarNav'] a", has_text="Masks").click()
-    tab.idle(until=lambda: urlparse(tab.page.url).path.endswith("/masks"))
+    # arrived: the new page's title drawn and its run over (on a loaded host the path changes, and the old page
+    # stays idle on screen, before the run that writes the address back starts)
+    tab.idle(until=lambda: tab.page.evaluate(ARRIVED_JS, ["masks", title]))
     query = parse_qs(urlparse(tab.page.url).query)
     assert urlparse(tab.page.url).path.endswith("/masks")
     assert query.get("text") == ["Switching pages keeps this"], tab.page.url

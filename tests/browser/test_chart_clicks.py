@@ -7,7 +7,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from browserkit import IDLE, Tab
+from browserkit import IDLE, Tab, tab_in
 
 # Pixel position of a marker of a chart's click targets, from Plotly's own axes (the chart found by its meta name).
 MARKER_JS = """([figure, trace, x, y]) => {
@@ -48,8 +48,10 @@ def key_token(tab: Tab) -> str:
     return tab.page.locator("input[role='combobox'][aria-label='Key token']").input_value()
 
 
-def test_clicking_a_cell_of_the_one_head_view_picks_its_key_for_who_reads_and_the_link_keeps_it(browser, server):
-    a, b = new_tab(browser, server), new_tab(browser, server)
+def test_clicking_a_cell_of_the_one_head_view_picks_its_key_for_who_reads_and_the_link_keeps_it(
+    browser, profile, server
+):
+    a, b = tab_in(profile, server), new_tab(browser, server)  # b: a fresh browser
     try:
         a.open("?text=The+cat+sat+on+the+mat", charts=4)  # [CLS] the cat sat on the mat [SEP]
         assert key_token(a) == "00 [CLS]"
@@ -76,7 +78,7 @@ def test_clicking_a_cell_of_the_one_head_view_picks_its_key_for_who_reads_and_th
         b.idle(charts=4, until=lambda: key_token(b) == "06 mat")
         assert a.errors_on_page() == [] and b.errors_on_page() == [] and a.real_console_errors() == []
     finally:
-        a.page.context.close()
+        a.page.close()
         b.page.context.close()
 
 
@@ -92,9 +94,9 @@ def gpt2_link(gpt2_bpe_dir) -> str:
 
 
 def test_clicking_squares_of_the_ablation_grid_adds_and_removes_heads_and_the_link_keeps_them(
-    browser, server, gpt2_link
+    browser, profile, server, gpt2_link
 ):
-    a, b = new_tab(browser, server), new_tab(browser, server)
+    a, b = tab_in(profile, server), new_tab(browser, server)  # b: a fresh browser
     try:
         a.open(gpt2_link, charts=3)  # the head grid, the prediction, the later heads' change
         assert heads_chosen(a) == ["L0 H1"]
@@ -115,5 +117,5 @@ def test_clicking_squares_of_the_ablation_grid_adds_and_removes_heads_and_the_li
         b.idle(charts=3, until=lambda: heads_chosen(b) == ["L0 H1", "L0 H3", "L1 H2"])
         assert a.errors_on_page() == [] and b.errors_on_page() == [] and a.real_console_errors() == []
     finally:
-        a.page.context.close()
+        a.page.close()
         b.page.context.close()

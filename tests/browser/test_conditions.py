@@ -94,12 +94,12 @@ def contrast(fg: str, bg: str) -> float:
     return (hi + 0.05) / (lo + 0.05)
 
 
-def test_dark_theme_figures_keep_their_text_and_lines_legible(browser, server):
-    from browserkit import Tab
+def test_dark_theme_figures_keep_their_text_and_lines_legible(profile, server):
+    from browserkit import tab_in
 
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark")
+    tab = tab_in(profile, server, 1280, 800)
+    tab.page.emulate_media(color_scheme="dark")  # the system's theme, which the app follows
     try:
-        tab = Tab(context.new_page(), server)
         bad = []
         for name, path in PAGES.items():
             if name in ("scaling", "masks"):  # through the sidebar (no reload of the app's scripts): the same session
@@ -114,7 +114,7 @@ def test_dark_theme_figures_keep_their_text_and_lines_legible(browser, server):
             tab.shot(f"dark-{name}")
         assert bad == [], "\n".join(bad)
     finally:
-        context.close()
+        tab.page.close()
 
 
 def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings(tab):
@@ -172,15 +172,15 @@ CARD_JS = """() => { const gd = document.querySelector('.js-plotly-plot');
           getComputedStyle(gd.querySelector('.xtick text')).fill, gd.layout.paper_bgcolor]; }"""
 
 
-def test_dark_theme_charts_follow_the_page_and_their_png_stays_white(browser, server):
+def test_dark_theme_charts_follow_the_page_and_their_png_stays_white(profile, server):
     import io
 
-    from browserkit import Tab
+    from browserkit import tab_in
     from PIL import Image
 
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark", accept_downloads=True)
+    tab = tab_in(profile, server, 1280, 800)
+    tab.page.emulate_media(color_scheme="dark")
     try:
-        tab = Tab(context.new_page(), server)
         tab.open("scaling", charts=4)
         card, ink, paper = tab.page.evaluate(CARD_JS)
         assert sum(rgba(card)[:3]) < 150 and sum(rgba(ink)[:3]) > 600, (card, ink)  # a dark card, light ink
@@ -194,4 +194,4 @@ def test_dark_theme_charts_follow_the_page_and_their_png_stays_white(browser, se
         darkest = min(sum(px) for px in image.resize((image.width // 4, image.height // 4)).getdata())
         assert darkest < 3 * 100  # with dark ink on it
     finally:
-        context.close()
+        tab.page.close()

@@ -11,7 +11,7 @@ import json
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browserkit import DRAWN_JS, IDLE, POLL_MS, Tab
+from browserkit import DRAWN_JS, IDLE, POLL_MS, Tab, tab_in
 
 SENTENCE = "Links carry the whole view, every control of it."
 LONG = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 12)
@@ -294,14 +294,14 @@ def open_page(tab: Tab, page: str, text: str, charts: int, model: str | None = N
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browser, server, case, request):
+def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browser, profile, server, case, request):
     page = case.split("-")[0]
     text, charts, actions = CASES[case]
     model = (
         request.getfixturevalue("chat_model") if case == "heads-generate"
         else request.getfixturevalue("gpt2_bpe_dir") if case in DECODER_CASES else None
     )  # fmt: skip
-    a, b = new_tab(browser, server), new_tab(browser, server)
+    a, b = tab_in(profile, server), new_tab(browser, server)  # b: a fresh browser
     try:
         open_page(a, page, text, charts, model)
         start = view(a)
@@ -325,11 +325,11 @@ def test_every_control_writes_the_link_and_the_link_reopens_the_same_view(browse
         assert got["charts"] == sent["charts"] and got["title"] == sent["title"] and got["path"] == sent["path"]
         assert a.errors_on_page() == [] and b.errors_on_page() == []
     finally:
-        a.page.context.close()
+        a.page.close()
         b.page.context.close()
 
 
-def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes(browser, server):
+def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes(browser, profile, server):
     """The issue's session, six rounds: type a sentence, move Layer with the keys, toggle the stage, pick colour
     power, move Head; the address bar must carry the head the slider shows (and every other choice of the round),
     and a fresh context opened on it must show that head.
@@ -340,7 +340,7 @@ def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes(browse
     rounds take every layer step, every head step and both colour choices; the second context reopens rounds 0, 3
     and the last (both colour choices), a full page load each. Head and Layer moves (key presses a person's pace
     apart) settle() in full; the steps between wait for their own run and no longer (moved_on)."""
-    a, b = new_tab(browser, server), new_tab(browser, server)
+    a, b = tab_in(profile, server), new_tab(browser, server)  # b: a fresh browser
     try:
         a.open("", charts=3)
         for i in range(ROUNDS):
@@ -377,7 +377,7 @@ def test_the_head_slider_writes_head_after_layer_stage_and_colour_changes(browse
             )
             assert {"figure": "head_detail", "layer": layer, "head": head, "stage": "weights"} in metas, (i, metas)
     finally:
-        a.page.context.close()
+        a.page.close()
         b.page.context.close()
 
 

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from browserkit import IDLE, OUT, POLL_MS, SERVER_LOG, rss_mb
+from browserkit import IDLE, OUT, POLL_MS, SERVER_LOG, rss_mb, tab_in
 
 import attnviz
 
@@ -84,20 +84,18 @@ def test_a_missing_relative_model_folder_says_where_it_looked(tab, streamlit_ser
     assert tab.page.locator(".js-plotly-plot").count() > 0  # the bundled model still draws
 
 
-def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, streamlit_server, bundled):
+def test_eight_sessions_at_once_each_see_exactly_their_own_attention(profile, streamlit_server, bundled):
     """Concurrent sessions with different sentences and layers: no mixing of captured attention (each session's
-    heatmap against the session's bundled model, `bundled`: attnviz.load_model() loaded once per worker)."""
+    heatmap against the session's bundled model, `bundled`: attnviz.load_model() loaded once per worker). Eight tabs
+    of one browser, which share its cookies and storage: each is still a session of its own."""
     server, proc = streamlit_server
     model = bundled
     jobs = [(f"Session {i} says {w} to everyone", i % 6) for i, w in enumerate(
         ["apples", "rivers", "mountains", "violins", "engines", "gardens", "planets", "lanterns"])]  # fmt: skip
-    contexts, pages = [], []
+    pages = []
     for text, layer in jobs:  # start all eight before waiting for any: the server runs them concurrently
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = ctx.new_page()
-        page.set_default_timeout(180_000)
+        page = tab_in(profile, server, timeout=180_000).page
         page.goto(f"{server}/?text={quote(text)}&layer={layer}&head=0", wait_until="commit")
-        contexts.append(ctx)
         pages.append(page)
     try:
         for (text, layer), page in zip(jobs, pages):
@@ -113,8 +111,8 @@ def test_eight_sessions_at_once_each_see_exactly_their_own_attention(browser, st
             assert page.locator("[data-testid='stException']").count() == 0
         pages[0].screenshot(path=str(OUT / "concurrent-session-0.png"), full_page=True)
     finally:
-        for ctx in contexts:
-            ctx.close()
+        for page in pages:
+            page.close()
     log = SERVER_LOG.read_text()
     assert len(re.findall(r"attnviz: loaded model 'bundled'", log)) == 1, "the bundled model was loaded more than once"
     rss = rss_mb(proc.pid)

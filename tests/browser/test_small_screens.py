@@ -7,7 +7,7 @@ import subprocess
 from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from browserkit import CLIPPED_TITLES_JS, OUT, POLL_MS, Tab, free_port, start_server
+from browserkit import CLIPPED_TITLES_JS, OUT, POLL_MS, Tab, free_port, start_server, tab_in
 from page_pass import FIRST_CHART_TOP_JS
 
 LONG = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 20)
@@ -18,12 +18,10 @@ PAGES = {
 
 
 @pytest.fixture
-def laptop(browser, server):
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    yield Tab(page, server)
-    context.close()
+def laptop(profile, server):
+    tab = tab_in(profile, server, 1280, 800, timeout=120_000)
+    yield tab
+    tab.page.close()
 
 
 def chart(figure: str) -> str:
@@ -39,15 +37,12 @@ def sentence_box_overlay(tab: Tab) -> str:
 
 
 @pytest.fixture(scope="module")
-def long_pass(browser, server) -> dict[str, dict]:
+def long_pass(profile, server) -> dict[str, dict]:
     """The pages at 1,280 x 800 with the ~400-token text, as a person goes (the Heads page from its link, the others
     through the sidebar), each read as drawn: {page: {top, clipped, errors, text, overlay}}, where `text` is the
     address's text and `overlay` what the sentence box draws over its text. Read by the long case of the fold test
     and by the sentence box test (the same page, text and size)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page, seen = context.new_page(), {}
-    page.set_default_timeout(120_000)
-    laptop = Tab(page, server)
+    laptop, seen = tab_in(profile, server, 1280, 800, timeout=120_000), {}
     try:
         for i, (name, path) in enumerate(PAGES.items()):
             if i:  # the first page's text is the session's: the others through the sidebar
@@ -64,7 +59,7 @@ def long_pass(browser, server) -> dict[str, dict]:
             }
             laptop.shot(f"laptop-long-{name}")
     finally:
-        context.close()
+        laptop.page.close()
     return seen
 
 
