@@ -118,6 +118,11 @@ def still(browser):
     return browser
 
 
+def wait_drawn(page, charts: int = 1, timeout: float = 90_000) -> None:
+    """Wait until at least `charts` Plotly charts on `page` have drawn (DRAWN_JS), read every POLL_MS."""
+    page.wait_for_function(f"{DRAWN_JS} >= {charts}", timeout=timeout, polling=POLL_MS)
+
+
 def open_profile(playwright, executable: str, folder: Path):
     """The test browser's own profile (a persistent context in `folder`), still as `still` makes a context.
 
@@ -203,7 +208,7 @@ class Tab:
         if until is not None:
             self.wait_until(until, timeout)
         if charts:
-            self.page.wait_for_function(f"{DRAWN_JS} >= {charts}", timeout=timeout, polling=POLL_MS)
+            wait_drawn(self.page, charts, timeout)
         return self
 
     def wait_until(self, check, timeout: float = 90_000) -> None:

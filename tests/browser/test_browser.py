@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browserkit import ARRIVED_JS, POLL_MS
+from browserkit import ARRIVED_JS, wait_drawn
 
 PAGES = {"heads": "", "scaling": "scaling", "masks": "masks", "module": "module?source=module"}
 
@@ -110,9 +110,7 @@ def test_share_this_view_shows_a_link_that_reopens_the_same_view(tab, browser):
         page = other.new_page()
         page.goto(link)
         page.wait_for_selector("[data-testid='stMain'] h1")
-        page.wait_for_function(
-            "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 1", timeout=90_000, polling=POLL_MS
-        )
+        wait_drawn(page)
         assert page.locator("textarea").first.input_value() == "Share me please"
         assert page.get_by_role("radio", name="-inf").is_checked()
     finally:

@@ -11,7 +11,7 @@ import json
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browserkit import DRAWN_JS, IDLE, POLL_MS, Tab, tab_in
+from browserkit import IDLE, Tab, tab_in, wait_drawn
 
 SENTENCE = "Links carry the whole view, every control of it."
 LONG = " ".join(["The cat sat on the mat because it was tired, and the dog watched it from the door."] * 12)
@@ -67,7 +67,7 @@ def moved_on(tab: Tab, before: str, charts: int) -> None:
     only after the last step of a round, which settle()s in full."""
     tab.wait_until(lambda: tab.page.url != before, timeout=20_000)
     tab.page.wait_for_selector(IDLE)
-    tab.page.wait_for_function(f"{DRAWN_JS} >= {charts}", polling=POLL_MS)
+    wait_drawn(tab.page, charts)
 
 
 def thumb(tab: Tab, name: str):

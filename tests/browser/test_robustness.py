@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from browserkit import IDLE, OUT, POLL_MS, SERVER_LOG, rss_mb, tab_in
+from browserkit import IDLE, OUT, SERVER_LOG, rss_mb, tab_in, wait_drawn
 
 import attnviz
 
@@ -101,9 +101,7 @@ def test_eight_sessions_at_once_each_see_exactly_their_own_attention(profile, st
         for (text, layer), page in zip(jobs, pages):
             page.wait_for_timeout(200)
             page.wait_for_selector(IDLE)
-            page.wait_for_function(
-                "document.querySelectorAll('.js-plotly-plot .main-svg').length >= 1", polling=POLL_MS
-            )
+            wait_drawn(page, timeout=180_000)
             expected = attnviz.trace(model, text).weights[layer, 0]
             got = first_heatmap_z(page)
             assert got.shape == expected.shape, (text, got.shape, expected.shape)
