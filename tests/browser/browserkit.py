@@ -194,15 +194,16 @@ class Tab:
         before = self.page.inner_text("[data-testid='stMain'] h1")
         self.page.evaluate(NAV_JS, path)
         self.page.wait_for_function(ARRIVED_JS, arg=[path, before], timeout=timeout, polling=POLL_MS)
-        return self.idle(charts, timeout, until=lambda: self.page.evaluate(ARRIVED_JS, [path, before]))
+        # arrived (the new page's title, its run over): no pause for a run to start
+        return self.idle(charts, timeout, until=lambda: self.page.evaluate(ARRIVED_JS, [path, before]), pause_ms=0)
 
-    def idle(self, charts: int = 1, timeout: float = 90_000, until=None):
+    def idle(self, charts: int = 1, timeout: float = 90_000, until=None, pause_ms: int = 300):
         """Wait until the script has finished and at least `charts` Plotly charts are drawn.
 
         After a click or a key press, pass `until` (a callable reading the page, true once the action has taken
-        effect): on a busy host the rerun may not have started after the first 300 ms, and an idle app then only
-        means the old view is still on screen."""
-        self.page.wait_for_timeout(300)  # let a rerun start before we wait for it to end
+        effect): on a busy host the rerun may not have started after the first 300 ms (`pause_ms`), and an idle app
+        then only means the old view is still on screen."""
+        self.page.wait_for_timeout(pause_ms)  # let a rerun start before we wait for it to end
         self.page.wait_for_selector("[data-testid='stMain'] h1", timeout=timeout)  # every page has a title
         self.page.wait_for_selector(IDLE, timeout=timeout)
         if until is not None:

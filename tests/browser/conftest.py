@@ -63,11 +63,11 @@ def tab(profile, server):
 
 
 @pytest.fixture(scope="session")
-def light_pass(browser, server):
+def light_pass(profile, server):
     """One pass through the pages at 1,280 x 800 in the light theme with the default text (page_pass.run), read by
     test_screenshots[light], test_small_screens[short] and the bundled model's part of test_long_pages' overlap check
     on a short text, which check the same pages at the same text, theme and size: each reads what it checks from the
     record and fails on its own. Under xdist the three are one unit (tests/conftest.py: BROWSER_SHARED)."""
     from page_pass import PHOTOGRAPHED, run
 
-    return run(browser, server, "light", whole=PHOTOGRAPHED)
+    return run(profile, server, "light", whole=PHOTOGRAPHED)

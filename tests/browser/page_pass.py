@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, quote, urlparse
 
-from browserkit import CLIPPED_TITLES_JS, OUT, SERVER_LOG, TEXT_OVERLAPS_JS, UNDER_MODEBAR_JS, Tab
+from browserkit import CLIPPED_TITLES_JS, OUT, SERVER_LOG, TEXT_OVERLAPS_JS, UNDER_MODEBAR_JS, Tab, tab_in
 
 TEXT, PAIR = "The cat sat on the mat because it was tired.", "It slept all day."  # TEXT: the app's default
 PAIR_QUERY = f"?text={quote(TEXT)}&pair={quote(PAIR)}"
@@ -96,15 +96,14 @@ REGROWN_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).f
 })"""
 
 
-def run(browser, server: str, theme: str, pages=tuple(PAGES), whole=tuple(PAGES)) -> Pass:
-    """Open `pages` (names of PAGES, in its order) in one tab in `theme` and record what each check reads; the
-    pages in `whole` are photographed whole too."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme=theme)
+def run(profile, server: str, theme: str, pages=tuple(PAGES), whole=tuple(PAGES)) -> Pass:
+    """Open `pages` (names of PAGES, in its order) in one tab of the test browser's profile in `theme` and record
+    what each check reads; the pages in `whole` are photographed whole too."""
     (OUT / "answers").mkdir(parents=True, exist_ok=True)
     seen = Pass(theme)
+    tab = tab_in(profile, server, 1280, 800, timeout=120_000)
+    tab.page.emulate_media(color_scheme=theme)  # the system's theme, which the app follows
     try:
-        tab = Tab(context.new_page(), server)
-        tab.page.set_default_timeout(120_000)
         for name in (n for n in PAGES if n in pages):
             path, charts, linked = PAGES[name]
             before = SERVER_LOG.read_text()
@@ -126,7 +125,7 @@ def run(browser, server: str, theme: str, pages=tuple(PAGES), whole=tuple(PAGES)
             """() => getComputedStyle(document.querySelector("[data-testid='stApp']")).backgroundColor"""
         )
     finally:
-        context.close()
+        tab.page.close()
     return seen
 
 

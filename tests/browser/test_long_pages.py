@@ -15,7 +15,7 @@ import time
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
-from browserkit import CLIPPED_TITLES_JS, OUT, TEXT_OVERLAPS_JS, Tab, free_port, start_server, stop
+from browserkit import CLIPPED_TITLES_JS, OUT, TEXT_OVERLAPS_JS, Tab, free_port, start_server, stop, tab_in
 from tiny_families import build
 
 N = 2048
@@ -51,14 +51,12 @@ def long_server(tmp_path_factory):
     stop(proc)
 
 
-def test_every_page_draws_a_2048_token_text_with_bounded_work(browser, long_server):
+def test_every_page_draws_a_2048_token_text_with_bounded_work(profile, long_server):
     base, folder = long_server
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.set_default_timeout(300_000)
+    tab, report, problems = tab_in(profile, base, 1280, 800, timeout=300_000), [], []
+    page = tab.page
     received = [0]
     page.on("websocket", lambda ws: ws.on("framereceived", lambda d: received.__setitem__(0, received[0] + len(d))))
-    tab, report, problems = Tab(page, base), [], []
     try:
         # The server's first page imports transformers and loads the model, once per server: timed apart, on a
         # short text, so that every page below is timed for what it does with a 2,048-token text
@@ -97,7 +95,7 @@ def test_every_page_draws_a_2048_token_text_with_bounded_work(browser, long_serv
             report.append(f"{name:10s} {seconds:5.1f} s {received[0] / 2**20:5.2f} MB " + ", ".join(
                 f"{c} {n:,}/{k}" for c, n, k in work))  # fmt: skip
     finally:
-        context.close()
+        tab.page.close()
         (OUT / "long-pages.txt").write_text("\n".join(report) + "\n")  # the seconds, for a person (not asserted)
         print("\n".join(report))
     assert problems == [], "\n".join(problems)
@@ -133,7 +131,7 @@ def _passed_page_problems(seen, path: str) -> list[str]:
 
 
 @pytest.mark.parametrize("n", list(SIZES))
-def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, server, gpt2_bpe_dir, n, request):
+def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(profile, server, gpt2_bpe_dir, n, request):
     """Every page of the bundled BERT and of GPT-2 with its byte-level BPE tokenizer (its labels are other strings:
     '·cat'), at 1,280 x 800 on the session's server: no chart text drawn over other text, no title clipped by its card,
     no error. A 128- or 512-token text is cut there through the link's token limit, and the page says so. On a short
@@ -144,8 +142,7 @@ def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, se
         problems += [p for path in SHORT_PAGES for p in _passed_page_problems(seen, path)]
         problems += [f"bert/heads-pair/default: overlapping text: {o}" for o in seen.pages["heads-pair"].overlaps]
         models.pop("bert")
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    tab, (text, pair) = Tab(context.new_page(), server), SIZES[n]
+    tab, (text, pair) = tab_in(profile, server, 1280, 800), SIZES[n]
     try:
         for model, source in models.items():
             for i, (path, charts) in enumerate(SHORT_PAGES.items()):
@@ -163,5 +160,5 @@ def test_every_page_at_10_128_and_512_tokens_draws_no_text_over_text(browser, se
                     tab.open(f"{path}?{query}", charts=least, timeout=120_000)
                 problems += _short_page_problems(tab, f"{model}/{path or 'heads'}/{n}", n, n > 10 and path != "pairs")
     finally:
-        context.close()
+        tab.page.close()
     assert problems == [], "\n".join(problems)

@@ -29,8 +29,8 @@ def problems_of(seen: Pass) -> list[str]:
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_every_analysis_page_renders_cleanly_in_both_themes(browser, server, theme, request):
-    seen = request.getfixturevalue("light_pass") if theme == "light" else run(browser, server, theme, PHOTOGRAPHED)
+def test_every_analysis_page_renders_cleanly_in_both_themes(profile, server, theme, request):
+    seen = request.getfixturevalue("light_pass") if theme == "light" else run(profile, server, theme, PHOTOGRAPHED)
     background = seen.background
     dark = sum(int(v) for v in background[background.index("(") + 1 : -1].split(",")[:3]) < 150
     assert dark == (theme == "dark"), f"the {theme} theme did not apply: background {background}"
