@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browserkit import ARRIVED_JS, wait_drawn
+from browserkit import ARRIVED_JS, POLL_MS, wait_drawn
 
 PAGES = {"heads": "", "scaling": "scaling", "masks": "masks", "module": "module?source=module"}
 
@@ -111,7 +111,8 @@ def test_share_this_view_shows_a_link_that_reopens_the_same_view(tab, browser):
         page.goto(link)
         page.wait_for_selector("[data-testid='stMain'] h1")
         wait_drawn(page)
-        assert page.locator("textarea").first.input_value() == "Share me please"
+        # as above: the run that fills the sentence from the link may come a moment after the first charts
+        page.wait_for_function("() => document.querySelector('textarea')?.value === 'Share me please'", polling=POLL_MS)
         assert page.get_by_role("radio", name="-inf").is_checked()
     finally:
         other.close()
