@@ -70,10 +70,9 @@ BROWSER_SPLIT = {"test_links.py", "test_long_pages.py"}
 #: Browser tests (a file, or a test id) that read one session fixture's pass through the pages (tests/browser/
 #: conftest.py: light_pass): one unit, so that the pass runs once, on one worker.
 BROWSER_SHARED = ("test_screenshots.py", "test_small_screens.py", "draws_no_text_over_text[10]")
-#: The order units start in, slowest first (seconds in a CI run before 2026-11-26; the head-slider session x20 took
-#: 444 there, about 190 alone since its cheaper rounds): the head-slider session, the 2,048-token pages 143, the
-#: overlap checks 123/113/90, then whole files. Units not named here follow in
-#: collection order, so the quick single tests fill in around the long ones at the end.
+#: The order units start in, slowest first (seconds on two workers, 2026-11-27: the head-slider session ~70, the
+#: overlap checks 56/45/40, the 2,048-token pages 36), then whole files. Units not named here follow in collection
+#: order, so the quick single tests fill in around the long ones at the end (both workers then end within a second).
 FIRST = ("test_the_head_slider", "test_every_page_draws_a_2048", "test_every_page_at_10_128_and_512", "test_links.py",
          "test_browser.py", "test_screenshots.py", "test_small_screens.py", "test_robustness.py", "fresh_venv",
          "test_chart_clicks.py", "test_embed.py", "test_hostile_links_in_chromium.py", "test_conditions.py")  # fmt: skip
