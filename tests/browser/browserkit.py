@@ -212,6 +212,13 @@ class Tab:
             wait_drawn(self.page, charts, timeout)
         return self
 
+    def wait_for_sentence(self, text: str, timeout: float = 90_000) -> None:
+        """Wait until the sentence box holds `text`: after a link opens, the sidebar can be drawn (and the app idle,
+        its first charts drawn) a moment before the run that fills it from the link (seen in a loaded suite); a link
+        that lost or altered the text still fails here, after `timeout`."""
+        box = self.page.locator("textarea").first
+        self.wait_until(lambda: box.input_value() == text, timeout)
+
     def wait_until(self, check, timeout: float = 90_000) -> None:
         """Poll `check()` until it is true, letting each rerun finish in between; fail after `timeout` ms."""
         deadline = time.monotonic() + timeout / 1000

@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browserkit import ARRIVED_JS, POLL_MS, wait_drawn
+from browserkit import ARRIVED_JS, Tab, wait_drawn
 
 PAGES = {"heads": "", "scaling": "scaling", "masks": "masks", "module": "module?source=module"}
 
@@ -32,10 +32,7 @@ def test_hovering_a_heatmap_cell_shows_the_token_pair(tab):
 
 def test_url_with_query_parameters_opens_the_same_view(tab):
     tab.open("?text=Hello+world+again&layer=3&head=5")
-    box = tab.page.locator("textarea").first
-    # the sidebar can be drawn (and the app idle) a moment before the run that fills it from the link (twice in a
-    # loaded suite): wait for the text, up to idle's timeout (a link that lost it still fails here)
-    tab.wait_until(lambda: box.input_value() == "Hello world again")
+    tab.wait_for_sentence("Hello world again")
     # a rerun's page between two runs can lack a sidebar slider for a moment (once in a loaded suite: Head and the
     # token limit there, Layer not); a page that never draws Layer still fails here, after the wait
     tab.wait_until(lambda: {"Layer", "Head"} <= set(tab.sliders()))
@@ -111,8 +108,7 @@ def test_share_this_view_shows_a_link_that_reopens_the_same_view(tab, browser):
         page.goto(link)
         page.wait_for_selector("[data-testid='stMain'] h1")
         wait_drawn(page)
-        # as above: the run that fills the sentence from the link may come a moment after the first charts
-        page.wait_for_function("() => document.querySelector('textarea')?.value === 'Share me please'", polling=POLL_MS)
+        Tab(page, "").wait_for_sentence("Share me please", timeout=30_000)
         assert page.get_by_role("radio", name="-inf").is_checked()
     finally:
         other.close()

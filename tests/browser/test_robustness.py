@@ -35,10 +35,7 @@ def test_markup_in_the_text_is_shown_as_text_and_never_runs(tab, page_path):
     assert tab.page.evaluate("window.__xss") is None, "injected markup ran"
     assert tab.dialogs == [], tab.dialogs
     assert tab.real_console_errors() == []
-    box = tab.page.locator("textarea").first
-    # the sidebar can be drawn (and the app idle) a moment before the run that fills it from the link (once in a
-    # loaded suite): wait for the text, up to idle's timeout (a link that lost or altered it still fails here)
-    tab.wait_until(lambda: box.input_value() == MARKUP)  # kept verbatim, as text
+    tab.wait_for_sentence(MARKUP)  # kept verbatim, as text
     assert tab.page.locator("[data-testid='stMain'] img[src='x']").count() == 0
     assert tab.page.locator(".js-plotly-plot b, .js-plotly-plot a[href^='javascript']").count() == 0
     assert tab.errors_on_page() == []
