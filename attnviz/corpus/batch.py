@@ -25,7 +25,7 @@ from ..attention import masked_in_place, softmax
 from ..hf import capacity, passes
 from ..hf.encode import Encoded
 from ..hf.probe import model_inputs
-from ..hf.recorder import CaptureRefused, Recorder
+from ..hf.recorder import CaptureRefused, InputsRead, Recorder, until_last
 from ..trace import output_norms
 from ..trace.layers import HIDDEN_FILL
 from .examples import RowKeys
@@ -118,6 +118,7 @@ class BatchRecorder(Recorder):
             kept["norms"].append(written.unflatten(1, (shape[0], -1)).transpose(0, 1))
         self.layers.append(len(self.layers))
         self.modules.append(module)
+        self.done(module)
 
     def batched(self, encoded: list, lengths: np.ndarray) -> Batched | None:
         """The layers stacked; None where they cannot be (a layer unlike the others, or no mask where pads are)."""
@@ -141,9 +142,11 @@ def capture(loaded, encoded: list[Encoded]) -> Batched | None:
     if loaded.route != "seam" or len(left_out) > 1:
         return None
     inputs = padded(loaded.tokenizer, encoded, int(lengths.max()))
-    rec = BatchRecorder(pad_keys=None, outputs=loaded.outputs, values_left_out=left_out.pop())
+    rec = BatchRecorder(pad_keys=None, outputs=loaded.outputs, values_left_out=left_out.pop(), **until_last(loaded))
     try:
         passes.forward(loaded.model, model_inputs(loaded, inputs), rec)
+    except InputsRead:  # every attention call recorded: the rest of the forward would change nothing
+        pass
     except CaptureRefused:
         return None
     return rec.batched(encoded, lengths) if len(rec.layers) == loaded.n_layer else None

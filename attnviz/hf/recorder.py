@@ -76,6 +76,11 @@ class Recorder:
     outputs: dict = field(default_factory=dict)  # attention module -> OutputProjection (attnviz.hf.output_projection)
     value_widths: list = field(default_factory=list)  # each call's value width (None: no values seen), for the load
     values_left_out: str | None = None  # why this trace keeps no values (attnviz.hf.capacity.values_left_out)
+    #: the model's last attention module and its attention calls: once that module's call is recorded as the last of
+    #: them, nothing after it in the forward (that layer's output projection and feed-forward, a language-model head)
+    #: can change a record, so `done` ends the pass there (InputsRead); None: the whole forward runs
+    last: torch.nn.Module | None = None
+    n_calls: int = 0
 
     def position(self, module) -> tuple[str | None, int]:
         """(part, layer within the part) of the attention call `module` is making now; (None, call index) for a
@@ -148,6 +153,12 @@ class Recorder:
         self.layers.append(record)
         self.modules.append(module)
         self.value_widths.append(None if value is None else int(value.shape[-1]))
+        self.done(module)
+
+    def done(self, module) -> None:
+        """End the forward pass (InputsRead) if `module`'s call just recorded is the last attention call it makes."""
+        if self.last is not None and module is self.last and len(self.layers) == self.n_calls:
+            raise InputsRead
 
 
 def _first_item_sinks(sinks: torch.Tensor | None, query: torch.Tensor) -> torch.Tensor | None:
@@ -155,6 +166,12 @@ def _first_item_sinks(sinks: torch.Tensor | None, query: torch.Tensor) -> torch.
     if sinks is None or sinks.dim() <= 1:
         return None if sinks is None else sinks.detach().reshape(-1)
     return sinks.detach().expand(query.shape[0], -1, query.shape[-2])[0]
+
+
+def until_last(loaded) -> dict:
+    """Recorder fields that end a forward after `loaded`'s last attention call (none when its modules are unknown)."""
+    modules = loaded.attention_modules
+    return dict(last=modules[-1], n_calls=loaded.n_layer) if modules else {}
 
 
 def apply_experiment(rec: Recorder, layer: int, allowed, scale: float, n_q: int, n_k: int, device, role=None):

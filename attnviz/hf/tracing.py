@@ -68,11 +68,13 @@ def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, 
 
 
 def trace_encoded(
-    loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, values=None, **options
+    loaded: LoadedModel, enc: Encoded, asked: dict, *, generation=None, values=None, whole_forward=True, **options
 ) -> AttentionTrace:
     """Trace tokens already encoded (a text, or a prompt and what the model generated); `asked` joins the
     provenance's options, `generation` (attnviz.trace.generation.Generation) says which tokens the model wrote, `values`
-    whether the trace keeps the values (see trace_pretrained)."""
+    whether the trace keeps the values (see trace_pretrained). whole_forward=False ends the forward pass after the
+    last attention call, for a caller that reads the records alone (a corpus profile): the last layer's feed-forward
+    and the model's output are then never computed, and hooks on them never run (attnviz.ablate reads the output)."""
     exp = experiment(loaded, len(enc.tokens), **options)
     values = checks.flag("values", values, none=True)
     asked = dict(asked, **{k: getattr(exp, k) for k in options}, **({} if values is None else {"values": values}))
@@ -98,7 +100,9 @@ def trace_encoded(
         _check_own(loaded, exp)
     if loaded.route != "weights":
         left_out = capacity.values_left_out(loaded, len(enc.ids), values)
-        return AttentionTrace(enc.tokens, _captured(loaded, enc, exp, left_out), notes=tuple(enc.notes), **common)
+        return AttentionTrace(
+            enc.tokens, _captured(loaded, enc, exp, left_out, whole_forward), notes=tuple(enc.notes), **common
+        )
     return _given_weights(loaded, enc, exp, common)
 
 
@@ -112,7 +116,7 @@ def _check_own(loaded: LoadedModel, exp: recorder.Experiment) -> None:
         )
 
 
-def _captured(loaded: LoadedModel, enc: Encoded, exp: recorder.Experiment, values_left_out: str | None) -> tuple:
+def _captured(loaded: LoadedModel, enc: Encoded, exp: recorder.Experiment, values_left_out, whole_forward) -> tuple:
     inputs = model_inputs(loaded, enc.inputs)
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(
@@ -125,9 +129,12 @@ def _captured(loaded: LoadedModel, enc: Encoded, exp: recorder.Experiment, value
         own_code=own_code,
         outputs=loaded.outputs,
         values_left_out=values_left_out,
+        **({} if whole_forward else recorder.until_last(loaded)),
     )
     try:
         passes.forward(loaded.model, inputs, rec)
+    except recorder.InputsRead:  # every attention call recorded (whole_forward=False): the rest changes no record
+        pass
     except recorder.CaptureRefused as e:
         raise InputError(f"{loaded.label} asked for {e}, which attnviz cannot capture.") from None
     if len(rec.layers) != loaded.n_layer:

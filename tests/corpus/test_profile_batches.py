@@ -77,3 +77,26 @@ def test_a_texts_sampled_vectors_hold_its_own_tokens_not_its_batchs(tiny_llama):
         for a in (*d.q, *d.k):
             owner = a if a.base is None else a.base
             assert owner.shape[-2] == len(d.tokens), (owner.shape, len(d.tokens))  # this text's tokens alone
+
+
+@pytest.mark.parametrize("family", ["tiny_bert", "tiny_gpt2", "tiny_llama"])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_a_profile_ends_each_forward_after_the_last_attention_call(family, batch, request):
+    """A profile reads the attention records alone, so its forward passes (a text a forward, or texts together) stop
+    once the last attention call is recorded: the last block's feed-forward and the model's output never run, and
+    the profile is the one of the records (test_batches_give_the_profile_of_one_text_a_forward; the per-text and
+    numpy checks in test_profile_statistics)."""
+    loaded = request.getfixturevalue(family)
+    names = {m: n for n, m in loaded.model.named_modules()}
+    block = names[loaded.attention_modules[-1]].split(".")
+    while not block[-1].isdigit():  # the layer that holds the last attention module
+        block.pop()
+    ran = []
+    watched = (loaded.model.get_submodule(".".join(block)), loaded.model)
+    hooks = [m.register_forward_hook(lambda *_: ran.append(1)) for m in watched]
+    try:
+        found = profile(loaded, TEXTS, batch=batch, **SETTINGS)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert ran == [] and found.provenance["counts"]["texts"] == len(TEXTS)
