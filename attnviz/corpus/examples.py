@@ -15,6 +15,8 @@ import torch
 from .reducers import EMPTY_TEXT, priorities_at
 
 FIELDS = ("rank", "text", "query", "maxw", "keys", "kw")
+#: The fields of an example as `Examples.rows` lists it.
+EXAMPLE_FIELDS = ("layer", "head", "kind", "order", "text_id", "query", "max_weight", "keys", "key_weights")
 PENDING = 1 << 22  # candidate cells held before they are selected
 FLUSH = 16  # windows whose candidates are selected together (the thresholds rise as they are)
 
@@ -235,28 +237,16 @@ class Examples:
 
     def rows(self) -> list[dict]:
         """One dict per kept example: layer, head, kind ("strongest" or "interval i"), rank within it, text id, query,
-        top weight, keys and their weights."""
+        top weight, keys and their weights (columns made lists at once, then zipped: a large profile keeps tens of
+        thousands)."""
         out = []
         for kind, kept in (("strongest", self.strongest), ("interval", self.drawn)):
             idx = np.nonzero(kept.text != EMPTY_TEXT)
-            fields = [a.tolist() for a in (*idx, kept.text[idx], kept.query[idx], kept.maxw[idx].astype(np.float64))]
-            keys, kw = kept.keys[idx].tolist(), kept.kw[idx].astype(np.float64).tolist()
             named = (kept.keys[idx] >= 0).sum(-1).tolist()  # RowKeys.find names a row's keys first, -1 after them
-            for i, (layer, head, *rest) in enumerate(zip(*fields)):
-                *where, order, text, query, maxw = rest
-                n = named[i]
-                label = kind if kind == "strongest" else f"interval {where[0]}"
-                out.append(
-                    {
-                        "layer": layer,
-                        "head": head,
-                        "kind": label,
-                        "order": order,
-                        "text_id": text,
-                        "query": query,
-                        "max_weight": maxw,
-                        "keys": keys[i][:n],
-                        "key_weights": kw[i][:n],
-                    }
-                )
+            keys = [k[:n] for k, n in zip(kept.keys[idx].tolist(), named)]
+            kw = [w[:n] for w, n in zip(kept.kw[idx].astype(np.float64).tolist(), named)]
+            labels = [kind] * len(named) if kind == "strongest" else [f"interval {i}" for i in idx[2].tolist()]
+            columns = (idx[0].tolist(), idx[1].tolist(), labels, idx[-1].tolist(), kept.text[idx].tolist(),
+                       kept.query[idx].tolist(), kept.maxw[idx].astype(np.float64).tolist(), keys, kw)  # fmt: skip
+            out += [dict(zip(EXAMPLE_FIELDS, row)) for row in zip(*columns)]
         return out
