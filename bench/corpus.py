@@ -109,14 +109,17 @@ def cost(n_texts: int = 64, rounds: int = 3, warmup: int = 1, join: int = 1, max
             "sdpa_batched_vs_sdpa": ratio(t, "sdpa_batched", "sdpa")}  # fmt: skip
 
 
-def cost_wide(n_texts: int = 6, rounds: int = 2, warmup: int = 1, tokens: int = 512) -> dict:
-    """The same comparison on a wide model: 4 layers of the Llama-3.2-1B shape (width 2,048, 32 query heads, 8
+def cost_wide(n_texts: int = 6, rounds: int = 2, warmup: int = 1, tokens: int = 512, layers: int = 4) -> dict:
+    """The same comparison on a wide model: `layers` layers of the Llama-3.2-1B shape (width 2,048, 32 query heads, 8
     key/value heads; random bfloat16 weights, nothing downloaded) over texts of `tokens` tokens, HeadVis's length.
     The profile's own work grows with the cells (heads x tokens^2), the forward mostly with the width: the bundled
-    model (width 384) is the worst case for the ratio."""
+    model (width 384) is the worst case for the ratio. A profile's forward ends after the last attention call, which
+    saves most of one layer of `layers`: 4 layers (cost_wide) overstate that, all 16 of the real model (cost_deep,
+    ~2 minutes of one thread a tree) do not."""
     from bench import traces
 
-    loaded = traces.llama_model("Llama-3.2-1B layer shape, 4 layers", traces.LLAMA_1B | {"num_hidden_layers": 4})
+    name = f"Llama-3.2-1B layer shape, {layers} layers"
+    loaded = traces.llama_model(name, traces.LLAMA_1B | {"num_hidden_layers": layers})
     texts = [traces.sentence(tokens, seed=i, special=0) for i in range(n_texts)]
     model = loaded.model
 
@@ -237,13 +240,15 @@ def finder(n: int = 32, rounds: int = 5) -> dict:
 def corpus(n_texts: int = 32, rounds: int = 3, warmup: int = 1, sizes=(1_000, 10_000)) -> dict:
     return {"finder": finder(), "cost_short": cost(n_texts, rounds, warmup), "cost_120": cost(n_texts, rounds, warmup, join=8),
             "cost_512": cost(n_texts // 2, rounds, warmup, join=24, max_tokens=512), "cost_wide": cost_wide(),
+            "cost_deep": cost_wide(3, 1, layers=16),
             "memory": memory(sizes), "peak_rss_mb":
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
 
 #: The cost rows (the goal's: profile vs the SDPA forward), as corpus() runs them: name -> (function, kwargs).
 ROWS = {"cost_short": ("cost", {"n_texts": 32}), "cost_120": ("cost", {"n_texts": 32, "join": 8}),
-        "cost_512": ("cost", {"n_texts": 16, "join": 24, "max_tokens": 512}), "cost_wide": ("cost_wide", {})}  # fmt: skip
+        "cost_512": ("cost", {"n_texts": 16, "join": 24, "max_tokens": 512}), "cost_wide": ("cost_wide", {}),
+        "cost_deep": ("cost_wide", {"layers": 16, "n_texts": 3, "rounds": 1})}  # fmt: skip
 ROW_CHILD = "import json; from bench import corpus; print(json.dumps(getattr(corpus, {fn!r})(**{kw!r})))"
 
 
