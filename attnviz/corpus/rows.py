@@ -58,9 +58,9 @@ def windows(trace: AttentionTrace, cells: int = CELLS, has_values: bool | None =
     scratch: the windows' weights are written into its memory (each window's tensor is overwritten by the next)."""
     n, n_keys, n_layer = trace.n_tokens, trace.n_keys, trace.n_layer
     square = n == n_keys
-    masks = [trace.layer_mask(layer) for layer in range(n_layer)]
-    rows = [np.ones(n, bool) if m is None else query_rows(m, square) for m in masks]
-    keys = torch.as_tensor(np.stack([live_keys(m, n_keys) for m in masks]))
+    masks = layer_masks(trace)
+    rows = per_mask(masks, lambda m: np.ones(n, bool) if m is None else query_rows(m, square))
+    keys = torch.as_tensor(np.stack(per_mask(masks, lambda m: live_keys(m, n_keys))))
     norms = None
     if trace.has("values") if has_values is None else has_values:
         norms = torch.stack([trace.output_norms(layer, device=True) for layer in range(n_layer)]).float()
@@ -75,6 +75,27 @@ def windows(trace: AttentionTrace, cells: int = CELLS, has_values: bool | None =
         r = torch.as_tensor(np.stack([x[start:stop] for x in rows]))
         win_norms = None if norms is None else norms[..., :hi]
         yield Window(weights, start, r.to(device), keys.to(device), win_norms)
+
+
+def layer_masks(trace: AttentionTrace) -> list:
+    """`trace.layer_mask` of every layer, each distinct mask made once: the layers that share a mask's structure
+    (transformers builds one mask per kind of layer, and the capture keeps one structure for each) share its array."""
+    made, out = {}, []
+    for y in range(trace.n_layer):
+        key = id(trace.facts(y).structure)
+        if key not in made:
+            made[key] = trace.layer_mask(y)
+        out.append(made[key])
+    return out
+
+
+def per_mask(masks: list, fn) -> list:
+    """[fn(m) for m in masks], computed once per distinct mask object (`layer_masks` shares them)."""
+    done: dict = {}
+    for m in masks:
+        if id(m) not in done:
+            done[id(m)] = fn(m)
+    return [done[id(m)] for m in masks]
 
 
 def window_cells(trace: AttentionTrace) -> int:
@@ -96,7 +117,7 @@ def key_reach(trace: AttentionTrace, masks: list) -> np.ndarray:
     if any(m is None for m in masks) or not all(f is not None and f <= HIDDEN_FILL for f in fills):
         return np.full(n, n_keys)
     reach = np.zeros(n, np.int64)
-    for m in masks:
+    for m in {id(m): m for m in masks}.values():  # each distinct mask once
         last = n_keys - np.argmax(m[:, ::-1], axis=-1)
         reach = np.maximum(reach, np.where(m.any(-1), last, n_keys))
     return reach
