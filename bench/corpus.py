@@ -5,11 +5,13 @@ tokenizer included; texts cut where the profile cuts them) and the same forward 
 (`sdpa_batched`: attnviz.corpus.batch.plan within each shard, right-padded; the fair baseline of a batched profile),
 attnviz.corpus.profile without and with the head distances (by default over 4 seeded rows a text), and the profile one
 text a forward (`profile_one_text`, batch=1: the code before batching); one thread, CPU time, interleaved rounds.
-cost_wide: the same on 4 layers of the Llama-3.2-1B shape at 512 tokens (the ratio falls as the model widens).
-The goal, per width (docs/corpus.md, "Per-cell work cut": the profile's extra is ~ cells per forward FLOP x its ~13-15
-ns per cell x the forward's FLOP rate): cost_wide (width 2,048, causal) at most 1.25x (measured 1.21x and 1.27x: at the
-line); the bundled 384-wide model at most 1.75x up to 128 tokens (cost_short, cost_120) and at most 2x at ~300 tokens
-(cost_512), whose cells per FLOP are 4-11 times the wide model's.
+cost_wide: the same on 4 layers of the Llama-3.2-1B shape at 512 tokens (the ratio falls as the model widens);
+cost_deep: on all 16 of its layers (a profile's forward ends after the last attention call, which saves most of one
+layer: 4 layers overstate that).
+The goal, at most 1.25x (docs/corpus.md, "The forward ends after the last attention call"): met by the wide rows
+(1.00x on 4 layers, 1.19-1.22x on 16; 1.04x and 1.25x with the head distances) and by cost_short (1.26x); not by the
+bundled 384-wide model's longer texts (cost_120 1.34-1.47x, cost_512 ~1.8x), whose cells per forward FLOP are 4-11
+times the wide model's (docs/corpus.md, "Why 1.25x is out of reach for the bundled model").
 finder: the Corpus page's head finder for 32 x 32 heads.
 side_by_side (BENCH_BASELINE=/path/to/another/checkout python -m bench.corpus): every cost row for that checkout and
 this one, in fresh processes alternating baseline, branch for each row, each timing its own SDPA forward beside its
