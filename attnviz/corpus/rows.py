@@ -135,12 +135,12 @@ def spans(reach: np.ndarray, per_cell: int, cells: int):
         start = stop
 
 
-def token_patterns(ids, start: int, stop: int, n_keys: int) -> dict:
+def token_patterns(ids, start: int, stop: int, n_keys: int, device=None) -> dict:
     """bool [w, key] TransformerLens detection patterns of queries start..stop-1 (see attnviz.analysis.heads); ids
-    [key], or [text, key] for texts read together (then [text, w, key])."""
-    ids = torch.as_tensor(np.asarray(ids, np.int64))
-    i = torch.arange(start, stop)[:, None]
-    j = torch.arange(n_keys)[None, :]
+    [key], or [text, key] for texts read together (then [text, w, key]); made on `device` (the window's)."""
+    ids = torch.as_tensor(np.asarray(ids, np.int64), device=device)
+    i = torch.arange(start, stop, device=device)[:, None]
+    j = torch.arange(n_keys, device=device)[None, :]
     same = ids[..., start:stop, None] == ids[..., None, :]
     after = torch.zeros_like(same)
     after[..., 1:] = ids[..., start:stop, None] == ids[..., None, :-1]
@@ -229,10 +229,10 @@ class TextSums:
         i = torch.arange(win.start, win.start + n, device=dev)[:, None]
         j = torch.arange(n_keys, device=dev)[None, :]
         ids = self.ids if len(self.ids) else np.zeros(n_keys, np.int64)
-        found = token_patterns(ids, win.start, win.start + n, n_keys) if self.patterns else {}
+        found = token_patterns(ids, win.start, win.start + n, n_keys, dev) if self.patterns else {}
         cols = [(i - j).abs(), self.special[None, :], self.punct[None, :], j == 0, j == i - 1, j == i + 1, j == i]
         one = torch.ones(1, 1, dtype=torch.bool, device=dev)
-        cols += [found[name].to(dev) for name in self.patterns] + [one, one]  # live keys; every key (set below)
+        cols += [found[name] for name in self.patterns] + [one, one]  # live keys; every key (set below)
         rows, keys = win.rows, win.keys
         if self.special.dim() == 2:  # texts read together: each text's features, shared by its layers when they
             texts = self.special.shape[0]  # share its rows and keys (else repeated for every layer)
