@@ -238,3 +238,13 @@ def hostile_upload(trace: AttentionTrace, text: str, model: str) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return buffer.getvalue()
+
+
+def last_block(loaded) -> torch.nn.Module:
+    """The layer (block) of `loaded`'s model that holds its last attention module: what runs after the last attention
+    call begins in it."""
+    names = {m: n for n, m in loaded.model.named_modules()}
+    path = names[loaded.attention_modules[-1]].split(".")
+    while not path[-1].isdigit():
+        path.pop()
+    return loaded.model.get_submodule(".".join(path))

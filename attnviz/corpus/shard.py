@@ -7,9 +7,9 @@ import numpy as np
 
 from ..analysis.heads import special_keys, special_tokens_of
 from ..errors import InputError
+from ..hf import trace_pretrained
 from ..hf.encode import encode, token_limit
 from ..hf.seq2seq import ROLES, trace_seq2seq
-from ..hf.tracing import trace_encoded
 from . import batch
 from .rows import Scratch, cells_on
 from .state import ProfileState, Settings
@@ -84,7 +84,6 @@ def trace_text(loaded, text: str, s: Settings):
     without a target, the decoder reads the model's greedy continuation (the encoder part is traced with the text as
     its own target instead: encoder attention never reads the target, so nothing is generated for it)."""
     if s.part is None:  # the records alone are read: the forward ends after the last attention call
-        enc = encode(loaded.tokenizer, text, None, token_limit(loaded.max_tokens, s.max_tokens))
-        return trace_encoded(loaded, enc, {"max_tokens": s.max_tokens}, whole_forward=False)
+        return trace_pretrained(loaded, text, max_tokens=s.max_tokens, whole_forward=False)
     target = text if s.part == "encoder" else None
     return trace_seq2seq(loaded, text, target, max_tokens=s.max_tokens).part(s.part)

@@ -54,17 +54,22 @@ def experiment(
     return recorder.Experiment(causal, hide, scale, fill, pad_mask, layers, part)
 
 
-def trace_pretrained(loaded: LoadedModel, text: str, *, pair=None, pad_to=None, max_tokens=None, **options):
+def trace_pretrained(
+    loaded: LoadedModel, text: str, *, pair=None, pad_to=None, max_tokens=None, whole_forward=True, **options
+):
     """Trace `text` (and an optional second sentence) through `loaded`.
 
     options: causal, hide, layers, scale, fill, pad_mask (see recorder.Experiment); values (True keeps the values, False
     leaves them out, None keeps them unless the trace would then hold more than capacity.VALUES_BUDGET); max_tokens
-    caps the text.
+    caps the text. whole_forward: see trace_encoded (the same trace either way; the dashboard and a corpus profile,
+    which read the records alone, end the forward after the last attention call; attnviz.trace runs all of it).
     """
     checks.keywords("attnviz.trace", options, OPTIONS[3:])
     pad_to = checks.whole("pad_to", pad_to, low=1, high=checks.MAX_TOKENS, none=True)
+    whole_forward = checks.flag("whole_forward", whole_forward)
     enc = encode(loaded.tokenizer, text, pair, token_limit(loaded.max_tokens, max_tokens), pad_to)
-    return trace_encoded(loaded, enc, dict(pair=enc.pair, pad_to=pad_to), **options)  # the pair as traced
+    asked = dict(pair=enc.pair, pad_to=pad_to)  # the pair as traced
+    return trace_encoded(loaded, enc, asked, whole_forward=whole_forward, **options)
 
 
 def trace_encoded(

@@ -71,7 +71,7 @@ def warm_up() -> None:
     model = get_model(BUNDLED)
     step("model")
     if not _visitors():
-        trace = trace_pretrained(model, DEFAULT_TEXT)
+        trace = trace_pretrained(model, DEFAULT_TEXT, whole_forward=False)
         first_view.keep(BUNDLED, None, DEFAULT_TEXT, {}, trace)
         step("trace")
         heatmaps.head_grid(trace, 0).to_json()
@@ -147,7 +147,7 @@ def _compute_trace(model_name: str, module_key: tuple | None, text: str, options
         return trace_seq2seq(loaded, text, **opts)
     if "generate" in opts:  # the sidebar asked the model to write a continuation (ui.generation)
         return generate(loaded, text, opts.pop("generate"), **opts)
-    trace = trace_pretrained(loaded, text, **opts)
+    trace = trace_pretrained(loaded, text, whole_forward=False, **opts)  # the pages read the records alone
     first_view.keep(model_name, module_key, text, opts, trace)  # the default view's, for the next cold start
     return trace
 

@@ -138,4 +138,4 @@ def main() -> None:
     the image's build runs)."""
     from ..hf import load_model, trace_pretrained
 
-    print(made_ahead.save(trace_pretrained(load_model(), DEFAULT_TEXT), DEFAULT_TEXT))
+    print(made_ahead.save(trace_pretrained(load_model(), DEFAULT_TEXT, whole_forward=False), DEFAULT_TEXT))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import last_block
 
 from attnviz.corpus import profile
 from attnviz.corpus.batch import capture, plan
@@ -87,12 +88,7 @@ def test_a_profile_ends_each_forward_after_the_last_attention_call(family, batch
     the profile is the one of the records (test_batches_give_the_profile_of_one_text_a_forward; the per-text and
     numpy checks in test_profile_statistics)."""
     loaded = request.getfixturevalue(family)
-    names = {m: n for n, m in loaded.model.named_modules()}
-    block = names[loaded.attention_modules[-1]].split(".")
-    while not block[-1].isdigit():  # the layer that holds the last attention module
-        block.pop()
-    ran = []
-    watched = (loaded.model.get_submodule(".".join(block)), loaded.model)
+    ran, watched = [], (last_block(loaded), loaded.model)
     hooks = [m.register_forward_hook(lambda *_: ran.append(1)) for m in watched]
     try:
         found = profile(loaded, TEXTS, batch=batch, **SETTINGS)

@@ -14,9 +14,10 @@ import threading
 import numpy as np
 import pytest
 import torch
+from helpers import last_block
 
 import attnviz
-from attnviz.hf import bundled_model_path
+from attnviz.hf import bundled_model_path, trace_pretrained
 
 BUNDLED_TEXT = "The cat sat on the mat because it was tired."
 MODELS = ["bundled", "bert", "gpt2", "llama"]
@@ -56,6 +57,29 @@ def test_every_model_captures_all_stages(case):
     assert loaded.route == "seam"
     assert loaded.n_layer == eager.config.num_hidden_layers
     assert loaded.n_head == eager.config.num_attention_heads
+
+
+def test_a_trace_for_the_records_alone_ends_its_forward_after_the_last_attention_call(case):
+    """The dashboard and a corpus profile read a trace's records alone (whole_forward=False): its forward stops once
+    the last attention call is recorded, so the last block's feed-forward and the model's output (a language-model
+    head's logits at every position) never run, and the trace is the whole forward's, bit for bit. attnviz.trace runs
+    the whole forward: attnviz.ablate and a user's hooks read its output."""
+    loaded, _, text, _ = case
+    ran, watched = [], (last_block(loaded), loaded.model)
+    hooks = [m.register_forward_hook(lambda m, *_: ran.append(m)) for m in watched]
+    try:
+        whole = attnviz.trace(loaded, text)
+        assert ran == list(watched)
+        ran.clear()
+        records = trace_pretrained(loaded, text, whole_forward=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert ran == [] and records.n_layer == whole.n_layer == loaded.n_layer
+    for stage in ("scores", "weights"):
+        np.testing.assert_array_equal(getattr(records, stage), getattr(whole, stage), err_msg=stage)
+    for layer in range(whole.n_layer):
+        np.testing.assert_array_equal(records.output_norms(layer), whole.output_norms(layer))
 
 
 def test_weights_equal_eager_output_attentions(case, eager_reference):
