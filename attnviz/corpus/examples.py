@@ -15,8 +15,6 @@ import torch
 from .reducers import EMPTY_TEXT, priorities_at
 
 FIELDS = ("rank", "text", "query", "maxw", "keys", "kw")
-#: The fields of an example as `Examples.rows` lists it.
-EXAMPLE_FIELDS = ("layer", "head", "kind", "order", "text_id", "query", "max_weight", "keys", "key_weights")
 PENDING = 1 << 22  # candidate cells held before they are selected
 FLUSH = 16  # windows whose candidates are selected together (the thresholds rise as they are)
 
@@ -246,7 +244,25 @@ class Examples:
             keys = [k[:n] for k, n in zip(kept.keys[idx].tolist(), named)]
             kw = [w[:n] for w, n in zip(kept.kw[idx].astype(np.float64).tolist(), named)]
             labels = [kind] * len(named) if kind == "strongest" else [f"interval {i}" for i in idx[2].tolist()]
-            columns = (idx[0].tolist(), idx[1].tolist(), labels, idx[-1].tolist(), kept.text[idx].tolist(),
-                       kept.query[idx].tolist(), kept.maxw[idx].astype(np.float64).tolist(), keys, kw)  # fmt: skip
-            out += [dict(zip(EXAMPLE_FIELDS, row)) for row in zip(*columns)]
+            columns = (
+                *(a.tolist() for a in (idx[0], idx[1])),
+                labels,
+                *(a.tolist() for a in (idx[-1], kept.text[idx], kept.query[idx], kept.maxw[idx].astype(np.float64))),
+                keys,
+                kw,
+            )
+            out += [
+                {
+                    "layer": y,
+                    "head": h,
+                    "kind": k,
+                    "order": o,
+                    "text_id": t,
+                    "query": q,
+                    "max_weight": m,
+                    "keys": ks,
+                    "key_weights": ws,
+                }
+                for y, h, k, o, t, q, m, ks, ws in zip(*columns)
+            ]
         return out

@@ -15,8 +15,21 @@ from .recorder import CaptureRefused, InputsRead, Recorder, recording
 
 def call_kwargs(model) -> dict:
     """Keyword arguments every forward pass gets: no key/value cache (one pass over the whole text)."""
-    params = inspect.signature(model.forward).parameters
-    return {"use_cache": False} if "use_cache" in params else {}
+    return {"use_cache": False} if _takes_use_cache(model.forward) else {}
+
+
+_TAKES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a forward function -> whether it takes use_cache
+
+
+def _takes_use_cache(forward) -> bool:
+    """Whether `forward` (a bound method) takes use_cache, read from its signature once per function (a corpus
+    profile runs thousands of forwards; inspecting a signature is most of a millisecond)."""
+    fn = getattr(forward, "__func__", None)
+    if fn is None:  # not a plain bound method: read it every time
+        return "use_cache" in inspect.signature(forward).parameters
+    if fn not in _TAKES:
+        _TAKES[fn] = "use_cache" in inspect.signature(forward).parameters
+    return _TAKES[fn]
 
 
 _OURS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a model -> the implementation attnviz traces it with
