@@ -78,8 +78,9 @@ def trace_encoded(
     """Trace tokens already encoded (a text, or a prompt and what the model generated); `asked` joins the
     provenance's options, `generation` (attnviz.trace.generation.Generation) says which tokens the model wrote, `values`
     whether the trace keeps the values (see trace_pretrained). whole_forward=False ends the forward pass after the
-    last attention call, for a caller that reads the records alone (a corpus profile): the last layer's feed-forward
-    and the model's output are then never computed, and hooks on them never run (attnviz.ablate reads the output)."""
+    last attention call, for a caller that reads the records alone (the dashboard, a corpus profile): the last layer's
+    feed-forward and the model's output are then never computed, and hooks on them never run (attnviz.ablate reads the
+    output); the trace is the same."""
     exp = experiment(loaded, len(enc.tokens), **options)
     values = checks.flag("values", values, none=True)
     asked = dict(asked, **{k: getattr(exp, k) for k in options}, **({} if values is None else {"values": values}))
@@ -121,7 +122,9 @@ def _check_own(loaded: LoadedModel, exp: recorder.Experiment) -> None:
         )
 
 
-def _captured(loaded: LoadedModel, enc: Encoded, exp: recorder.Experiment, values_left_out, whole_forward) -> tuple:
+def _captured(
+    loaded: LoadedModel, enc: Encoded, exp: recorder.Experiment, values_left_out: str | None, whole_forward: bool
+) -> tuple:
     inputs = model_inputs(loaded, enc.inputs)
     if not exp.pad_mask and enc.pad_keys is not None:
         inputs["attention_mask"] = torch.ones_like(
