@@ -44,20 +44,23 @@ def run_shard(
 
 
 def _read_batched(loaded, texts: list, s: Settings, state: ProfileState, specials) -> None:
-    """Texts of similar length a forward (`batch.plan`); a batch of one, or one the model cannot give as a window
-    (`batch.capture` says None; the shard's later texts are then read one by one too), a text a forward."""
+    """Texts of similar length a forward (`batch.plan`), each batch read as one window; a text too long for a window
+    of its own, or a batch the model cannot give as a window (`batch.capture` says None; the shard's later texts are
+    then read one by one too), a text a forward through its trace, window by window."""
     limit = token_limit(loaded.max_tokens, s.max_tokens)
     encoded = [encode(loaded.tokenizer, text, None, limit) for _, text in texts]
     lengths = np.array([len(e.ids) for e in encoded])
     ids = [i for i, _ in texts]
-    batches = batch.plan(lengths, ids, s.batch, s.batch_tokens, cells_on(loaded.device), state.n_layer * loaded.n_head)
+    cells, per_cell = cells_on(loaded.device), state.n_layer * loaded.n_head
+    batches = batch.plan(lengths, ids, s.batch, s.batch_tokens, cells, per_cell)
     together = True
     for group in batches:
-        batched = batch.capture(loaded, [encoded[g] for g in group]) if together and len(group) > 1 else None
+        window = len(group) > 1 or int(lengths[group[0]]) ** 2 * per_cell <= cells  # plan: a batch fits a window
+        batched = batch.capture(loaded, [encoded[g] for g in group]) if together and window else None
         if batched is not None:
             state.observe_batch(batched, [ids[g] for g in group], specials)
             continue
-        together = together and len(group) == 1
+        together = together and not window  # the model gave no window: the shard's other texts one by one too
         for g in group:
             tr = trace_text(loaded, texts[g][1], s)
             state.observe(tr, ids[g], special_keys(tr, *specials))

@@ -96,3 +96,22 @@ def test_a_profile_ends_each_forward_after_the_last_attention_call(family, batch
         for h in hooks:
             h.remove()
     assert ran == [] and found.provenance["counts"]["texts"] == len(TEXTS)
+
+
+def test_a_model_the_window_cannot_read_is_profiled_a_text_a_forward_after_one_try(tmp_path):
+    """Logit softcapping (Gemma 2) is attention the batch window does not compute, so the first batch's capture says
+    so and every other text of the shard is traced alone: one wasted forward a shard (not one per batch, however
+    small: here every batch is one text), and the profile of one text a forward."""
+    import attnviz
+    from tests.tiny_families import build
+
+    loaded = attnviz.load_model(str(build("gemma2", tmp_path / "gemma2")), device="cpu")
+    one = profile(loaded, TEXTS, batch=1, **SETTINGS)
+    forwards = []
+    hook = loaded.model.register_forward_pre_hook(lambda *_: forwards.append(1))
+    try:
+        found = profile(loaded, TEXTS, batch=2, batch_tokens=4, **SETTINGS)  # every text a batch of its own
+    finally:
+        hook.remove()
+    assert len(forwards) == len(TEXTS) + -(-len(TEXTS) // SETTINGS["shard_size"])  # each text, and a try per shard
+    assert_equal_profiles(one, found)
