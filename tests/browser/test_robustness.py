@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from browserkit import IDLE, OUT, SERVER_LOG, rss_mb, tab_in, wait_drawn
+from browserkit import IDLE, OUT, POLL_MS, SERVER_LOG, rss_mb, tab_in, wait_drawn
 
 import attnviz
 
@@ -17,14 +17,20 @@ MARKUP = (
 )
 
 
-def first_heatmap_z(page) -> np.ndarray:
-    """z of the first heatmap trace of the first chart, as Plotly.js holds it after drawing."""
+#: The Heads page's grid of every head, once Plotly has drawn it (its name is the figure's layout.meta.figure).
+GRID_JS = """Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .find(g => g.layout?.meta?.figure === 'head_grid' && g.querySelector('.main-svg'))"""
+
+
+def grid_heatmap_z(page) -> np.ndarray:
+    """z of the first heatmap trace (head 0) of the Heads page's grid, as Plotly.js holds it after drawing. Found by
+    its name, not its place: under load another chart of the page can be drawn first."""
+    page.wait_for_function(f"() => !!({GRID_JS})", timeout=180_000, polling=POLL_MS)
     z = page.evaluate(
-        """() => {
-            const gd = document.querySelectorAll('.js-plotly-plot')[0];
-            const t = gd._fullData.find(d => d.type === 'heatmap');
+        f"""() => {{
+            const t = ({GRID_JS})._fullData.find(d => d.type === 'heatmap');
             return Array.from(t.z, row => Array.from(row, v => (v === null || Number.isNaN(v)) ? null : v));
-        }"""
+        }}"""
     )
     return np.array(z, dtype=float)
 
@@ -103,7 +109,7 @@ def test_eight_sessions_at_once_each_see_exactly_their_own_attention(profile, st
             page.wait_for_selector(IDLE)
             wait_drawn(page, timeout=180_000)
             expected = attnviz.trace(model, text).weights[layer, 0]
-            got = first_heatmap_z(page)
+            got = grid_heatmap_z(page)
             assert got.shape == expected.shape, (text, got.shape, expected.shape)
             assert np.allclose(got, expected, atol=1e-5), f"session {text!r} shows someone else's attention"
             assert page.locator("[data-testid='stException']").count() == 0
