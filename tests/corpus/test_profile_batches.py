@@ -115,3 +115,26 @@ def test_a_model_the_window_cannot_read_is_profiled_a_text_a_forward_after_one_t
         hook.remove()
     assert len(forwards) == len(TEXTS) + -(-len(TEXTS) // SETTINGS["shard_size"])  # each text, and a try per shard
     assert_equal_profiles(one, found)
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_layers_that_share_one_attention_module_end_the_forward_at_its_last_call(tmp_path, batch):
+    """ALBERT applies one attention module in every layer: the forward ends at its last application (the n_layer-th
+    call), not its first, so the profile holds every layer, equal to the mean of the per-text statistics of
+    attnviz.trace (the whole forward)."""
+    import attnviz
+    from attnviz.analysis import heads as H
+    from tests.hf.families import build
+
+    loaded = attnviz.load_model(str(build("albert", tmp_path / "albert")), device="cpu")
+    assert loaded.n_layer > 1 and len(set(loaded.attention_modules)) == 1
+    found = profile(loaded, TEXTS, batch=batch, **SETTINGS)
+    per_text = {}
+    for text in TEXTS:
+        tr = attnviz.trace(loaded, text)
+        for name, v in H.head_stats(tr, H.special_keys(tr, *H.special_tokens_of(loaded.tokenizer))).values.items():
+            per_text.setdefault(name, []).append(v)
+    names = sorted(n for n in set(per_text) & set(found.stats) if not n.endswith("_score"))  # defined per text
+    assert {"entropy", "distance", "previous", "self"} <= set(names)
+    for name in names:
+        np.testing.assert_allclose(found.stats[name], np.nanmean(per_text[name], 0), atol=1e-5, err_msg=name)
