@@ -25,7 +25,7 @@ from ..attention import masked_in_place, softmax
 from ..hf import capacity, passes
 from ..hf.encode import Encoded
 from ..hf.probe import model_inputs
-from ..hf.recorder import CaptureRefused, InputsRead, Recorder, until_last
+from ..hf.recorder import CaptureRefused, Recorder, until_last
 from ..trace import output_norms
 from ..trace.layers import HIDDEN_FILL
 from .examples import RowKeys
@@ -144,9 +144,7 @@ def capture(loaded, encoded: list[Encoded]) -> Batched | None:
     inputs = padded(loaded.tokenizer, encoded, int(lengths.max()))
     rec = BatchRecorder(pad_keys=None, outputs=loaded.outputs, values_left_out=left_out.pop(), **until_last(loaded))
     try:
-        passes.forward(loaded.model, model_inputs(loaded, inputs), rec)
-    except InputsRead:  # every attention call recorded: the rest of the forward would change nothing
-        pass
+        passes.forward(loaded.model, model_inputs(loaded, inputs), rec)  # ends after the last attention call
     except CaptureRefused:
         return None
     return rec.batched(encoded, lengths) if len(rec.layers) == loaded.n_layer else None

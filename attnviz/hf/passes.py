@@ -62,7 +62,8 @@ def _borrowed(model):
 
 
 def forward(model, inputs: dict, rec: Recorder):
-    """One forward pass with `rec` as this thread's capture state.
+    """One forward pass with `rec` as this thread's capture state; None when it ended early, everything it was for
+    read (InputsRead: the recorder's last attention call, or a hook that read its inputs).
 
     Whatever the model raises becomes an InputError (CaptureRefused passes through for the caller to explain).
     """
@@ -70,7 +71,9 @@ def forward(model, inputs: dict, rec: Recorder):
         try:
             with torch.inference_mode():
                 return model(**inputs, **call_kwargs(model))
-        except (CaptureRefused, InputsRead):
+        except InputsRead:
+            return None
+        except CaptureRefused:
             raise
         except Exception as e:  # noqa: BLE001 - only attnviz's own errors may reach a user
             raise _failed(model, e) from None

@@ -140,9 +140,7 @@ def _captured(
         **({} if whole_forward else recorder.until_last(loaded)),
     )
     try:
-        passes.forward(loaded.model, inputs, rec)
-    except recorder.InputsRead:  # every attention call recorded (whole_forward=False): the rest changes no record
-        pass
+        passes.forward(loaded.model, inputs, rec)  # whole_forward=False: ends after the last attention call
     except recorder.CaptureRefused as e:
         raise InputError(f"{loaded.label} asked for {e}, which attnviz cannot capture.") from None
     if len(rec.layers) != loaded.n_layer:
@@ -196,9 +194,7 @@ def attention_inputs(loaded: LoadedModel, text: str, layer: int, *, pair=None, m
 
     handle = loaded.attention_modules[layer].register_forward_pre_hook(grab, with_kwargs=True)
     try:
-        passes.forward(loaded.model, model_inputs(loaded, enc.inputs), recorder.Recorder())
-    except recorder.InputsRead:
-        pass
+        passes.forward(loaded.model, model_inputs(loaded, enc.inputs), recorder.Recorder())  # ends at `grab`
     finally:
         handle.remove()
     return seen["x"], enc.tokens, enc.notes

@@ -118,6 +118,11 @@ def still(browser):
     return browser
 
 
+def chart_js(figure: str) -> str:
+    """A JS expression for the chart whose layout.meta.figure is `figure` (undefined while there is none)."""
+    return f"Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g.layout?.meta?.figure === '{figure}')"
+
+
 def wait_drawn(page, charts: int = 1, timeout: float = 90_000) -> None:
     """Wait until at least `charts` Plotly charts on `page` have drawn (DRAWN_JS), read every POLL_MS."""
     page.wait_for_function(f"{DRAWN_JS} >= {charts}", timeout=timeout, polling=POLL_MS)

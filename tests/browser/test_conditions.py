@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
+from browserkit import chart_js
+
 
 def query(tab) -> dict[str, list[str]]:
     return parse_qs(urlparse(tab.page.url).query)
@@ -27,20 +29,15 @@ def test_links_carry_short_ids_and_old_label_links_still_open(tab):
     assert "+" not in (query(tab).get("source") or [""])[0]
 
 
-def chart(tab, figure: str) -> str:
-    """A JS expression for the chart whose layout.meta.figure is `figure`."""
-    return f"Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g.layout.meta?.figure === '{figure}')"
-
-
 def test_a_causal_model_shows_its_own_mask_as_its_own(tab, tiny_gpt2_dir):
     tab.open(f"masks?source=hub&model={tiny_gpt2_dir}", charts=4)
     main = tab.page.inner_text("[data-testid='stMain']")
     assert "This model is causal" in main
     assert "Turn on the causal mask" not in main and "Nothing is masked" not in main
-    titles = tab.page.evaluate(f"() => {chart(tab, 'mask_weights')}.layout.annotations.map(a => a.text)")
+    titles = tab.page.evaluate(f"() => {chart_js('mask_weights')}.layout.annotations.map(a => a.text)")
     assert not any("every key visible" in t for t in titles), titles
     assert any("own causal mask" in t for t in titles), titles
-    ticks = tab.page.evaluate(f"() => {chart(tab, 'mask_leak')}._fullLayout.yaxis._vals.map(v => v.text)")
+    ticks = tab.page.evaluate(f"() => {chart_js('mask_leak')}._fullLayout.yaxis._vals.map(v => v.text)")
     assert len(ticks) == len(set(ticks)), f"leak axis ticks repeat: {ticks}"
     tab.shot("masks-causal-model")
     assert tab.errors_on_page() == []
@@ -123,22 +120,19 @@ def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings
     log = SERVER_LOG
     tab.open("?text=The+cat+sat+on+the+mat", charts=4)
     tab.wait_until(  # four charts drawn need not include the overview on a busy host: wait for it by name
-        lambda: tab.page.evaluate(
-            "() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(g => g._fullData && "
-            "g.layout && g.layout.meta && g.layout.meta.figure === 'overview')"
-        )
+        lambda: tab.page.evaluate(f"() => !!{chart_js('overview')}?._fullData")
     )
     before = log.read_text()
     x, y = tab.page.evaluate(
-        """() => {
-            const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(g => g.layout.meta?.figure === 'overview');
+        f"""() => {{
+            const gd = {chart_js("overview")};
             gd.scrollIntoView();
             const t = gd._fullData.find(t => t.type === 'scatter' && t.customdata);
             const k = t.customdata.findIndex(c => c[0] === 3 && c[1] === 7);
             const box = gd.getBoundingClientRect();
             return [box.left + gd._fullLayout.xaxis._offset + gd._fullLayout.xaxis.l2p(t.x[k]),
                     box.top + gd._fullLayout.yaxis._offset + gd._fullLayout.yaxis.l2p(t.y[k])];
-        }"""
+        }}"""
     )
     tab.page.mouse.click(x, y)
     tab.idle(charts=4, until=lambda: tab.sliders().get("Head") == "7")
@@ -146,10 +140,7 @@ def test_clicking_a_tile_shows_and_marks_the_opened_head_without_server_warnings
     assert tab.sliders().get("Layer") == "3" and tab.sliders().get("Head") == "7", tab.sliders()
     top = tab.page.evaluate("() => document.querySelector('#one-head').getBoundingClientRect().top")
     assert 0 <= top < 400, f"the opened head's heading is not in view (top {top})"
-    shapes = tab.page.evaluate(
-        """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
-                 .find(g => g.layout.meta?.figure === 'overview').layout.shapes || []"""
-    )
+    shapes = tab.page.evaluate(f"() => {chart_js('overview')}.layout.shapes || []")
     assert len(shapes) == 1, shapes  # the opened tile is outlined
     new = log.read_text()[len(before) :]
     assert "Stack (most recent call last)" not in new and "Traceback" not in new, new[:2000]

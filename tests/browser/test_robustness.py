@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import numpy as np
 import pytest
-from browserkit import IDLE, OUT, POLL_MS, SERVER_LOG, rss_mb, tab_in, wait_drawn
+from browserkit import IDLE, OUT, POLL_MS, SERVER_LOG, chart_js, rss_mb, tab_in, wait_drawn
 
 import attnviz
 
@@ -17,18 +17,16 @@ MARKUP = (
 )
 
 
-#: The Heads page's grid of every head, once Plotly has drawn it (its name is the figure's layout.meta.figure).
-GRID_JS = """Array.from(document.querySelectorAll('.js-plotly-plot'))
-  .find(g => g.layout?.meta?.figure === 'head_grid' && g.querySelector('.main-svg'))"""
+GRID_JS = chart_js("head_grid")  # the Heads page's grid of every head
 
 
 def grid_heatmap_z(page) -> np.ndarray:
     """z of the first heatmap trace (head 0) of the Heads page's grid, as Plotly.js holds it after drawing. Found by
     its name, not its place: under load another chart of the page can be drawn first."""
-    page.wait_for_function(f"() => !!({GRID_JS})", timeout=180_000, polling=POLL_MS)
+    page.wait_for_function(f"() => !!{GRID_JS}?.querySelector('.main-svg')", timeout=180_000, polling=POLL_MS)
     z = page.evaluate(
         f"""() => {{
-            const t = ({GRID_JS})._fullData.find(d => d.type === 'heatmap');
+            const t = {GRID_JS}._fullData.find(d => d.type === 'heatmap');
             return Array.from(t.z, row => Array.from(row, v => (v === null || Number.isNaN(v)) ? null : v));
         }}"""
     )
