@@ -230,6 +230,11 @@ def rows_softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out.masked_fill_(dead, 0.0) if bool(dead.any()) else out
 
 
+def fits(texts: int, n: int, per_cell: int, cells: int) -> bool:
+    """Whether `texts` texts padded to n tokens make a window of at most `cells` cells (per_cell: layers x heads)."""
+    return texts * n * n * per_cell <= cells
+
+
 def plan(lengths: np.ndarray, ids: list, most: int, tokens: int, cells: int, per_cell: int) -> list[list[int]]:
     """Batches of positions into `lengths` (and `ids`): texts of similar length together (sorted by length, then
     id), each batch at most `most` texts, `tokens` padded tokens, `cells` cells of its window (per_cell = layers x
@@ -241,7 +246,7 @@ def plan(lengths: np.ndarray, ids: list, most: int, tokens: int, cells: int, per
         n = int(lengths[i])
         wider = len(group) + 1
         if group and (
-            wider > most or wider * n > min(tokens, PADDING * (real + n)) or wider * n * n * per_cell > cells
+            wider > most or wider * n > min(tokens, PADDING * (real + n)) or not fits(wider, n, per_cell, cells)
         ):
             out.append(group)
             group, real = [], 0

@@ -55,7 +55,7 @@ def _read_batched(loaded, texts: list, s: Settings, state: ProfileState, special
     batches = batch.plan(lengths, ids, s.batch, s.batch_tokens, cells, per_cell)
     together = True
     for group in batches:
-        window = len(group) > 1 or int(lengths[group[0]]) ** 2 * per_cell <= cells  # plan: a batch fits a window
+        window = len(group) > 1 or batch.fits(1, int(lengths[group[0]]), per_cell, cells)  # a text too long: alone
         batched = batch.capture(loaded, [encoded[g] for g in group]) if together and window else None
         if batched is not None:
             state.observe_batch(batched, [ids[g] for g in group], specials)
