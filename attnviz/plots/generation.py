@@ -37,7 +37,7 @@ def span_shapes(spans: tuple[Segment, ...], queries, keys, xref: str = "x", yref
                     y0=1.0,
                     y1=1.0 + STRIP,
                     fillcolor=colour,
-                    line_width=0,
+                    line=dict(width=0),
                     name=name,
                 )
             )
@@ -53,7 +53,7 @@ def span_shapes(spans: tuple[Segment, ...], queries, keys, xref: str = "x", yref
                     y0=q0 - 0.5,
                     y1=q1 - 0.5,
                     fillcolor=colour,
-                    line_width=0,
+                    line=dict(width=0),
                     name=name,
                 )
             )

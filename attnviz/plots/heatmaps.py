@@ -252,18 +252,17 @@ def head_detail(
     if stage == VALUE_WEIGHTED:
         values[STAGE_LABELS[stage]] = z
     label = STAGE_LABELS[stage]
-    fig = go.Figure(
-        go.Heatmap(
-            z=f32(colour_values(stage, z, colours)),
-            x0=kstart,
-            dx=1,
-            y0=start,
-            dy=1,
-            hoverinfo="skip",  # the click targets on top carry the hover (see plots.clickable)
-            hoverongaps=False,
-            colorbar=colour_bar(stage, colours, label),
-            **colour(stage, z_layer, mode=colours),  # the layer's range, so colours mean what they mean in the grid
-        )
+    image = dict(
+        type="heatmap",
+        z=f32(colour_values(stage, z, colours)),
+        x0=kstart,
+        dx=1,
+        y0=start,
+        dy=1,
+        hoverinfo="skip",  # the click targets on top carry the hover (see plots.clickable)
+        hoverongaps=False,
+        colorbar=colour_bar(stage, colours, label),
+        **colour(stage, z_layer, mode=colours),  # the layer's range, so colours mean what they mean in the grid
     )
     n = max(stop - start, kstop - kstart)
     side = max(460, min(820, 24 * n + 260))  # about square in a two-thirds-width column
@@ -271,33 +270,28 @@ def head_detail(
     drawn = ((start, stop), (kstart, kstop))
     targets = cell_targets(*drawn, cell_px, values)  # hover and clicks (plots.clickable), on hidden axes of their own
     names = (tick_labels(trace.tokens)[start:stop], tick_labels(trace.key_tokens)[kstart:kstop])
-    fig.update_xaxes(
-        **ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2),
-        tickangle=-60,
-        title_text="key (attended to)",
-        showgrid=False,  # half the query labels: the plot is narrower than tall and slanted labels need ~17 px
-        range=[kstart - 0.5, kstop - 0.5],
-    )
-    fig.update_yaxes(
-        **ticks(trace.tokens, start, stop),
-        title_text="query (attending)",
-        showgrid=False,
-        range=[stop - 0.5, start - 0.5],
+    layout = dict(
+        xaxis=ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2)
+        | dict(tickangle=-60, title=dict(text="key (attended to)"), showgrid=False, range=[kstart - 0.5, kstop - 0.5]),
+        # half the query labels: the plot is narrower than tall and slanted labels need ~17 px
+        yaxis=ticks(trace.tokens, start, stop)
+        | dict(title=dict(text="query (attending)"), showgrid=False, range=[stop - 0.5, start - 0.5]),
+        hoverdistance=-1,  # hover and click: the nearest cell
+        **target_axes(*drawn, *names),
     )
     part = range_note(trace.n_tokens, trace.n_keys, (start, stop), (kstart, kstop))
     title = f"{_where(trace, layer)} · head {head} · {label}{_without(stage, without)}{part}"
-    finish(
-        fig,
+    fig = finish(
+        dict(data=[image, targets.to_plotly_json()], layout=layout),  # as dicts: not validated; clicks on top
         "head_detail",
         side,
         top=50 if note or stage == VALUE_WEIGHTED else 40,
         meta={"layer": layer, "head": head, "stage": stage},
         font=FONT_12,
         plot_bgcolor=MASKED_BG if stage == "masked" else PAPER,  # masked cells: grey gaps
-        title=dict(text=title + _subtitle(stage, note), font_size=14, x=0, xanchor="left"),
+        title=dict(text=title + _subtitle(stage, note), font=dict(size=14), x=0, xanchor="left"),
     )
-    fig.update_layout(hoverdistance=-1, **target_axes(*drawn, *names))  # hover and click: the nearest cell
-    return add_spans(add_boundary(fig, boundary, drawn), trace, drawn).add_trace(targets)  # on top: clicks reach it
+    return add_spans(add_boundary(fig, boundary, drawn), trace, drawn)
 
 
 def overview(
@@ -323,60 +317,55 @@ def overview(
             image[layer * ystep : layer * ystep + sq, h * xstep : h * xstep + sk] = pooled[layer, h]
     ycentre, xcentre = (sq - 1) / 2, (sk - 1) / 2
     lay, hd = np.meshgrid(np.arange(n_layer), np.arange(n_head), indexing="ij")
-    fig = go.Figure(
-        go.Heatmap(
-            z=image,
-            hoverinfo="skip",
-            colorbar=colour_bar(stage, colours, STAGE_LABELS[stage]) | dict(thickness=12),
-            **colour(stage, pooled, robust=True, mode=colours),
-        )
+    image_trace = dict(
+        type="heatmap",
+        z=image,
+        hoverinfo="skip",
+        colorbar=colour_bar(stage, colours, STAGE_LABELS[stage]) | dict(thickness=12),
+        **colour(stage, pooled, robust=True, mode=colours),
     )
     row_px = int(max(28, min(120, 860 / n_head, 900 / n_layer)))  # tiles about square, figure at most ~1000 px
     marker = int(max(6, min(row_px, 900 / n_head) * 0.8))
-    fig.add_trace(
-        go.Scatter(
-            x=(hd.ravel() * xstep + xcentre).astype(np.float32),
-            y=(lay.ravel() * ystep + ycentre).astype(np.float32),
-            customdata=[[int(a), int(b)] for a, b in zip(lay.ravel(), hd.ravel())],  # plain lists: see selected_tile
-            mode="markers",
-            marker=dict(symbol="square", size=marker, color="rgba(0,0,0,0)"),
-            hoverinfo="none",
-            showlegend=False,
-            name="tiles",
-        )
+    tiles = dict(
+        type="scatter",
+        x=(hd.ravel() * xstep + xcentre).astype(np.float32),
+        y=(lay.ravel() * ystep + ycentre).astype(np.float32),
+        customdata=[[int(a), int(b)] for a, b in zip(lay.ravel(), hd.ravel())],  # plain lists: see selected_tile
+        mode="markers",
+        marker=dict(symbol="square", size=marker, color="rgba(0,0,0,0)"),
+        hoverinfo="none",
+        showlegend=False,
+        name="tiles",
+    )
+    axis = dict(showgrid=False, zeroline=False, fixedrange=True, tickmode="array")
+    hstep, lstep = thin(n_head, 32), thin(n_layer, 32)
+    layout = dict(
+        xaxis=axis
+        | dict(
+            tickvals=[h * xstep + xcentre for h in range(0, n_head, hstep)],
+            ticktext=[str(h) for h in range(0, n_head, hstep)],
+            title=dict(text="head"),
+            side="top",
+            range=[-0.5, n_head * xstep - 1.5],
+        ),
+        yaxis=axis
+        | dict(
+            tickvals=[layer * ystep + ycentre for layer in range(0, n_layer, lstep)],
+            ticktext=[str(layer) for layer in range(0, n_layer, lstep)],
+            title=dict(text="layer"),
+            range=[n_layer * ystep - 1.5, -0.5],
+        ),
     )
     if selected is not None and 0 <= selected[0] < n_layer and 0 <= selected[1] < n_head:
         y0, x0 = selected[0] * ystep - 0.5, selected[1] * xstep - 0.5
-        fig.add_shape(type="rect", x0=x0, x1=x0 + sk, y0=y0, y1=y0 + sq, line=dict(color="#ff4b4b", width=3))
-    hstep = thin(n_head, 32)
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=[h * xstep + xcentre for h in range(0, n_head, hstep)],
-        ticktext=[str(h) for h in range(0, n_head, hstep)],
-        title_text="head",
-        side="top",
-        showgrid=False,
-        zeroline=False,
-        fixedrange=True,
-        range=[-0.5, n_head * xstep - 1.5],
-    )
-    lstep = thin(n_layer, 32)
-    fig.update_yaxes(
-        tickmode="array",
-        tickvals=[layer * ystep + ycentre for layer in range(0, n_layer, lstep)],
-        ticktext=[str(layer) for layer in range(0, n_layer, lstep)],
-        title_text="layer",
-        showgrid=False,
-        zeroline=False,
-        fixedrange=True,
-        range=[n_layer * ystep - 1.5, -0.5],
-    )
+        rect = dict(type="rect", x0=x0, x1=x0 + sk, y0=y0, y1=y0 + sq, line=dict(color="#ff4b4b", width=3))
+        layout["shapes"] = [rect]
     shrunk = sq < trace.n_tokens or sk < trace.n_keys
     pooled_note = f" · each head pooled to {sq}×{sk} blocks of tokens" if shrunk else ""
     if trace.n_tokens > sq * PER_TILE:  # a long text: each row of tiles averages a centred run of its queries
         pooled_note += f" (each from {PER_TILE} of its ~{trace.n_tokens // sq} queries)"
     return finish(
-        fig,
+        dict(data=[image_trace, tiles], layout=layout),  # as dicts: not validated (see finish)
         "overview",
         n_layer * row_px + 110,
         top=100,
@@ -386,7 +375,7 @@ def overview(
         clickmode="event+select",
         title=dict(
             text=f"All layers × heads · {STAGE_LABELS[stage]}{pooled_note}",
-            font_size=14,
+            font=dict(size=14),
             x=0,
             xanchor="left",
             y=1,

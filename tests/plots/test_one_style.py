@@ -222,7 +222,7 @@ def _validated(fig: go.Figure) -> dict:
     return _sent(go.Figure(fig.to_plotly_json()))
 
 
-def test_every_figure_is_what_plotly_validation_makes_of_it(drawn, bundled):
+def test_every_figure_is_what_plotly_validation_makes_of_it(drawn, bundled, tiny_gpt2):
     """finish's dict path builds its Figure unvalidated (the Heads grid: 20 ms of its 21 were validation): every
     figure, on Plotly's default template (a notebook's) and on attnviz's (the dashboard's), must then be exactly what
     validating it gives: a named colour scale, a title given as a string or a template given by name would differ."""
@@ -234,7 +234,14 @@ def test_every_figure_is_what_plotly_validation_makes_of_it(drawn, bundled):
     before = pio.templates.default
     try:
         common.template_by_default()
-        grids = (plots.heatmaps.head_grid(tr, 0), plots.heatmaps.head_grid(tr, 1, "scores", colours="log"))
+        made = attnviz.generate(tiny_gpt2, "the cat sat", max_new_tokens=3)  # spans drawn after finish
+        win = plots.heatmaps.Window((1, 5), (0, 6))
+        grids = [plots.heatmaps.head_grid(tr, 0), plots.heatmaps.head_grid(tr, 1, "scores", colours="log")]
+        grids += [
+            f(made, 0, *a, token_range=win, boundary=2)
+            for f, a in ((plots.heatmaps.head_grid, ()), (plots.heatmaps.head_detail, (1,)))
+        ]
+        grids += [plots.heatmaps.overview(made, "masked", selected=(1, 1))]
         panels = (
             plots.scores.score_histograms(results),
             plots.scores.weights_side_by_side(results, *[tr.tokens[:6]] * 2),
