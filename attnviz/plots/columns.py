@@ -18,29 +18,28 @@ def who_reads(
     heads = list(range(n_head)) if heads is None else [int(h) for h in heads]
     labels = head_labels or [f"head {h}" for h in heads]
     queries = np.array(tick_labels(tokens)[:n_query], dtype=object)
-    fig = go.Figure(
-        go.Heatmap(
-            z=f32(column[heads]),
-            x0=0,
-            dx=1,
-            y=labels,
-            customdata=np.broadcast_to(queries, (len(heads), n_query)),
-            colorscale=WEIGHTS_SCALE,
-            zmin=0.0,
-            zmax=1.0,
-            hovertemplate="%{y}<br>query %{customdata}<br>weight on the key %{z:.4f}<extra></extra>",
-            colorbar=dict(title=dict(text="weight", side="right"), thickness=14),
-        )
+    image = dict(
+        type="heatmap",
+        z=f32(column[heads]),
+        x0=0,
+        dx=1,
+        y=labels,
+        customdata=np.broadcast_to(queries, (len(heads), n_query)),
+        colorscale=WEIGHTS_SCALE,
+        zmin=0.0,
+        zmax=1.0,
+        hovertemplate="%{y}<br>query %{customdata}<br>weight on the key %{z:.4f}<extra></extra>",
+        colorbar=dict(title=dict(text="weight", side="right"), thickness=14),
     )
-    fig.update_xaxes(
-        **ticks(tokens, 0, n_query, MAX_TICKS // 2), tickangle=-60, title_text="query (reading)", showgrid=False
+    x = ticks(tokens, 0, n_query, MAX_TICKS // 2) | dict(
+        tickangle=-60, title=dict(text="query (reading)"), showgrid=False
     )
-    fig.update_yaxes(autorange="reversed", type="category", showgrid=False, tickfont_size=10)
+    y = dict(autorange="reversed", type="category", showgrid=False, tickfont=dict(size=10))
     return finish(
-        fig,
+        dict(data=[image], layout=dict(xaxis=x, yaxis=y)),  # as dicts: not validated (see finish)
         "who_reads",
         height=max(260, 120 + 16 * len(heads)),
         top=50,
         meta={"key": key},
-        title=f"{escape(title)}: who reads {key_label}",
+        title=dict(text=f"{escape(title)}: who reads {key_label}"),
     )
