@@ -207,7 +207,7 @@ def head_grid(
         note += f" · heads {h0}–{h1 - 1} of {trace.n_head}"
     title = f"{_where(trace, layer)} · {label}{_without(stage, without)}{note}{_subtitle(stage)}"
     fig = finish(
-        dict(data=data, layout=layout),  # as dicts: validated once, in finish
+        dict(data=data, layout=layout),  # as dicts: not validated (see finish)
         "head_grid",
         rows * panel + 100,
         top=80 if stage == VALUE_WEIGHTED else 60,
