@@ -270,10 +270,9 @@ def head_detail(
     drawn = ((start, stop), (kstart, kstop))
     targets = cell_targets(*drawn, cell_px, values)  # hover and clicks (plots.clickable), on hidden axes of their own
     names = (tick_labels(trace.tokens)[start:stop], tick_labels(trace.key_tokens)[kstart:kstop])
-    layout = dict(
+    layout = dict(  # the keys get half the queries' labels: the plot is narrower than tall, slanted labels ~17 px
         xaxis=ticks(trace.key_tokens, kstart, kstop, MAX_TICKS // 2)
         | dict(tickangle=-60, title=dict(text="key (attended to)"), showgrid=False, range=[kstart - 0.5, kstop - 0.5]),
-        # half the query labels: the plot is narrower than tall and slanted labels need ~17 px
         yaxis=ticks(trace.tokens, start, stop)
         | dict(title=dict(text="query (attending)"), showgrid=False, range=[stop - 0.5, start - 0.5]),
         hoverdistance=-1,  # hover and click: the nearest cell

@@ -9,7 +9,8 @@ short costs only the second pass, as before, never a clipped label.
 
 `room(fig)` reads the room a whole figure needs from its own layout and data (the outer axes' tick labels and
 titles, its colour bars, a legend beside the plot); common.finish, which every figure ends in, gives each at least
-that. It reads a Figure or a figure still as plain dicts (one that finish makes a Figure of, unvalidated, after its margins are set).
+that. It reads a Figure or a figure still as plain dicts (one that finish makes a Figure of, unvalidated, after its
+margins are set).
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ def weights_side_by_side(
 def _panels(titles: list[str], spacing: float) -> dict:
     """The layout of one row of panels, one per title, each with its own axes (make_subplots(1, n)'s), as dicts.
     Margins are fixed (automargin off): Plotly's margin passes were a third of the browser's time drawing these
-    charts (Chromium, 2026-11-26); `finish` gives the room every label takes (margins.room) and makes the Figure (unvalidated: see finish)."""
+    charts (Chromium, 2026-11-26); `finish` gives the room every label takes (margins.room) and makes the Figure
+    (unvalidated: see finish)."""
     layout = panel_layout(1, len(titles), titles, spacing, 0.0)
     for name in (k for k in layout if k.startswith(("xaxis", "yaxis"))):
         layout[name].pop("matches", None)  # make_subplots(1, n) gives every panel its own y axis and its labels
