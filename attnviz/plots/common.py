@@ -146,6 +146,8 @@ def finish(fig, name: str, height: int, top: int = 80, margin=None, meta=None, *
         data = [
             t | {"colorscale": _scale(t["colorscale"])} if isinstance(t.get("colorscale"), str) else t for t in data
         ]
+        for k in [k for k in layout if k.startswith("coloraxis") and isinstance(layout[k].get("colorscale"), str)]:
+            layout[k] = layout[k] | {"colorscale": _scale(layout[k]["colorscale"])}
         return go.Figure(
             {"data": data, "layout": _on_paper_dicts(data, _merged(fig["layout"], layout))}, _validate=False
         )
@@ -297,37 +299,34 @@ def short_label(label: str, most: int = LONGEST_LABEL) -> str:
     return cut + "…"
 
 
-def token_axes(
-    fig: go.Figure,
-    tokens,
-    row: int,
-    col: int,
-    show_y: bool = True,
-    max_labels: int = 32,
-    start: int = 0,
-    stop=None,
-    key_tokens=None,
-) -> None:
-    """Token axes (`token_axis`: category i is token i) with thinned labels on one subplot; query 0 at the top; the
-    hover names every token from the axes' categories (no label per cell: see `heatmap`).
+def token_axes(fig: go.Figure, tokens, row: int, col: int, **options) -> None:
+    """`token_axes_layout(tokens, **options)`'s axes set on one subplot of `fig`."""
+    x, y = token_axes_layout(tokens, **options)
+    fig.update_xaxes(x, row=row, col=col)
+    fig.update_yaxes(y, row=row, col=col)
+
+
+def token_axes_layout(
+    tokens, show_y: bool = True, max_labels: int = 32, start: int = 0, stop=None, key_tokens=None
+) -> tuple[dict, dict]:
+    """(x, y): token axes (`token_axis`: category i is token i) with thinned labels for one panel; query 0 at the top;
+    the hover names every token from the axes' categories (no label per cell: see `heatmap`). As dicts in Plotly's
+    own form (a figure built as dicts takes them as they are; see finish).
 
     [start, stop): the window of positions drawn (the whole text by default). key_tokens: cross-attention's keys
     (another text, always drawn whole); None: the keys are the query tokens.
     """
     stop = len(tokens) if stop is None else stop
-    font = dict(tickfont_size=11 if max_labels >= 32 else 10)
+    font = dict(tickfont=dict(size=11 if max_labels >= 32 else 10))
     # slanted key labels need ~17 px each and panels side by side are narrow; a long text's 4-digit labels ("0126 mat")
     # need more room still, so a window of more than 24 keys gets half as many labels as the queries
     most = max(4, max_labels * 3 // 4 if stop - start <= 24 else max_labels // 2)
     k0, k1, key_text = (start, stop, tokens) if key_tokens is None else (0, len(key_tokens), key_tokens)
     keys = token_axis(key_text, k0, k1, most) | dict(range=[k0 - 0.5, k1 - 0.5])
-    fig.update_xaxes(keys | font | dict(tickangle=-60, title_text="key"), row=row, col=col)
     queries = token_axis(tokens, start, stop, max_labels) | font | dict(range=[stop - 0.5, start - 0.5])
-    fig.update_yaxes(
-        queries | dict(title_text="query" if show_y else None, showticklabels=show_y),  # query 0 at the top
-        row=row,
-        col=col,
-    )
+    x = keys | font | dict(tickangle=-60, title=dict(text="key"))
+    y = queries | dict(showticklabels=show_y) | (dict(title=dict(text="query")) if show_y else {})  # query 0 on top
+    return x, y
 
 
 def token_axis(tokens, start: int, stop: int, max_ticks: int) -> dict:

@@ -25,11 +25,12 @@ from .common import (
     heatmap,
     symmetric_range,
     ticks,
-    token_axes,
+    token_axes_layout,
     weights_axis,
 )
 from .distributions import RAW_COLOUR, SCALED_COLOUR
 from .pairs import add_boundary
+from .panels import panel_axes, panel_axis_dicts, row_layout
 
 # --- Masks page --------------------------------------------------------------------------------------------
 
@@ -48,16 +49,18 @@ def stage_pair(
         f"<b>scaled</b>, before the mask<br>{head_label}",
         f"<b>masked</b>, after (grey = removed)<br>{head_label}",
     )
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
-    fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
+    layout, data = _row_of_panels(titles, 0.1), []
     stop = start + len(scaled)
-    for col, (z, name) in enumerate(((scaled, "scaled"), (masked, "masked")), start=1):
-        fig.add_trace(heatmap(z, tokens, "coloraxis", name, name, start=start, key_tokens=key_tokens), row=1, col=col)
-        token_axes(fig, tokens, 1, col, show_y=col == 1, start=start, stop=stop, key_tokens=key_tokens)
-    fig.update_xaxes(showgrid=False)
+    for i, (z, name) in enumerate(((scaled, "scaled"), (masked, "masked"))):
+        data.append(heatmap(z, tokens, "coloraxis", name, name, start=start, key_tokens=key_tokens).to_plotly_json())
+        data[-1] |= panel_axes(i)
+        x, y = panel_axis_dicts(layout, i)
+        tx, ty = token_axes_layout(tokens, show_y=i == 0, start=start, stop=stop, key_tokens=key_tokens)
+        x |= tx | dict(showgrid=False)
+        y |= ty
     side = grid_height(stop - start, 2)
     axis = dict(colorscale=SCORES_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("value"))
-    fig = finish(fig, "mask_stages", side, top=70, coloraxis=axis, plot_bgcolor=MASKED_BG)
+    fig = finish(dict(data=data, layout=layout), "mask_stages", side, top=70, coloraxis=axis, plot_bgcolor=MASKED_BG)
     return add_boundary(fig, boundary, (start, stop), 2)
 
 
@@ -86,24 +89,39 @@ def weights_comparison(
         else "<b>weights</b><br>every key visible"
     )
     titles = (left, "<b>weights</b><br>with your masks", "<b>difference</b><br>yours − without")
-    fig = make_subplots(rows=1, cols=3, subplot_titles=titles, horizontal_spacing=0.06)
-    fig.update_annotations(yshift=8)  # subplot titles clear of the plot frame
-    for col, (z, axis, what, name) in enumerate(
+    layout, data = _row_of_panels(titles, 0.06), []
+    for i, (z, axis, what, name) in enumerate(
         (
             (without, "coloraxis", "weight", "without"),
             (with_mask, "coloraxis", "weight", "with"),
             (diff, "coloraxis2", "change", "difference"),
-        ),
-        start=1,
-    ):
-        fig.add_trace(heatmap(z, tokens, axis, what, name, start=start, key_tokens=key_tokens), row=1, col=col)
-        token_axes(
-            fig, tokens, 1, col, show_y=col == 1, max_labels=16, start=start, stop=start + len(z), key_tokens=key_tokens
         )
+    ):
+        data.append(heatmap(z, tokens, axis, what, name, start=start, key_tokens=key_tokens).to_plotly_json())
+        data[-1] |= panel_axes(i)
+        x, y = panel_axis_dicts(layout, i)
+        tx, ty = token_axes_layout(tokens, i == 0, 16, start, start + len(z), key_tokens)
+        x |= tx
+        y |= ty
     diff_axis = dict(colorscale=DIFF_SCALE, cmin=-r, cmax=r, cmid=0, colorbar=colorbar("change", 1.09))
     side = grid_height(len(diff), 3)
-    fig = finish(fig, "mask_weights", side, top=70, coloraxis=weights_axis(x=1.0), coloraxis2=diff_axis)
+    fig = finish(
+        dict(data=data, layout=layout),
+        "mask_weights",
+        side,
+        top=70,
+        coloraxis=weights_axis(x=1.0),
+        coloraxis2=diff_axis,
+    )
     return add_boundary(fig, boundary, (start, start + len(diff)), 3)
+
+
+def _row_of_panels(titles, spacing: float) -> dict:
+    """One row of panels (plots.panels.row_layout), its titles clear of the plot frame."""
+    layout = row_layout(titles, spacing)
+    for title in layout["annotations"]:
+        title["yshift"] = 8
+    return layout
 
 
 def leak_bars(report: MaskReport, applied: tuple[int, ...] | None, own_causal: bool = False) -> go.Figure:

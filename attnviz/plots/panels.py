@@ -61,3 +61,19 @@ def panel_layout(rows: int, cols: int, titles, hspace: float, vspace: float) -> 
 def panel_axes(i: int) -> dict:
     """The trace properties that put a trace on panel i (0-based, row by row) of `panel_layout`."""
     return dict(xaxis=f"x{_axis(i + 1)}", yaxis=f"y{_axis(i + 1)}")
+
+
+def row_layout(titles, spacing: float) -> dict:
+    """make_subplots(1, n, subplot_titles=titles, horizontal_spacing=spacing)'s layout: `panel_layout` of one row
+    with every panel's own axes (not matched, its tick labels shown)."""
+    layout = panel_layout(1, len(titles), titles, spacing, 0.0)
+    for name in (k for k in layout if k.startswith(("xaxis", "yaxis"))):
+        layout[name].pop("matches", None)
+        layout[name].pop("showticklabels", None)
+    return layout
+
+
+def panel_axis_dicts(layout: dict, i: int) -> tuple[dict, dict]:
+    """Panel i's (x axis, y axis) dicts in a `panel_layout` (0-based), to be filled in place."""
+    names = panel_axes(i)
+    return layout["xaxis" + names["xaxis"][1:]], layout["yaxis" + names["yaxis"][1:]]

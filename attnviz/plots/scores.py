@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from ..analysis.stats import Histogram, histogram
 from .common import WEIGHTS_SCALE, f32, finish, ticks
-from .panels import panel_axes, panel_layout
+from .panels import panel_axes, panel_axis_dicts, row_layout
 from .windows import axis_ranges, range_note, window
 
 LABELS = {"dot": "dot", "scaled_dot": "scaled dot", "general": "general (bilinear)", "additive": "additive"}
@@ -27,7 +27,7 @@ def score_histograms(results: dict, bins: int = 40, what: str = "score", figure:
     for i, name in enumerate(names):
         h = results[name][0]
         h = h if isinstance(h, Histogram) else histogram(np.asarray(h), bins=bins)
-        x, y = _axes(layout, i)
+        x, y = panel_axis_dicts(layout, i)
         # the first x label sits at the corner, under the y axis' "0": moved apart, they no longer touch
         x |= dict(title=dict(text=f"{what} (std {np.sqrt(h.var):.2f})"), ticklabelstandoff=8)
         y |= dict(ticklabelstandoff=4) | (dict(title=dict(text="count")) if i == 0 else {})
@@ -66,7 +66,7 @@ def weights_side_by_side(
         cells = dict(z=f32(w), x0=k0, dx=1, y0=q0, dy=1, colorscale=WEIGHTS_SCALE, zmin=0.0, zmax=float(top))
         hover = "query %{y}, key %{x}: %{z:.3g}<extra></extra>"  # 3 significant digits: long rows hold ~0.0005
         data.append(dict(type="heatmap", **cells, showscale=i == len(names) - 1, hovertemplate=hover, **panel_axes(i)))
-        x, y = _axes(layout, i)
+        x, y = panel_axis_dicts(layout, i)
         x["title"] = dict(text="key")
         y |= dict(autorange="reversed", showticklabels=i == 0) | (dict(title=dict(text="query")) if i == 0 else {})
         if tokens is not None:  # thinned to 10 a panel and upright, so four narrow panels stay legible
@@ -83,18 +83,10 @@ def _panels(titles: list[str], spacing: float) -> dict:
     Margins are fixed (automargin off): Plotly's margin passes were a third of the browser's time drawing these
     charts (Chromium, 2026-11-26); `finish` gives the room every label takes (margins.room) and makes the Figure
     (unvalidated: see finish)."""
-    layout = panel_layout(1, len(titles), titles, spacing, 0.0)
+    layout = row_layout(titles, spacing)
     for name in (k for k in layout if k.startswith(("xaxis", "yaxis"))):
-        layout[name].pop("matches", None)  # make_subplots(1, n) gives every panel its own y axis and its labels
-        layout[name].pop("showticklabels", None)
         layout[name]["automargin"] = False
     return layout
-
-
-def _axes(layout: dict, i: int) -> tuple[dict, dict]:
-    """Panel i's (x axis, y axis) dicts in `layout` (0-based)."""
-    names = panel_axes(i)
-    return layout["xaxis" + names["xaxis"][1:]], layout["yaxis" + names["yaxis"][1:]]
 
 
 def drawn_window(n_queries: int, n_keys: int, token_range=None) -> tuple[tuple[int, int], tuple[int, int]]:
