@@ -133,8 +133,8 @@ class Divergence:
         return cls(np.zeros((n_heads, n_heads)), np.zeros((), np.int64))
 
     def update(self, weights: torch.Tensor, rows: torch.Tensor, cells: int, keep: torch.Tensor | None = None) -> None:
-        """weights [layer, head, w, key]; rows [layer, w]: a row counts where it is a
-        row in every layer (and is in `keep` [w] bool, the sampled rows, when given).
+        """weights [layer, head, w, key]; rows [layer, w]: a row counts where it is a row in every layer (and is in
+        `keep` [w] bool, the sampled rows, when given).
 
         Over a pair's rows, JS = H((p + q) / 2) - (H(p) + H(q)) / 2 with H((p + q) / 2) = (log 2 (sum p + sum q) -
         sum s log s) / 2 for s = p + q: the cells' one pass of logarithms is over s, the rest is per head. Pairs go
