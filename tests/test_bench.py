@@ -195,3 +195,11 @@ def test_import_groups_count_what_an_unused_module_imports_as_that_module_and_sk
     text = imports.render({"rows": {"branch": [row], "baseline": [row | {"model": 1.5}]}, "loads": [[1.0]]})
     assert "| **after the server's own start** | **3.50** | **4.50** |" in text
     assert "| - torch.distributed.tensor | 0.00 | 0.00 |" in text
+
+
+def test_page_runs_time_the_heads_and_masks_server_runs_in_process():
+    from bench import page_runs
+
+    rows = page_runs.runs(n=1)
+    assert set(rows) == {"heads_sentence", "heads_layer", "masks_sentence"}
+    assert all(wall > 0 and cpu > 0 for wall, cpu in rows.values())
