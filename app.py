@@ -1,23 +1,12 @@
 """attnviz: the frame around every page (shared sidebar, URL state) and the navigation."""
 
 import sys
-from pathlib import Path
 
 import streamlit as st
 
 st.set_page_config(page_title="attnviz: see transformer attention", page_icon="🔍", layout="wide")
 # A cold start imports torch and transformers for seconds before anything could be drawn: say so first (only then).
 starting = st.empty()
-# Until a model has loaded (transformers is imported with the first), the tab starts Plotly's 4.7 MB script now, while
-# the server imports: Streamlit's frontend would load it only with the first chart. The same URL its own lazy import
-# asks for (beside its index script), so the module is fetched and run once.
-if "transformers" not in sys.modules:
-    for chunk in sorted((Path(st.__file__).parent / "static" / "static" / "js").glob("PlotlyChart.*.js"))[:1]:
-        st.html(
-            "<script>(() => {const s = document.querySelector('script[src*=\"/static/js/index.\"]');"
-            f"if (s) import(new URL({chunk.name!r}, s.src).href).catch(() => {{}});}})();</script>",
-            unsafe_allow_javascript=True,
-        )
 if "attnviz.ui" not in sys.modules:
     starting.info("Starting attnviz: loading torch, transformers and the model…", icon=":material/hourglass_top:")
 

@@ -61,7 +61,7 @@ def _pick(name: str) -> None:
 
 def _head_chart(fig, name: str, *parts: str) -> None:
     """A chart of heads whose clicked point picks the head (the finder and the map)."""
-    ui.chart(fig, "corpus", *parts, key=ui.chart_key(name), on_select=lambda: _pick(name), selection_mode="points")
+    ui.chart(fig, "corpus", *parts, key=ui.chart_key(name), on_select=lambda: _pick(name))
 
 
 st.subheader("Find heads", divider="gray")

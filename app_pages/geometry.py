@@ -75,7 +75,6 @@ ui.chart(
     method,
     key=ui.chart_key("qk-space"),
     on_select=_pick,
-    selection_mode="points",
 )
 picked = ui.point_in(st.session_state.get("qk_picked"), tr.n_tokens, tr.n_keys)  # the trace may have changed
 if picked is not None:

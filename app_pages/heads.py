@@ -75,7 +75,6 @@ with right:
         stage,
         key=ui.chart_key("head-detail"),  # a new key after each click: the same cell clicked again picks it again
         on_select=_pick_key,
-        selection_mode="points",
     )
     ui.boundary_caption(boundary)
 ui.sinks_and_softcap(tr, layer, head)  # attention sinks (gpt-oss), logit softcapping (Gemma 2): only when present
@@ -101,7 +100,6 @@ if "overview" in drawn:  # our module is one layer: its overview would repeat th
         stage,
         key="overview",
         on_select=_open_tile,
-        selection_mode="points",
     )
 
 st.subheader("Export")

@@ -1,7 +1,8 @@
 """Shared test helpers: run a page in AppTest and decode the Plotly figures it holds.
 
-AppTest has no Plotly API: a chart is a "plotly_chart" element whose proto.spec is the figure JSON, and
-numpy arrays arrive as base64 typed arrays ({"dtype": "f4", "bdata": ..., "shape": "13, 13"}).
+AppTest has no Plotly API: a chart is attnviz's chart component (attnviz.ui.plotly_view), a "bidi_component" element
+whose proto.bytes is the JSON {"figure": ..., "config": ..., "script": ...}, and numpy arrays arrive as base64 typed
+arrays ({"dtype": "f4", "bdata": ..., "shape": "13, 13"}).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from streamlit.testing.v1 import AppTest
 
 from attnviz.attention import stages_from_scores
 from attnviz.trace import AttentionTrace, LayerRecord, Provenance, Values
+from attnviz.ui.plotly_view import NAME as CHART
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -38,11 +40,16 @@ def array(v) -> np.ndarray:
     return np.array(flat, dtype=np.float64).reshape(np.shape(v))
 
 
+def charts(at) -> list[dict]:
+    """What every chart on the page sends the browser: {"figure": figure JSON, "config": Plotly's config, "script"}."""
+    return [json.loads(el.proto.bytes) for el in at.get("bidi_component") if el.proto.component_name == CHART]
+
+
 def figures(at) -> dict[str, dict]:
     """Every chart on the page as figure JSON, keyed by layout.meta.figure (or its position)."""
     out = {}
-    for i, el in enumerate(at.get("plotly_chart")):
-        fig = json.loads(el.proto.spec)
+    for i, sent in enumerate(charts(at)):
+        fig = sent["figure"]
         meta = fig.get("layout", {}).get("meta") or {}
         out[meta.get("figure", str(i)) if isinstance(meta, dict) else str(i)] = fig
     return out

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-from helpers import run_page
+from helpers import charts, run_page
 
 import attnviz
 from attnviz import export
@@ -31,6 +29,6 @@ def test_a_local_folder_trace_is_saved_under_the_folder_name(tiny_gpt2_dir):
 
 def test_the_camera_saves_a_file_named_after_the_model_layer_and_stage():
     at = run_page("app_pages/heads.py", layer=2)
-    names = [json.loads(el.proto.config)["toImageButtonOptions"]["filename"] for el in at.get("plotly_chart")]
+    names = [sent["config"]["toImageButtonOptions"]["filename"] for sent in charts(at)]
     assert "attnviz_all-MiniLM-L6-v2_layer2_weights_heads" in names, names
     assert all(n.startswith("attnviz_all-MiniLM-L6-v2_") for n in names), names

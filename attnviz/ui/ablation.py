@@ -78,8 +78,6 @@ def click_heads(src: Selection, heads, key: str = "abl_heads") -> None:
         "heads",
         key=chart_key("abl-grid"),
         on_select=toggle,
-        selection_mode="points",
-        width="content",
     )
     if st.session_state.pop("_abl_full", False):
         st.warning(f"At most {MOST_HEADS} heads can be removed at once: click a red square to put one back first.")

@@ -19,6 +19,7 @@ import streamlit as st
 
 from ..export import short_model_name
 from ..plots import common
+from .plotly_view import plotly_view, slot
 
 _CHART = "[data-testid='stApp'] .js-plotly-plot"
 
@@ -53,11 +54,11 @@ def screen_look() -> str:
     return "<style>\n" + "\n".join(rules) + "\n</style>"
 
 
-def chart(fig, *name_parts, key: str | None = None, **options):
-    """Draw `fig` as built (theme=None: Streamlit's theme would replace its colours and flip implicit colour scales)
-    with the shared modebar config; `name_parts` name the file its camera saves. `options`: st.plotly_chart's
-    on_select, selection_mode, width."""
-    return st.plotly_chart(fig, theme=None, config=chart_config(*name_parts), key=key, **options)
+def chart(fig, *name_parts, key: str | None = None, on_select=None):
+    """Draw `fig` as built, with the shared modebar config, in the chart slot `key` (by default one named after
+    `name_parts`, numbers left out, so the same chart of another layer or head is redrawn in place); `name_parts` name
+    the file its camera saves. `on_select()` runs after a click on a point (attnviz.ui.clicks reads it)."""
+    return plotly_view(fig, chart_config(*name_parts), key or slot(name_parts), on_select)
 
 
 def chart_config(*name_parts) -> dict:

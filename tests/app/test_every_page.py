@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import APP
+from helpers import APP, charts
 from streamlit.testing.v1 import AppTest
 
 PAGES = sorted(str(p.relative_to(Path(APP).parent)) for p in (Path(APP).parent / "app_pages").glob("*.py"))
@@ -51,7 +51,7 @@ def _state(kind: str, folders: dict, tiny_text: str) -> dict:
 def _problems(at) -> list[str]:
     """What is wrong with the page on show: an exception, nothing drawn and nothing said, no provenance."""
     out = [f"exception: {e.value}" for e in at.exception]
-    drawn = at.get("plotly_chart") or at.get("arrow_data_frame") or at.get("download_button")
+    drawn = charts(at) or at.get("arrow_data_frame") or at.get("download_button")
     said = [*at.info, *at.warning, *at.error]
     if not drawn and not said:
         out.append("neither a chart nor a sentence saying why not")

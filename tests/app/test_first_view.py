@@ -9,7 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers import APP, figures
+from helpers import APP, charts, figures
 from streamlit.testing.v1 import AppTest
 
 from attnviz.hf import trace_pretrained
@@ -90,7 +90,7 @@ def test_a_missing_stale_corrupt_or_edited_file_is_not_used(made, tmp_path, monk
         assert made_ahead.load(DEFAULT_TEXT, folder) is None, name
     # what a cold start's first run then draws: nothing, and no error (the loading notice and the live page follow)
     shown = preview_in(tmp_path / "a-figure-edited", monkeypatch)
-    assert not shown.exception and not shown.get("plotly_chart") and not shown.info
+    assert not shown.exception and not charts(shown) and not shown.info
 
 
 def test_the_server_writes_the_file_once_after_its_first_default_trace(bundled, tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from helpers import shown
+from helpers import charts, shown
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).parents[2] / "app.py")
@@ -25,7 +25,7 @@ def test_hosted_mode_refuses_a_model_outside_the_allow_list_and_stays_on_the_bun
     assert not at.exception
     errors = shown(" ".join(e.value for e in at.error))
     assert "only loads these models: gpt2" in errors and "bundled model" in errors
-    assert len(at.get("plotly_chart")) > 0  # still drawing, on the bundled model
+    assert len(charts(at)) > 0  # still drawing, on the bundled model
 
 
 def test_hosted_mode_lowers_the_token_limit(monkeypatch):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import APP
+from helpers import APP, charts
 from streamlit.testing.v1 import AppTest
 
 PAGES = sorted(str(p.relative_to(Path(APP).parent)) for p in (Path(APP).parent / "app_pages").glob("*.py"))
@@ -22,5 +22,5 @@ def test_every_page_works_with_a_one_head_module(page):
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not [s for s in at.slider if s.label == "Head"], "a slider over one head"
-    drawn = at.get("plotly_chart") or at.get("arrow_data_frame") or at.get("download_button")
+    drawn = charts(at) or at.get("arrow_data_frame") or at.get("download_button")
     assert drawn or [*at.info, *at.warning], "neither a chart nor a sentence saying why not"

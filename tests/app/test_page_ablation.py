@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import array, figures, run_page, texts, z_arrays
+from helpers import array, charts, figures, run_page, texts, z_arrays
 
 import attnviz
 
@@ -32,7 +32,7 @@ def test_a_decoder_shows_the_prediction_before_and_after_and_the_later_heads(tin
 
 def test_the_bundled_model_and_our_module_say_why_not():
     at = run_page(PAGE, text="The cat sat on the mat.")
-    assert not at.exception and not at.get("plotly_chart")
+    assert not at.exception and not charts(at)
     assert any("cannot predict tokens" in t for t in texts(at, "info"))
     at = run_page(PAGE, text="The cat sat on the mat.", source="module")
     assert not at.exception and any("no language-model head" in t for t in texts(at, "info"))

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from helpers import array, figures, run_page
+from helpers import array, charts, figures, run_page
 
 from attnviz.corpus import profile
 from attnviz.corpus.maps import classical_mds
@@ -54,7 +54,7 @@ def test_the_page_shows_the_profiles_heads_map_and_examples(monkeypatch, profile
     # eager attention's row (transformers' own weights of the same text)
     stored = [e for e in pq.read_table(profiles_root / "tiny" / "examples.parquet").to_pylist()
               if (e["layer"], e["head"]) == (2, 5)]  # fmt: skip
-    maps_ = [f for f in (json.loads(el.proto.spec) for el in at.get("plotly_chart"))
+    maps_ = [f for f in (sent["figure"] for sent in charts(at))
              if f["layout"]["meta"]["figure"] == "corpus_example"]  # fmt: skip
     assert len(maps_) == len(stored) > 0
     shown = {(f["layout"]["meta"]["text_id"], f["layout"]["meta"]["query"]): f for f in maps_}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import APP
+from helpers import APP, charts
 from streamlit.testing.v1 import AppTest
 
 PAGES = sorted(str(p.relative_to(Path(APP).parent)) for p in (Path(APP).parent / "app_pages").glob("*.py"))
@@ -16,7 +16,7 @@ MARKERS = ("Ġ", "Ċ")
 
 def _shown_text(at) -> str:
     """What the page's charts, tables and choice widgets hold, as one string."""
-    out = [json.dumps(json.loads(el.proto.spec), ensure_ascii=False) for el in at.get("plotly_chart")]
+    out = [json.dumps(sent["figure"], ensure_ascii=False) for sent in charts(at)]
     out += [el.value.to_csv() for el in at.dataframe]
     for widget in (*at.selectbox, *at.multiselect, *at.select_slider):
         out += [str(widget.format_func(o)) if hasattr(widget, "format_func") else str(o) for o in widget.options]
@@ -34,5 +34,5 @@ def test_byte_level_tokens_read_as_text_on_every_page(page, gpt2_bpe_dir):
     shown = _shown_text(at)
     assert not [m for m in MARKERS if m in shown], page
     no_text = ("app_pages/scaling.py", "app_pages/scores.py", "app_pages/pairs.py", "app_pages/ablation.py")
-    if at.get("plotly_chart") and page not in no_text:  # ablation's charts name predicted tokens, not the text's
+    if charts(at) and page not in no_text:  # ablation's charts name predicted tokens, not the text's
         assert "·cat" in shown or "·sat" in shown, page  # the tokens are there, spaces shown as ·

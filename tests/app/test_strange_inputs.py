@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import charts
 from streamlit.testing.v1 import AppTest
 
 import attnviz
@@ -80,7 +81,7 @@ def test_every_page_handles_strange_text(page, name):
     at.session_state["text"] = text
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.get("plotly_chart") or at.info or at.warning, "neither a chart nor a message"
+    assert charts(at) or at.info or at.warning, "neither a chart nor a message"
     if name in ("empty", "whitespace"):
         assert "Type a sentence" in " ".join(i.value for i in at.info)
 
@@ -103,12 +104,12 @@ def test_five_megabytes_of_sentence_or_pair_on_a_page_are_cut_with_a_note():
     assert "The sentence is longer than 20,000 characters: only the first 20,000 are used." in notes
     assert "The second sentence is longer than 20,000 characters: only the first 20,000 are used." in notes
     assert len(at.session_state["text"]) == len(at.session_state["pair"]) == 20_000
-    assert at.get("plotly_chart"), "the page still draws"
+    assert charts(at), "the page still draws"
 
 
 def test_a_long_sentence_in_the_link_is_cut_with_a_note_and_an_over_long_link_is_ignored():
     at = _page("app_pages/heads.py", {"text": "word " * 100_000})  # 500,000 characters in the address bar
-    assert len(at.session_state["text"]) == 20_000 and at.get("plotly_chart")
+    assert len(at.session_state["text"]) == 20_000 and charts(at)
     assert any(i.value.startswith("The sentence is longer than 20,000 characters") for i in at.info)
     at = _page("app_pages/heads.py", {"text": "word " * 1_000_000})  # Streamlit drops a query over 524,288 chars
-    assert at.session_state["text"] == ui.DEFAULT_TEXT and at.get("plotly_chart")
+    assert at.session_state["text"] == ui.DEFAULT_TEXT and charts(at)

@@ -8,7 +8,8 @@ make from the bundled model's trace and small arrays. A builder nobody calls her
 so does a figure that skips the style rule (plots.common.on_paper / finish): a figure Plotly leaves alone has no
 paper or plot colour of its own and takes the theme's. A figure drawing text or lines in a dark colour the dark look
 does not map would vanish on the dark card: that fails too. A source scan checks that no page or ui module calls
-st.plotly_chart but ui.chart, which hands the figure over untouched (theme=None) with the shared modebar config.
+st.plotly_chart, and that charts are drawn by ui.chart alone, which hands the figure over untouched (our own chart
+component, no theme applied) with the shared modebar config.
 """
 
 from __future__ import annotations
@@ -253,19 +254,18 @@ def test_every_figure_is_what_plotly_validation_makes_of_it(drawn, bundled, tiny
         pio.templates.default = before
 
 
-def _plotly_chart_calls():
+def _calls(name: str):
     for path in [ROOT / "app.py", *ROOT.glob("app_pages/*.py"), *ROOT.glob("attnviz/ui/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "plotly_chart":
-                yield f"{path.relative_to(ROOT)}:{node.lineno}", {k.arg: k.value for k in node.keywords}
+            if isinstance(node, ast.Call) and name in (getattr(node.func, "attr", ""), getattr(node.func, "id", "")):
+                yield f"{path.relative_to(ROOT)}:{node.lineno}", node
 
 
 def test_every_chart_is_drawn_through_the_one_path_as_built_with_the_shared_config():
-    calls = list(_plotly_chart_calls())
+    assert list(_calls("plotly_chart")) == []  # attnviz's own chart component (ui.plotly_view), never st.plotly_chart
+    calls = list(_calls("plotly_view"))
     assert [where.split(":")[0] for where, _ in calls] == ["attnviz/ui/charts.py"], calls  # ui.chart, nothing else
-    kw = calls[0][1]
-    assert isinstance(kw.get("theme"), ast.Constant) and kw["theme"].value is None, "theme=None missing"
-    config = kw.get("config")
+    config = calls[0][1].args[1]
     assert isinstance(config, ast.Call) and getattr(config.func, "id", "") == "chart_config", "config not shared"
     pages = sum("ui.chart(" in p.read_text() for p in ROOT.glob("app_pages/*.py"))
     assert pages >= 10  # the pages do draw through it

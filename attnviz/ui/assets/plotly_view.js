@@ -1,0 +1,79 @@
+// attnviz's chart: one Plotly.react per change on an element that stays mounted (attnviz/ui/plotly_view.py).
+// `data` is the UTF-8 of {"figure": {data, layout}, "config": {...}, "script": "<plotly.min.js from the app's root URL>"}.
+
+// A path relative to the app's root URL (where Streamlit's own index script is served from, two folders down).
+function fromRoot(path) {
+  const index = document.querySelector('script[src*="/static/js/index."]');
+  return new URL(path, index ? new URL("../../", index.src) : document.baseURI).href;
+}
+
+// Plotly's script, once per tab: a classic script (it sets window.Plotly), shared with app.py's early load.
+function loadPlotly(path) {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!window.attnvizPlotly) {
+    window.attnvizPlotly = new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = fromRoot(path);
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => {
+        window.attnvizPlotly = undefined; // the next chart tries again
+        reject(new Error("Plotly's script did not load"));
+      };
+      document.head.appendChild(script);
+    });
+  }
+  return window.attnvizPlotly;
+}
+
+// A click, in st.plotly_chart's selection form, so that attnviz.ui.clicks reads both alike.
+function pointsOf(event) {
+  return (event.points || []).map((p) => ({
+    curve_number: p.curveNumber,
+    point_number: p.pointNumber,
+    point_index: p.pointIndex,
+    x: p.x,
+    y: p.y,
+    customdata: p.customdata,
+  }));
+}
+
+function chartElement(parent) {
+  let div = parent.querySelector(":scope > div.attnviz-chart");
+  if (!div) {
+    div = document.createElement("div");
+    div.className = "attnviz-chart";
+    parent.appendChild(div);
+    // the sidebar opening or closing changes the width with no window resize
+    div.attnvizResize = new ResizeObserver(() => window.Plotly && div._fullLayout && window.Plotly.Plots.resize(div));
+    div.attnvizResize.observe(parent);
+  }
+  return div;
+}
+
+export default function ({ parentElement, data, setTriggerValue }) {
+  const text = new TextDecoder().decode(data);
+  const div = chartElement(parentElement);
+  div.attnvizSend = setTriggerValue; // the latest run's sender
+  if (div.attnvizText !== text) {
+    div.attnvizText = text;
+    const { figure, config, script } = JSON.parse(text);
+    loadPlotly(script)
+      .then((Plotly) => Plotly.react(div, figure.data, figure.layout, { responsive: true, ...config }))
+      .then(() => {
+        if (!div.attnvizClicks) {
+          div.attnvizClicks = true;
+          div.on("plotly_click", (event) => div.attnvizSend("selection", { points: pointsOf(event) }));
+        }
+      })
+      .catch((error) => {
+        div.attnvizText = undefined;
+        div.textContent = `This chart could not be drawn: ${error.message}. Reload the page to try again.`;
+      });
+  }
+  return () => {
+    // unmounted (or replaced before this call's module was ready): the next call starts from a new element
+    div.attnvizResize.disconnect();
+    if (window.Plotly) window.Plotly.purge(div);
+    div.remove();
+  };
+}
