@@ -1,12 +1,27 @@
 """attnviz: the frame around every page (shared sidebar, URL state) and the navigation."""
 
 import sys
+from pathlib import Path
 
 import streamlit as st
 
 st.set_page_config(page_title="attnviz: see transformer attention", page_icon="🔍", layout="wide")
 # A cold start imports torch and transformers for seconds before anything could be drawn: say so first (only then).
 starting = st.empty()
+# Until a model has loaded (transformers is imported with the first), the tab starts Plotly's script now, while
+# the server imports: otherwise the first chart would ask for it. Every chart waits on the same promise
+# (attnviz/ui/assets/load_plotly.js), so it runs once. The files come through a route of Streamlit's own: importing
+# attnviz.ui (which serves them to the charts) would wait for those imports.
+if "transformers" not in sys.modules:
+    from streamlit.components.v1 import declare_component
+
+    assets = Path(__file__).parent / "attnviz" / "ui" / "assets"
+    files = declare_component("plotly_js", path=assets)
+    loader = (assets / "load_plotly.js").read_text()
+    st.html(
+        f"<script>(() => {{\n{loader}\nloadPlotly('component/{files.name}/plotly-attnviz.min.js').catch(() => {{}});\n}})();</script>",
+        unsafe_allow_javascript=True,
+    )
 if "attnviz.ui" not in sys.modules:
     starting.info("Starting attnviz: loading torch, transformers and the model…", icon=":material/hourglass_top:")
 

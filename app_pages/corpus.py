@@ -54,14 +54,14 @@ heads = {f"{y}-{h}": f"layer {y}, head {h}" for y in range(prof.n_layer) for h i
 
 def _pick(name: str) -> None:
     """A click on a chart of heads: its head becomes the chosen one."""
-    tile = ui.selected_head(ui.take_click(name), prof.n_layer, prof.n_head)
+    tile = ui.selected_head(st.session_state.get(name), prof.n_layer, prof.n_head)
     if tile is not None:
         st.session_state["cp_head"] = f"{tile[0]}-{tile[1]}"
 
 
 def _head_chart(fig, name: str, *parts: str) -> None:
     """A chart of heads whose clicked point picks the head (the finder and the map)."""
-    ui.chart(fig, "corpus", *parts, key=ui.chart_key(name), on_select=lambda: _pick(name))
+    ui.chart(fig, "corpus", *parts, key=name, on_select=lambda: _pick(name))
 
 
 st.subheader("Find heads", divider="gray")

@@ -64,7 +64,7 @@ for note in [geo.note, *GE.layer_notes(tr, layer)]:
 
 def _pick():
     """A click on the query-key space: its point's token becomes the picked one."""
-    st.session_state["qk_picked"] = ui.selected_point(ui.take_click("qk-space"), tr.n_tokens, tr.n_keys)
+    st.session_state["qk_picked"] = ui.selected_point(st.session_state.get("qk-space"), tr.n_tokens, tr.n_keys)
 
 
 ui.chart(
@@ -73,7 +73,7 @@ ui.chart(
     f"head{head}",
     "query-key",
     method,
-    key=ui.chart_key("qk-space"),
+    key="qk-space",
     on_select=_pick,
 )
 picked = ui.point_in(st.session_state.get("qk_picked"), tr.n_tokens, tr.n_keys)  # the trace may have changed

@@ -61,7 +61,7 @@ with grid:
 
 def _pick_key():
     """A click on the one-head view: its column's key becomes the key of "Who reads this token"."""
-    key = ui.selected_key(ui.take_click("head-detail"), tr.n_keys)
+    key = ui.selected_key(st.session_state.get("head-detail"), tr.n_keys)
     if key is not None:
         st.session_state["hd_key"] = key
         st.session_state["key_picked"] = True
@@ -73,7 +73,7 @@ with right:
         f"layer{layer}",
         f"head{head}",
         stage,
-        key=ui.chart_key("head-detail"),  # a new key after each click: the same cell clicked again picks it again
+        key="head-detail",
         on_select=_pick_key,
     )
     ui.boundary_caption(boundary)

@@ -21,6 +21,8 @@ def test_pip_install_then_trace_from_another_folder(fresh_venv, tmp_path):
     assert shape == "(6, 12, 3, 3)"  # [CLS] hi [SEP] through the bundled model's 6 layers x 12 heads
     for sub in ("hf", "analysis", "plots", "ui"):
         assert (fresh_venv.build / "attnviz" / sub / "__init__.py").exists()
+    for script in ("load_plotly.js", "plotly_view.js", "plotly-attnviz.min.js"):  # the dashboard's charts
+        assert (fresh_venv.build / "attnviz" / "ui" / "assets" / script).exists(), script
 
 
 def test_declared_dependencies_match_requirements_txt():

@@ -11,13 +11,11 @@ take (layer=99, a head of -1, garbage), so bad links fall back to defaults inste
 from .before_softmax import scale_note
 from .charts import chart, chart_config, screen_look
 from .clicks import (
-    chart_key,
     point_in,
     selected_head,
     selected_key,
     selected_point,
     selected_tile,
-    take_click,
     toggle_head,
 )
 from .data import get_model, get_trace, induction_text, loading_notice, saved_trace, setup, trace_of_text, warm_up
@@ -132,10 +130,8 @@ __all__ = [
     "leave_out_first",
     "sink_map",
     "without_sinks",
-    "chart_key",
     "selected_head",
     "selected_key",
-    "take_click",
     "toggle_head",
     "open_key",
     "point_in",

@@ -9,7 +9,7 @@ from ..errors import AttnvizError
 from ..hf.ablate import ablate, check_model
 from ..plots.ablation import head_picker
 from .charts import chart
-from .clicks import chart_key, selected_head, take_click, toggle_head
+from .clicks import selected_head, toggle_head
 from .data import get_model
 from .literal import show_error
 from .state import TEXT_LIMITS, Selection, max_tokens, text_inputs, url_choice
@@ -64,7 +64,7 @@ def click_heads(src: Selection, heads, key: str = "abl_heads") -> None:
     n_layer, n_head = src.model.n_layer, src.model.n_head
 
     def toggle():
-        tile = selected_head(take_click("abl-grid"), n_layer, n_head)
+        tile = selected_head(st.session_state.get("abl-grid"), n_layer, n_head)
         if tile is not None:
             picked = [p for p in st.session_state.get(key) or [] if isinstance(p, str)]
             st.session_state[key], st.session_state["_abl_full"] = toggle_head(
@@ -76,7 +76,7 @@ def click_heads(src: Selection, heads, key: str = "abl_heads") -> None:
         head_picker(n_layer, n_head, heads),
         "ablation",
         "heads",
-        key=chart_key("abl-grid"),
+        key="abl-grid",
         on_select=toggle,
     )
     if st.session_state.pop("_abl_full", False):

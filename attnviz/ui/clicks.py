@@ -1,14 +1,12 @@
-"""Clicks on charts: which key or head a Streamlit selection event names, and charts that take every click.
+"""Clicks on charts: which key, head or point a click event names.
 
-A click on a chart's marker arrives as a selection event (see plots.clickable). Plotly keeps the clicked marker
-selected, and a second click on a selected marker unselects it, so the same cell clicked twice would give one event,
-then an empty one. A clickable chart's key therefore changes after every click it answers (`chart_key`,
-`take_click`): the chart comes back with nothing selected, and every click is a fresh selection of what was clicked.
+A click on a chart's point (see plots.clickable) reaches the chart's on_select callback as
+st.session_state[its key] = {"selection": {"points": [...]}}, st.plotly_chart's selection form (ui.plotly_view); every
+click is an event of its own, the same point clicked twice included. Whatever the browser sent is checked here: a
+crafted event gives None, never an error.
 """
 
 from __future__ import annotations
-
-import streamlit as st
 
 
 def clicked_points(event) -> list:
@@ -68,19 +66,6 @@ def toggle_head(picked: list[str], head_id: str, most: int) -> tuple[list[str], 
     if len(picked) >= most:
         return list(picked), True
     return [*picked, head_id], False
-
-
-def chart_key(name: str) -> str:
-    """The current key of a clickable chart (it changes after each click the chart answers)."""
-    return f"{name}-{st.session_state.get(f'_clicks:{name}', 0)}"
-
-
-def take_click(name: str):
-    """The selection event of the chart `chart_key(name)`, for its on_select callback; the next run draws the chart
-    under a new key, with nothing selected, so a second click on the same marker is a selection again."""
-    event = st.session_state.get(chart_key(name))
-    st.session_state[f"_clicks:{name}"] = st.session_state.get(f"_clicks:{name}", 0) + 1
-    return event
 
 
 def point_in(point, n_queries: int, n_keys: int) -> tuple[bool, int] | None:

@@ -5,8 +5,9 @@ chart (Plotly draws it from scratch), and an effect after every mount copies the
 draws it a second time (docs/benchmarks.md). Here each chart slot is one component under a stable key, so it stays
 mounted across runs, and a new figure is handed to Plotly.react on the same element: one draw per change.
 
-Plotly's script is the plotly package's own plotly.min.js, the version the figures are written for, served by
-Streamlit as a file of a v1 component's folder and run once per tab (assets/plotly_view.js). A click on a point comes
+Plotly's script is our own bundle of plotly.js (assets/plotly-attnviz.min.js: the version plotly.py writes figures
+for, with the traces in TRACES alone; scripts/plotly_bundle builds it), served by Streamlit as a file of a v1
+component's folder (this package's assets) and run once per tab (assets/load_plotly.js). A click on a point comes
 back in st.plotly_chart's selection form ({"selection": {"points": [...]}}), which attnviz.ui.clicks reads.
 """
 
@@ -16,7 +17,6 @@ import json
 import re
 from pathlib import Path
 
-import plotly
 import plotly.io as pio
 import streamlit.components.v1 as components_v1
 import streamlit.components.v2 as components_v2
@@ -24,11 +24,12 @@ from streamlit.errors import StreamlitDuplicateElementKey
 from streamlit.runtime import Runtime
 
 NAME = "attnviz_chart"  # the component's name
-SCRIPT = "plotly.min.js"
-# plotly's package_data: plotly.min.js (and the package's templates and sample data, public like it)
-_FILES = components_v1.declare_component("plotly_js", path=Path(plotly.__file__).parent / "package_data")
+ASSETS = Path(__file__).parent / "assets"  # its scripts, served as they are
+SCRIPT = "plotly-attnviz.min.js"
+TRACES = frozenset({"scatter", "bar", "heatmap", "scattergl"})  # the trace types the bundle draws
+_FILES = components_v1.declare_component("assets", path=ASSETS)
 _VIEW = components_v2.component(
-    NAME, js=(Path(__file__).parent / "assets" / "plotly_view.js").read_text(), isolate_styles=False
+    NAME, js="\n".join((ASSETS / f).read_text() for f in ("load_plotly.js", "plotly_view.js")), isolate_styles=False
 )
 
 
@@ -57,11 +58,3 @@ def plotly_view(fig, config: dict, key: str, on_select=None):
         except StreamlitDuplicateElementKey:
             continue
     raise RuntimeError(f"more than 100 charts under the key {key!r} in one run")
-
-
-def preload_html() -> str:
-    """A script that starts loading Plotly's script before any chart asks for it (a cold start: app.py), under the
-    promise every chart then waits on."""
-    js = (Path(__file__).parent / "assets" / "plotly_view.js").read_text()
-    start, end = js.index("// A path relative"), js.index("// A click, in")
-    return f"<script>(() => {{\n{js[start:end]}\nloadPlotly({json.dumps(script_path())}).catch(() => {{}});\n}})();</script>"

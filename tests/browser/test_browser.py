@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browserkit import ARRIVED_JS, Tab, wait_drawn
+from browserkit import ARRIVED_JS, Tab, chart_js, wait_drawn
 
 PAGES = {"heads": "", "scaling": "scaling", "masks": "masks", "module": "module?source=module"}
 
@@ -28,6 +28,21 @@ def test_hovering_a_heatmap_cell_shows_the_token_pair(tab):
     text = tab.hover(chart, 3.5 / 8, 2.5 / 8)
     tab.shot("hover")
     assert "cat" in text and "sat" in text, text
+
+
+def test_a_new_layer_is_drawn_in_place_by_one_plotly_react(tab):
+    # Streamlit's st.plotly_chart mounted a new chart for every changed figure and drew it twice; our component
+    # (ui.plotly_view) keeps the element and hands the new figure to Plotly once
+    tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=2)
+    grid = chart_js("head_grid")
+    tab.page.evaluate(
+        f"() => {{ const gd = {grid}; gd.kept = true; gd.draws = 0; gd.on('plotly_afterplot', () => gd.draws++); }}"
+    )
+    tab.page.locator("[data-testid='stSidebar']").get_by_role("slider").first.press("ArrowRight")
+    tab.idle(charts=2, until=lambda: tab.page.evaluate(f"() => {grid}?.layout.meta.layer === 1"))
+    tab.page.wait_for_timeout(500)  # any later run or draw would have come by now
+    assert tab.page.evaluate(f"() => [{grid}.kept, {grid}.draws]") == [True, 1]
+    assert tab.real_console_errors() == []
 
 
 def test_url_with_query_parameters_opens_the_same_view(tab):

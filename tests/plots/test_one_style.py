@@ -31,9 +31,11 @@ import pytest
 import attnviz
 from attnviz import figures, plots, ui
 from attnviz.analysis import scores as S
+from attnviz.analysis.geometry import Geometry
 from attnviz.analysis.softcap import Softcap
 from attnviz.plots import common, margins
 from attnviz.plots.panels import panel_axes, panel_layout
+from attnviz.ui.plotly_view import SCRIPT, TRACES
 
 ROOT = Path(__file__).resolve().parents[2]
 WHITE = {"#ffffff", "#fff", "white", "rgb(255,255,255)"}
@@ -143,6 +145,17 @@ def test_every_figure_builder_is_drawn_here(drawn):
     missing = sorted(set(BUILDERS) - set(drawn))
     assert len(BUILDERS) >= 20, sorted(BUILDERS)  # the inspection finds the builders at all
     assert not missing, f"figure builders not drawn by this test (add a call to `drawn`): {missing}"
+
+
+def test_every_trace_type_drawn_is_in_the_dashboards_plotly_bundle(drawn):
+    # the dashboard's plotly.js bundle has these traces alone (scripts/plotly_bundle): another type would draw nothing
+    types = {t.type for figs in drawn.values() for fig in figs for t in fig.data}
+    assert {"heatmap", "bar", "scatter"} <= types <= TRACES, types - TRACES
+    n = plots.geometry.GL_ABOVE // 2 + 1  # queries and as many keys: the query-key space's WebGL points
+    xy, is_key, position = np.zeros((2 * n, 2)), np.repeat([False, True], n), np.tile(np.arange(n), 2)
+    geo = Geometry(xy, is_key, position, n, n, before=0, after=0, a=1, method="pca", explained=(0.5, 0.5), note="")
+    assert {t.type for t in plots.geometry.query_key_space(geo, ["tok"] * n).data} == {"scattergl"} <= TRACES
+    assert f"/{SCRIPT}'" in (ROOT / "app.py").read_text()  # the cold start's early load asks for the same file
 
 
 def test_every_figure_is_a_white_card_with_dark_ink(drawn):

@@ -1,29 +1,6 @@
 // attnviz's chart: one Plotly.react per change on an element that stays mounted (attnviz/ui/plotly_view.py).
+// loadPlotly comes from load_plotly.js, prepended to this file.
 // `data` is the UTF-8 of {"figure": {data, layout}, "config": {...}, "script": "<plotly.min.js from the app's root URL>"}.
-
-// A path relative to the app's root URL (where Streamlit's own index script is served from, two folders down).
-function fromRoot(path) {
-  const index = document.querySelector('script[src*="/static/js/index."]');
-  return new URL(path, index ? new URL("../../", index.src) : document.baseURI).href;
-}
-
-// Plotly's script, once per tab: a classic script (it sets window.Plotly), shared with app.py's early load.
-function loadPlotly(path) {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!window.attnvizPlotly) {
-    window.attnvizPlotly = new Promise((resolve, reject) => {
-      const script = document.createElement("script");
-      script.src = fromRoot(path);
-      script.onload = () => resolve(window.Plotly);
-      script.onerror = () => {
-        window.attnvizPlotly = undefined; // the next chart tries again
-        reject(new Error("Plotly's script did not load"));
-      };
-      document.head.appendChild(script);
-    });
-  }
-  return window.attnvizPlotly;
-}
 
 // A click, in st.plotly_chart's selection form, so that attnviz.ui.clicks reads both alike.
 function pointsOf(event) {
