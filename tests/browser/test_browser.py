@@ -30,10 +30,27 @@ def test_hovering_a_heatmap_cell_shows_the_token_pair(tab):
     assert "cat" in text and "sat" in text, text
 
 
+# Counts the calls of Plotly.react and Plotly.Plots.resize from the moment the tab's Plotly is set.
+COUNT_DRAWS_JS = """(() => {
+  const calls = window.plotlyCalls = {react: 0, resize: 0};
+  let plotly;
+  Object.defineProperty(window, 'Plotly', {configurable: true, get: () => plotly, set: (p) => {
+    plotly = p;
+    const react = p.react, resize = p.Plots.resize;
+    p.react = (...a) => { calls.react++; return react(...a); };
+    p.Plots.resize = (...a) => { calls.resize++; return resize(...a); };
+  }});
+})()"""
+
+
 def test_a_new_layer_is_drawn_in_place_by_one_plotly_react(tab):
     # Streamlit's st.plotly_chart mounted a new chart for every changed figure and drew it twice; our component
     # (ui.plotly_view) keeps the element and hands the new figure to Plotly once
-    tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=2)
+    tab.page.add_init_script(COUNT_DRAWS_JS)
+    tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=4)
+    tab.page.wait_for_timeout(500)
+    # a first visit: each chart drawn by one Plotly.react, no resize redraw after it
+    assert tab.page.evaluate("() => [window.plotlyCalls.react, window.plotlyCalls.resize]") == [4, 0]
     grid = chart_js("head_grid")
     tab.page.evaluate(
         f"() => {{ const gd = {grid}; gd.kept = true; gd.draws = 0; gd.on('plotly_afterplot', () => gd.draws++); }}"

@@ -1,6 +1,6 @@
 // attnviz's chart: one Plotly.react per change on an element that stays mounted (attnviz/ui/plotly_view.py).
 // loadPlotly comes from load_plotly.js, prepended to this file.
-// `data` is the UTF-8 of {"figure": {data, layout}, "config": {...}, "script": "<plotly.min.js from the app's root URL>"}.
+// `data` is the UTF-8 of {"figure": {data, layout}, "config": {...}, "script": "<Plotly's script, from the app's root URL>"}.
 
 // A click, in st.plotly_chart's selection form, so that attnviz.ui.clicks reads both alike.
 function pointsOf(event) {
@@ -20,8 +20,13 @@ function chartElement(parent) {
     div = document.createElement("div");
     div.className = "attnviz-chart";
     parent.appendChild(div);
-    // the sidebar opening or closing changes the width with no window resize
-    div.attnvizResize = new ResizeObserver(() => window.Plotly && div._fullLayout && window.Plotly.Plots.resize(div));
+    // the sidebar opening or closing changes the width with no window resize (a height change is the chart's own)
+    let width = parent.clientWidth;
+    div.attnvizResize = new ResizeObserver(() => {
+      if (parent.clientWidth === width) return;
+      width = parent.clientWidth;
+      if (window.Plotly && div._fullLayout) window.Plotly.Plots.resize(div);
+    });
     div.attnvizResize.observe(parent);
   }
   return div;
