@@ -8,14 +8,18 @@ import streamlit as st
 st.set_page_config(page_title="attnviz: see transformer attention", page_icon="🔍", layout="wide")
 # A cold start imports torch and transformers for seconds before anything could be drawn: say so first (only then).
 starting = st.empty()
-# Until a model has loaded (transformers is imported with the first), the tab starts Plotly's script now, while
-# the server imports: otherwise the first chart would ask for it. Every chart waits on the same promise
-# (attnviz/ui/assets/load_plotly.js), so it runs once. The files come through a route of Streamlit's own: importing
-# attnviz.ui (which serves them to the charts) would wait for those imports.
-if "transformers" not in sys.modules:
+# A session's first run (and every run until a model has loaded: a cold start) starts Plotly's script in the tab now:
+# otherwise the first chart would ask for it, after Streamlit's frontend has fetched the code of every element drawn
+# above it (on a link to a running server, 0.4 s later; while the server imports, seconds later). Every chart waits on
+# the same promise (attnviz/ui/assets/load_plotly.js), so it runs once. The files come through a route of Streamlit's
+# own: importing attnviz.ui (which serves them to the charts) would wait for those imports.
+if "transformers" not in sys.modules or "_plotly_asked" not in st.session_state:
+    st.session_state["_plotly_asked"] = True
+    from importlib.util import find_spec
+
     from streamlit.components.v1 import declare_component
 
-    assets = Path(__file__).parent / "attnviz" / "ui" / "assets"
+    assets = Path(find_spec("attnviz").submodule_search_locations[0]) / "ui" / "assets"  # found, not imported
     files = declare_component("plotly_js", path=assets)
     loader = (assets / "load_plotly.js").read_text()
     st.html(
