@@ -1,31 +1,12 @@
 """attnviz: the frame around every page (shared sidebar, URL state) and the navigation."""
 
 import sys
-from pathlib import Path
 
 import streamlit as st
 
 st.set_page_config(page_title="attnviz: see transformer attention", page_icon="🔍", layout="wide")
 # A cold start imports torch and transformers for seconds before anything could be drawn: say so first (only then).
 starting = st.empty()
-# A session's first run (and every run until a model has loaded: a cold start) starts Plotly's script in the tab now:
-# otherwise the first chart would ask for it, after Streamlit's frontend has fetched the code of every element drawn
-# above it (on a link to a running server, 0.4 s later; while the server imports, seconds later). Every chart waits on
-# the same promise (attnviz/ui/assets/load_plotly.js), so it runs once. The files come through a route of Streamlit's
-# own: importing attnviz.ui (which serves them to the charts) would wait for those imports.
-if "transformers" not in sys.modules or "_plotly_asked" not in st.session_state:
-    st.session_state["_plotly_asked"] = True
-    from importlib.util import find_spec
-
-    from streamlit.components.v1 import declare_component
-
-    assets = Path(find_spec("attnviz").submodule_search_locations[0]) / "ui" / "assets"  # found, not imported
-    files = declare_component("plotly_js", path=assets)
-    loader = (assets / "load_plotly.js").read_text()
-    st.html(
-        f"<script>(() => {{\n{loader}\nloadPlotly('component/{files.name}/plotly-attnviz.min.js').catch(() => {{}});\n}})();</script>",
-        unsafe_allow_javascript=True,
-    )
 if "attnviz.ui" not in sys.modules:
     starting.info("Starting attnviz: loading torch, transformers and the model…", icon=":material/hourglass_top:")
 
@@ -34,6 +15,11 @@ from attnviz import ui  # noqa: E402 - after the notice above, on purpose
 starting.empty()
 ui.setup()
 st.html(ui.screen_look())  # charts follow a dark theme on screen; their files stay print-ready
+# The tab starts Plotly's script now if it has not already: otherwise a session's first chart would ask for it only
+# after Streamlit's frontend had fetched the code of every element above it (a link to a running server: 0.4 s later;
+# a cold start: this comes before the model loads). The same element in every run (and hidden), so nothing below it
+# moves: Streamlit would mount every chart again.
+st.html(ui.plotly_preload(), unsafe_allow_javascript=True)
 
 # Embedded, Streamlit hides its running indicator with the rest of its chrome, so a reader saw blank space while a
 # page computed: the main area says "Computing…" in a corner while the script runs (the app marks its state on its

@@ -25,6 +25,7 @@ from .heavy import LIGHT_TOKENS, heavy
 from .kv_groups import grid_groups
 from .literal import literal, record_table, show_error
 from .pair_ui import boundary_caption, find_pair_boundary, first_sentence_length, pair_boundary
+from .plotly_view import plotly_preload
 from .provenance import provenance, stop
 from .readers import who_reads
 from .sidebar import current, module_preview, module_settings, score_sources, sidebar
@@ -81,6 +82,7 @@ __all__ = [
     "chart",
     "chart_config",
     "screen_look",
+    "plotly_preload",
     "colour_range",
     "columns",
     "copy_link",

@@ -19,7 +19,7 @@ import streamlit as st
 
 from ..export import short_model_name
 from ..plots import common
-from .plotly_view import plotly_view, slot
+from .plotly_view import PRELOAD_STYLE, plotly_view, slot
 
 _CHART = "[data-testid='stApp'] .js-plotly-plot"
 
@@ -51,7 +51,7 @@ def screen_look() -> str:
         f"{_CHART} .modebar-btn.active path, {_CHART} .modebar-btn:hover path "
         "{fill: light-dark(rgba(68, 68, 68, 0.9), rgba(230, 231, 235, 0.95))}",
     ]
-    return "<style>\n" + "\n".join(rules) + "\n</style>"
+    return "<style>\n" + "\n".join([*rules, PRELOAD_STYLE]) + "\n</style>"
 
 
 def chart(fig, *name_parts, key: str | None = None, on_select=None):

@@ -58,3 +58,17 @@ def plotly_view(fig, config: dict, key: str, on_select=None):
         except StreamlitDuplicateElementKey:
             continue
     raise RuntimeError(f"more than 100 charts under the key {key!r} in one run")
+
+
+def plotly_preload() -> str:
+    """A script that starts loading Plotly's script before any chart asks for it, under the promise every chart then
+    waits on (assets/load_plotly.js); a tab that has it already does nothing. Its element takes no room on the page
+    (PRELOAD_STYLE hides it)."""
+    path = json.dumps(script_path())
+    loader = (ASSETS / "load_plotly.js").read_text()
+    return f"<span id='{PRELOAD_ID}'></span><script>(() => {{\n{loader}\nloadPlotly({path}).catch(() => {{}});\n}})();</script>"
+
+
+PRELOAD_ID = "attnviz-plotly-preload"
+# The preload's element container, hidden: it would add a gap above whatever follows it.
+PRELOAD_STYLE = f"[data-testid='stElementContainer']:has(#{PRELOAD_ID}) {{display: none}}"

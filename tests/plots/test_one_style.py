@@ -35,7 +35,7 @@ from attnviz.analysis.geometry import Geometry
 from attnviz.analysis.softcap import Softcap
 from attnviz.plots import common, margins
 from attnviz.plots.panels import panel_axes, panel_layout
-from attnviz.ui.plotly_view import SCRIPT, TRACES
+from attnviz.ui.plotly_view import TRACES
 
 ROOT = Path(__file__).resolve().parents[2]
 WHITE = {"#ffffff", "#fff", "white", "rgb(255,255,255)"}
@@ -155,7 +155,6 @@ def test_every_trace_type_drawn_is_in_the_dashboards_plotly_bundle(drawn):
     xy, is_key, position = np.zeros((2 * n, 2)), np.repeat([False, True], n), np.tile(np.arange(n), 2)
     geo = Geometry(xy, is_key, position, n, n, before=0, after=0, a=1, method="pca", explained=(0.5, 0.5), note="")
     assert {t.type for t in plots.geometry.query_key_space(geo, ["tok"] * n).data} == {"scattergl"} <= TRACES
-    assert f"/{SCRIPT}'" in (ROOT / "app.py").read_text()  # the cold start's early load asks for the same file
 
 
 def test_every_figure_is_a_white_card_with_dark_ink(drawn):
