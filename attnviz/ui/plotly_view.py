@@ -7,8 +7,9 @@ mounted across runs, and a new figure is handed to Plotly.react on the same elem
 
 Plotly's script is our own bundle of plotly.js (assets/plotly-attnviz.min.js: the version plotly.py writes figures
 for, with the traces in TRACES alone; scripts/plotly_bundle builds it), served by Streamlit as a file of a v1
-component's folder (this package's assets) and run once per tab (assets/load_plotly.js). A click on a point comes
-back in st.plotly_chart's selection form ({"selection": {"points": [...]}}), which attnviz.ui.clicks reads.
+component's folder (this package's assets) and run once per tab (assets/load_plotly.js), asked for at the top of every
+run (plotly_preload, app.py) rather than by the first chart. A click on a point comes back in st.plotly_chart's
+selection form ({"selection": {"points": [...]}}), which attnviz.ui.clicks reads.
 """
 
 from __future__ import annotations
@@ -23,14 +24,18 @@ import streamlit.components.v2 as components_v2
 from streamlit.errors import StreamlitDuplicateElementKey
 from streamlit.runtime import Runtime
 
+from ..errors import AttnvizError
+
 NAME = "attnviz_chart"  # the component's name
 ASSETS = Path(__file__).parent / "assets"  # its scripts, served as they are
 SCRIPT = "plotly-attnviz.min.js"
 TRACES = frozenset({"scatter", "bar", "heatmap", "scattergl"})  # the trace types the bundle draws
+LOADER = (ASSETS / "load_plotly.js").read_text()  # loadPlotly(path): the chart's and the preload's
+PRELOAD_ID = "attnviz-plotly-preload"
+# The preload's element container, hidden: it would add a gap above whatever follows it.
+PRELOAD_STYLE = f"[data-testid='stElementContainer']:has(#{PRELOAD_ID}) {{display: none}}"
 _FILES = components_v1.declare_component("assets", path=ASSETS)
-_VIEW = components_v2.component(
-    NAME, js="\n".join((ASSETS / f).read_text() for f in ("load_plotly.js", "plotly_view.js")), isolate_styles=False
-)
+_VIEW = components_v2.component(NAME, js=LOADER + "\n" + (ASSETS / "plotly_view.js").read_text(), isolate_styles=False)
 
 
 def script_path() -> str:
@@ -57,18 +62,12 @@ def plotly_view(fig, config: dict, key: str, on_select=None):
             return _VIEW(key=key if i == 0 else f"{key}~{i}", data=payload.encode(), **callbacks)
         except StreamlitDuplicateElementKey:
             continue
-    raise RuntimeError(f"more than 100 charts under the key {key!r} in one run")
+    raise AttnvizError(f"more than 100 charts under the key {key!r} in one run")
 
 
 def plotly_preload() -> str:
     """A script that starts loading Plotly's script before any chart asks for it, under the promise every chart then
     waits on (assets/load_plotly.js); a tab that has it already does nothing. Its element takes no room on the page
     (PRELOAD_STYLE hides it)."""
-    path = json.dumps(script_path())
-    loader = (ASSETS / "load_plotly.js").read_text()
-    return f"<span id='{PRELOAD_ID}'></span><script>(() => {{\n{loader}\nloadPlotly({path}).catch(() => {{}});\n}})();</script>"
-
-
-PRELOAD_ID = "attnviz-plotly-preload"
-# The preload's element container, hidden: it would add a gap above whatever follows it.
-PRELOAD_STYLE = f"[data-testid='stElementContainer']:has(#{PRELOAD_ID}) {{display: none}}"
+    start = f"loadPlotly({json.dumps(script_path())}).catch(() => {{}});"
+    return f"<span id='{PRELOAD_ID}'></span><script>(() => {{\n{LOADER}\n{start}\n}})();</script>"

@@ -1,5 +1,5 @@
-// Plotly's script, loaded once per tab: by every chart (plotly_view.js, which this file is prepended to) and,
-// on a cold start, early by app.py.
+// Plotly's script, loaded once per tab: by every chart (plotly_view.js, which this file is prepended to) and, at the
+// top of every run, by the preload (plotly_view.plotly_preload).
 
 // A path relative to the app's root URL (where Streamlit's own index script is served from, two folders down).
 function fromRoot(path) {
@@ -7,7 +7,7 @@ function fromRoot(path) {
   return new URL(path, index ? new URL("../../", index.src) : document.baseURI).href;
 }
 
-// Plotly's script, once per tab: a classic script (it sets window.Plotly), shared with app.py's early load.
+// Plotly's script, once per tab: a classic script (it sets window.Plotly), one promise for the preload and every chart.
 function loadPlotly(path) {
   if (window.Plotly) return Promise.resolve(window.Plotly);
   if (!window.attnvizPlotly) {
