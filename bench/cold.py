@@ -68,11 +68,11 @@ TIMELINE = TIMELINE.replace(
     if (now - last > (t.stall || 0) + 50) { t.stall = now - last - 50; t.stall_end = now; } last = now; }, 50);""",
 )
 STEPS = ("html", "app", "run", "ran", "chart", "svg")
-# The marks, with when the tab asked for Plotly's script (the 4.7 MB chunk Streamlit loads with a first chart) and
-# when it had it all
+# The marks, with when the tab asked for Plotly's script (our bundle, attnviz.ui.plotly_view.SCRIPT; Streamlit's own
+# 4.7 MB chunk on a checkout before it) and when it had it all
 PLOTLY_FETCH = """() => {
   const t = Object.assign({}, window.__cold);
-  const js = performance.getEntriesByType('resource').find(e => e.name.includes('PlotlyChart'));
+  const js = performance.getEntriesByType('resource').find(e => /PlotlyChart|plotly-attnviz/.test(e.name));
   if (js) { t.plotly_asked = js.startTime; t.plotly_got = js.responseEnd; }
   return t;
 }"""

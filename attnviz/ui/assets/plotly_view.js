@@ -32,6 +32,16 @@ function chartElement(parent) {
   return div;
 }
 
+// One chart drawn at a time, each in a task of its own, in the order the page asks: the browser paints a chart (and
+// handles what else waits, Streamlit's own updates included) before it draws the next, so the top of a page shows
+// first instead of every chart at once after the last.
+let turns = Promise.resolve();
+function inTurn(draw) {
+  const next = turns.then(() => new Promise((resolve) => setTimeout(resolve, 0))).then(draw);
+  turns = next.catch(() => undefined);
+  return next;
+}
+
 export default function ({ parentElement, data, setTriggerValue }) {
   const text = new TextDecoder().decode(data);
   const div = chartElement(parentElement);
@@ -40,13 +50,17 @@ export default function ({ parentElement, data, setTriggerValue }) {
     div.attnvizText = text;
     const { figure, config, script } = JSON.parse(text);
     loadPlotly(script)
-      .then((Plotly) => Plotly.react(div, figure.data, figure.layout, { responsive: true, ...config }))
-      .then(() => {
-        if (!div.attnvizClicks) {
-          div.attnvizClicks = true;
-          div.on("plotly_click", (event) => div.attnvizSend("selection", { points: pointsOf(event) }));
-        }
-      })
+      .then((Plotly) =>
+        inTurn(async () => {
+          // a newer figure for this chart, or the chart gone, while it waited: nothing to draw
+          if (div.attnvizText !== text || !div.isConnected) return;
+          await Plotly.react(div, figure.data, figure.layout, { responsive: true, ...config });
+          if (!div.attnvizClicks) {
+            div.attnvizClicks = true;
+            div.on("plotly_click", (event) => div.attnvizSend("selection", { points: pointsOf(event) }));
+          }
+        }),
+      )
       .catch((error) => {
         div.attnvizText = undefined;
         div.textContent = `This chart could not be drawn: ${error.message}. Reload the page to try again.`;
