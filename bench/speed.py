@@ -4,8 +4,10 @@ Both trees are served at once by their own scripts/serve.sh (token limit 2,048, 
 model folder opens) and every measurement alternates between them, so that a shared host's load weighs on both alike:
 - cold_s: from the server's start to the Heads page's first heatmap (the bundled model, the default sentence; the
   browser opens the page as soon as the server answers its health check);
-- link_s: a new visitor (a fresh browser context) opening a link to Heads with a new sentence on the running server;
-- sentence_s / layer_s: a new sentence, then a layer change, redrawn in an open tab (bench.browser's clock);
+- link_s: a new visitor (a fresh browser context) opening a link to Heads with a new sentence on the running server
+  (the median of `redraws` visits a tree, alternated);
+- sentence_s / layer_s: a new sentence, then a layer change, redrawn in an open tab (bench.browser's clock; medians
+  of `redraws` rounds);
 - per page, every page at 2,048 tokens of the grouped-query tiny Llama:
   first_s: opened by a link in a fresh context, with the bytes that visit received;
   again_s: a second visit to the same view as a user makes it, in the same tab: another page chosen in the
@@ -92,6 +94,16 @@ DRAWN_AFTER = """([path, charts]) => {
   return CHARTS >= charts;
 }""".replace("CHARTS", CHARTS)
 
+# On `path` with its own title, the run over and the charts of the page before gone: the untimed step between two
+# visits. Export's run can be over before the tab ever shows the running state, so DRAWN_AFTER, which waits for that
+# run's end, timed out there now and then (3 minutes each, on either tree).
+ARRIVED = """([path, title]) => {
+  if (!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']")) return false;
+  if (location.pathname.replace(/\\/+$/, '').split('/').pop() !== path) return false;
+  const h1 = document.querySelector("[data-testid='stMain'] h1");
+  return !!h1 && h1.textContent.includes(title) && !(window.__before || []).some(g => document.contains(g));
+}"""
+
 
 async def visit(browser, url: str, charts: int, keep: bool = False):
     """Seconds from opening `url` in a fresh context to its charts drawn, and the bytes its WebSocket received
@@ -128,7 +140,15 @@ async def switch(page, path: str, charts: int, timeout_ms: int = 180_000) -> flo
     return time.perf_counter() - t0
 
 
-async def run(baseline: str | None = None, pages=tuple(PAGES), rounds: int = 1, n_words: int = N, redraws: int = 3):
+async def arrive(page, path: str) -> None:
+    """A click on `path` in the navigation, untimed: back once that page is on show (ARRIVED)."""
+    await page.evaluate(BEFORE)
+    await page.locator("[data-testid='stSidebarNav'] a").filter(has=page.get_by_text(TITLES[path], exact=True)).click()
+    await page.wait_for_function(ARRIVED, arg=[path, TITLES[path]], polling=50, timeout=180_000)
+    await page.wait_for_timeout(300)  # a later run of the same page (the address written back) is over too
+
+
+async def run(baseline: str | None = None, pages=tuple(PAGES), rounds: int = 1, n_words: int = N, redraws: int = 5):
     """{tree: {row: seconds}} for this checkout ("branch") and BENCH_BASELINE or `baseline` ("baseline")."""
     baseline = baseline or os.environ.get("BENCH_BASELINE")
     trees = {"branch": ROOT} | ({"baseline": Path(baseline).resolve()} if baseline else {})
@@ -144,10 +164,7 @@ async def run(baseline: str | None = None, pages=tuple(PAGES), rounds: int = 1, 
                 out[name]["cold_s"] = time.perf_counter() - proc.started
                 out[name]["cold_after_healthy_s"] = seconds
                 say(name, "cold_s", out[name]["cold_s"])
-            for i, name in enumerate(trees):
-                text, _ = marker(100 + i)
-                out[name]["link_s"], _ = await visit(browser, f"{bases[name]}/?{urlencode({'text': text})}", 2)
-                say(name, "link_s", out[name]["link_s"])
+            await links(browser, bases, out, redraws)
             await redraw(browser, bases, out, redraws)
             for r in range(rounds):
                 for path in pages:
@@ -155,6 +172,20 @@ async def run(baseline: str | None = None, pages=tuple(PAGES), rounds: int = 1, 
                         row = await page_row(browser, bases[name], path, folder, r, n_words, out[name]["pages"])
                         say(name, path or "heads", *(row[k][-1] for k in ROWS), row["bytes"])
     return out | {"load_end": load()}
+
+
+async def links(browser, bases: dict, out: dict, rounds: int) -> None:
+    """Median seconds of a link to Heads with a new sentence, each visit in a fresh context, alternating trees every
+    round (one visit a tree read anywhere from 2.3 to 2.9 s on one host)."""
+    times = {name: [] for name in bases}
+    for r in range(rounds):
+        for i, name in enumerate(bases if r % 2 == 0 else list(bases)[::-1]):
+            text, _ = marker(100 + 2 * r + i)
+            seconds, _ = await visit(browser, f"{bases[name]}/?{urlencode({'text': text})}", 2)
+            times[name].append(seconds)
+    for name, values in times.items():
+        out[name]["link_s"] = sorted(values)[len(values) // 2]
+        say(name, "link_s", out[name]["link_s"], "of", *values)
 
 
 async def redraw(browser, bases: dict, out: dict, rounds: int) -> None:
@@ -187,7 +218,7 @@ async def page_row(browser, base: str, path: str, folder: str, round_: int, n_wo
     url = link(long_text(round_, n))
     first, nbytes, page = await visit(browser, url, PAGES[path], keep=True)
     away = AWAY.get(path, "export")
-    await switch(page, away, PAGES[away])
+    await arrive(page, away)
     again = await switch(page, path, PAGES[path])
     await page.context.close()
     link_again, _ = await visit(browser, url, PAGES[path])
