@@ -62,6 +62,42 @@ def test_a_new_layer_is_drawn_in_place_by_one_plotly_react(tab):
     assert tab.real_console_errors() == []
 
 
+# Every Plotly.react call: the chart's figure name, when it started and settled, and whether a task ran between the
+# end of the call before it and its start (a timer set at each call's end has fired by the next start).
+DRAW_TURNS_JS = """(() => {
+  const calls = window.plotlyTurns = [];
+  let plotly, tick = {fired: true};
+  Object.defineProperty(window, 'Plotly', {configurable: true, get: () => plotly, set: (p) => {
+    plotly = p;
+    const react = p.react;
+    p.react = async (gd, data, layout, config) => {
+      const call = {figure: (layout.meta || {}).figure, start: performance.now(), ownTask: tick.fired};
+      calls.push(call);
+      const out = await react(gd, data, layout, config);
+      call.end = performance.now();
+      const mark = tick = {fired: false};
+      setTimeout(() => { mark.fired = true; }, 0);
+      return out;
+    };
+  }});
+})()"""
+
+
+def test_the_charts_of_a_run_are_drawn_one_at_a_time_in_page_order(tab):
+    # ui.plotly_view draws a run's charts in turn, each in a task of its own, so the browser paints the top of the
+    # page (the grid, the head up close) before it draws the charts below; before, all four were drawn in one task
+    tab.page.add_init_script(DRAW_TURNS_JS)
+    tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=4)
+    tab.page.evaluate("() => { window.plotlyTurns.length = 0; }")
+    tab.page.locator("[data-testid='stSidebar']").get_by_role("slider").first.press("ArrowRight")
+    tab.idle(charts=4, until=lambda: tab.page.evaluate("() => window.plotlyTurns.filter(c => c.end).length >= 4"))
+    calls = tab.page.evaluate("() => window.plotlyTurns")
+    assert [c["figure"] for c in calls] == ["head_grid", "head_detail", "who_reads", "overview"], calls
+    for before, after in zip(calls, calls[1:]):
+        assert after["start"] >= before["end"], calls  # one at a time
+        assert after["ownTask"], calls  # the browser could paint between them
+
+
 def test_url_with_query_parameters_opens_the_same_view(tab):
     tab.open("?text=Hello+world+again&layer=3&head=5")
     tab.wait_for_sentence("Hello world again")

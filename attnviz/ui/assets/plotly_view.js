@@ -34,11 +34,14 @@ function chartElement(parent) {
 
 // One chart drawn at a time, each in a task of its own, in the order the page asks: the browser paints a chart (and
 // handles what else waits, Streamlit's own updates included) before it draws the next, so the top of a page shows
-// first instead of every chart at once after the last.
+// first instead of every chart at once after the last. A draw that has not settled after TURN_MS no longer holds the
+// charts after it.
+const TURN_MS = 5000;
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 let turns = Promise.resolve();
 function inTurn(draw) {
-  const next = turns.then(() => new Promise((resolve) => setTimeout(resolve, 0))).then(draw);
-  turns = next.catch(() => undefined);
+  const next = turns.then(() => pause(0)).then(draw);
+  turns = turns.then(() => Promise.race([next, pause(TURN_MS)])).catch(() => undefined);
   return next;
 }
 
