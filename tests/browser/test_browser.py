@@ -83,16 +83,23 @@ DRAW_TURNS_JS = """(() => {
 })()"""
 
 
+PAGE_ORDER = ["head_grid", "head_detail", "who_reads", "overview"]  # the Heads page's charts, top to bottom
+
+
 def test_the_charts_of_a_run_are_drawn_one_at_a_time_in_page_order(tab):
     # ui.plotly_view draws a run's charts in turn, each in a task of its own, so the browser paints the top of the
     # page (the grid, the head up close) before it draws the charts below; before, all four were drawn in one task
     tab.page.add_init_script(DRAW_TURNS_JS)
     tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=4)
+    drawn = "() => window.plotlyTurns.filter(c => c.end).length >= 4"
+    tab.page.wait_for_function(drawn)
+    # a first visit: every chart waited for Plotly's script, and the lowest asked first; the highest is drawn first
+    assert [c["figure"] for c in tab.page.evaluate("() => window.plotlyTurns")] == PAGE_ORDER
     tab.page.evaluate("() => { window.plotlyTurns.length = 0; }")
     tab.page.locator("[data-testid='stSidebar']").get_by_role("slider").first.press("ArrowRight")
-    tab.idle(charts=4, until=lambda: tab.page.evaluate("() => window.plotlyTurns.filter(c => c.end).length >= 4"))
+    tab.idle(charts=4, until=lambda: tab.page.evaluate(drawn))
     calls = tab.page.evaluate("() => window.plotlyTurns")
-    assert [c["figure"] for c in calls] == ["head_grid", "head_detail", "who_reads", "overview"], calls
+    assert [c["figure"] for c in calls] == PAGE_ORDER, calls
     for before, after in zip(calls, calls[1:]):
         assert after["start"] >= before["end"], calls  # one at a time
         assert after["ownTask"], calls  # the browser could paint between them

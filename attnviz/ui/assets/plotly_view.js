@@ -32,17 +32,37 @@ function chartElement(parent) {
   return div;
 }
 
-// One chart drawn at a time, each in a task of its own, in the order the page asks: the browser paints a chart (and
-// handles what else waits, Streamlit's own updates included) before it draws the next, so the top of a page shows
-// first instead of every chart at once after the last. A draw that has not settled after TURN_MS no longer holds the
-// charts after it.
+// One chart drawn at a time, each in a task of its own, the one highest on the page first: the browser paints a chart
+// (and handles what else waits, Streamlit's own updates included) before it draws the next, so the top of a page shows
+// first instead of every chart at once after the last. That order also holds on a first visit, where every chart of
+// the page waits for Plotly's script and asks in the order its element mounted (the lowest first, as measured). A draw
+// that has not settled after TURN_MS no longer holds the charts after it.
 const TURN_MS = 5000;
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-let turns = Promise.resolve();
-function inTurn(draw) {
-  const next = turns.then(() => pause(0)).then(draw);
-  turns = turns.then(() => Promise.race([next, pause(TURN_MS)])).catch(() => undefined);
-  return next;
+const waiting = []; // {div, draw, resolve, reject}: the charts waiting for their turn
+let drawing = false;
+
+function inTurn(div, draw) {
+  return new Promise((resolve, reject) => {
+    waiting.push({ div, draw, resolve, reject });
+    if (!drawing) takeTurns();
+  });
+}
+
+function highestFirst(a, b) {
+  return a.div.compareDocumentPosition(b.div) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1;
+}
+
+async function takeTurns() {
+  drawing = true;
+  while (waiting.length) {
+    await pause(0);
+    const turn = waiting.sort(highestFirst).shift();
+    const drawn = Promise.resolve().then(turn.draw);
+    drawn.then(turn.resolve, turn.reject);
+    await Promise.race([drawn.catch(() => undefined), pause(TURN_MS)]);
+  }
+  drawing = false;
 }
 
 export default function ({ parentElement, data, setTriggerValue }) {
@@ -54,7 +74,7 @@ export default function ({ parentElement, data, setTriggerValue }) {
     const { figure, config, script } = JSON.parse(text);
     loadPlotly(script)
       .then((Plotly) =>
-        inTurn(async () => {
+        inTurn(div, async () => {
           // a newer figure for this chart, or the chart gone, while it waited: nothing to draw
           if (div.attnvizText !== text || !div.isConnected) return;
           await Plotly.react(div, figure.data, figure.layout, { responsive: true, ...config });
