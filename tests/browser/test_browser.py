@@ -30,46 +30,18 @@ def test_hovering_a_heatmap_cell_shows_the_token_pair(tab):
     assert "cat" in text and "sat" in text, text
 
 
-# Counts the calls of Plotly.react and Plotly.Plots.resize from the moment the tab's Plotly is set.
-COUNT_DRAWS_JS = """(() => {
-  const calls = window.plotlyCalls = {react: 0, resize: 0};
-  let plotly;
-  Object.defineProperty(window, 'Plotly', {configurable: true, get: () => plotly, set: (p) => {
-    plotly = p;
-    const react = p.react, resize = p.Plots.resize;
-    p.react = (...a) => { calls.react++; return react(...a); };
-    p.Plots.resize = (...a) => { calls.resize++; return resize(...a); };
-  }});
-})()"""
-
-
-def test_a_new_layer_is_drawn_in_place_by_one_plotly_react(tab):
-    # Streamlit's st.plotly_chart mounted a new chart for every changed figure and drew it twice; our component
-    # (ui.plotly_view) keeps the element and hands the new figure to Plotly once
-    tab.page.add_init_script(COUNT_DRAWS_JS)
-    tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=4)
-    tab.page.wait_for_timeout(500)
-    # a first visit: each chart drawn by one Plotly.react, no resize redraw after it
-    assert tab.page.evaluate("() => [window.plotlyCalls.react, window.plotlyCalls.resize]") == [4, 0]
-    grid = chart_js("head_grid")
-    tab.page.evaluate(
-        f"() => {{ const gd = {grid}; gd.kept = true; gd.draws = 0; gd.on('plotly_afterplot', () => gd.draws++); }}"
-    )
-    tab.page.locator("[data-testid='stSidebar']").get_by_role("slider").first.press("ArrowRight")
-    tab.idle(charts=2, until=lambda: tab.page.evaluate(f"() => {grid}?.layout.meta.layer === 1"))
-    tab.page.wait_for_timeout(500)  # any later run or draw would have come by now
-    assert tab.page.evaluate(f"() => [{grid}.kept, {grid}.draws]") == [True, 1]
-    assert tab.real_console_errors() == []
-
-
-# Every Plotly.react call: the chart's figure name, when it started and settled, and whether a task ran between the
-# end of the call before it and its start (a timer set at each call's end has fired by the next start).
-DRAW_TURNS_JS = """(() => {
+# Watches the tab's Plotly from the moment it is set: every Plotly.react call in window.plotlyTurns (the chart's
+# figure name, when it started and settled, and whether a task ran between the end of the call before it and its
+# start: a timer set at each call's end has fired by the next start) and the Plotly.Plots.resize calls in
+# window.plotlyResizes.
+WATCH_PLOTLY_JS = """(() => {
   const calls = window.plotlyTurns = [];
+  window.plotlyResizes = 0;
   let plotly, tick = {fired: true};
   Object.defineProperty(window, 'Plotly', {configurable: true, get: () => plotly, set: (p) => {
     plotly = p;
-    const react = p.react;
+    const react = p.react, resize = p.Plots.resize;
+    p.Plots.resize = (...a) => { window.plotlyResizes++; return resize(...a); };
     p.react = async (gd, data, layout, config) => {
       const call = {figure: (layout.meta || {}).figure, start: performance.now(), ownTask: tick.fired};
       calls.push(call);
@@ -81,15 +53,32 @@ DRAW_TURNS_JS = """(() => {
     };
   }});
 })()"""
-
-
 PAGE_ORDER = ["head_grid", "head_detail", "who_reads", "overview"]  # the Heads page's charts, top to bottom
+
+
+def test_a_new_layer_is_drawn_in_place_by_one_plotly_react(tab):
+    # Streamlit's st.plotly_chart mounted a new chart for every changed figure and drew it twice; our component
+    # (ui.plotly_view) keeps the element and hands the new figure to Plotly once
+    tab.page.add_init_script(WATCH_PLOTLY_JS)
+    tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=4)
+    tab.page.wait_for_timeout(500)
+    # a first visit: each chart drawn by one Plotly.react, no resize redraw after it
+    assert tab.page.evaluate("() => [window.plotlyTurns.length, window.plotlyResizes]") == [4, 0]
+    grid = chart_js("head_grid")
+    tab.page.evaluate(
+        f"() => {{ const gd = {grid}; gd.kept = true; gd.draws = 0; gd.on('plotly_afterplot', () => gd.draws++); }}"
+    )
+    tab.page.locator("[data-testid='stSidebar']").get_by_role("slider").first.press("ArrowRight")
+    tab.idle(charts=2, until=lambda: tab.page.evaluate(f"() => {grid}?.layout.meta.layer === 1"))
+    tab.page.wait_for_timeout(500)  # any later run or draw would have come by now
+    assert tab.page.evaluate(f"() => [{grid}.kept, {grid}.draws]") == [True, 1]
+    assert tab.real_console_errors() == []
 
 
 def test_the_charts_of_a_run_are_drawn_one_at_a_time_in_page_order(tab):
     # ui.plotly_view draws a run's charts in turn, each in a task of its own, so the browser paints the top of the
     # page (the grid, the head up close) before it draws the charts below; before, all four were drawn in one task
-    tab.page.add_init_script(DRAW_TURNS_JS)
+    tab.page.add_init_script(WATCH_PLOTLY_JS)
     tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=4)
     drawn = "() => window.plotlyTurns.filter(c => c.end).length >= 4"
     tab.page.wait_for_function(drawn)
