@@ -58,21 +58,30 @@ PAGE_ORDER = ["head_grid", "head_detail", "who_reads", "overview"]  # the Heads 
 
 def test_a_new_layer_is_drawn_in_place_by_one_plotly_react(tab):
     # Streamlit's st.plotly_chart mounted a new chart for every changed figure and drew it twice; our component
-    # (ui.plotly_view) keeps the element and hands the new figure to Plotly once
+    # (ui.plotly_view) keeps the element and hands the new figure to Plotly once, and Plotly draws it on the plot it
+    # has: a new file name for the camera (it names the layer) once made Plotly.react start over with a new plot
     tab.page.add_init_script(WATCH_PLOTLY_JS)
     tab.open("?text=The+cat+sat+on+the+mat&layer=0", charts=4)
     tab.page.wait_for_timeout(500)
     # a first visit: each chart drawn by one Plotly.react, no resize redraw after it
     assert tab.page.evaluate("() => [window.plotlyTurns.length, window.plotlyResizes]") == [4, 0]
     grid = chart_js("head_grid")
+    kept = f"() => {{ const gd = {grid}; return [gd.kept, gd.draws, gd.querySelector('.modebar').kept]; }}"
     tab.page.evaluate(
-        f"() => {{ const gd = {grid}; gd.kept = true; gd.draws = 0; gd.on('plotly_afterplot', () => gd.draws++); }}"
+        f"() => {{ const gd = {grid}; gd.kept = true; gd.draws = 0; gd.on('plotly_afterplot', () => gd.draws++);"
+        " gd.querySelector('.modebar').kept = true; }"  # Plotly.newPlot makes a new toolbar
     )
     tab.page.locator("[data-testid='stSidebar']").get_by_role("slider").first.press("ArrowRight")
     tab.idle(charts=2, until=lambda: tab.page.evaluate(f"() => {grid}?.layout.meta.layer === 1"))
     tab.page.wait_for_timeout(500)  # any later run or draw would have come by now
-    assert tab.page.evaluate(f"() => [{grid}.kept, {grid}.draws]") == [True, 1]
+    assert tab.page.evaluate(kept) == [True, 1, True]
     assert tab.real_console_errors() == []
+    # the camera still saves the layer on screen
+    chart = tab.page.locator(".js-plotly-plot").first
+    chart.hover()
+    with tab.page.expect_download() as download:
+        chart.locator(".modebar-btn[data-title*='Download']").click()
+    assert "_layer1_" in download.value.suggested_filename, download.value.suggested_filename
 
 
 def test_the_charts_of_a_run_are_drawn_one_at_a_time_in_page_order(tab):

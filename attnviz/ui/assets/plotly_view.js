@@ -65,6 +65,16 @@ async function takeTurns() {
   drawing = false;
 }
 
+// The camera's options (its file name names the layer and the head) without a new plot: Plotly.react draws a chart
+// from scratch (Plotly.newPlot, then react again) when its config differs from the last, and the camera reads these
+// options only when clicked. So a new file name in the same format is put in place first, and the config Plotly then
+// compares is the one it has. A new format still goes through Plotly, which writes the button's tooltip anew.
+function keepImageOptions(div, config) {
+  const had = div._context && div._context.toImageButtonOptions;
+  const options = config.toImageButtonOptions;
+  if (had && options && had.format === options.format) div._context.toImageButtonOptions = options;
+}
+
 export default function ({ parentElement, data, setTriggerValue }) {
   const text = new TextDecoder().decode(data);
   const div = chartElement(parentElement);
@@ -77,6 +87,7 @@ export default function ({ parentElement, data, setTriggerValue }) {
         inTurn(div, async () => {
           // a newer figure for this chart, or the chart gone, while it waited: nothing to draw
           if (div.attnvizText !== text || !div.isConnected) return;
+          keepImageOptions(div, config);
           await Plotly.react(div, figure.data, figure.layout, { responsive: true, ...config });
           if (!div.attnvizClicks) {
             div.attnvizClicks = true;
