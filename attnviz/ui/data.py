@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 import torch
@@ -124,7 +126,8 @@ def _cached_trace(model_name: str, module_key: tuple | None, text: str, options:
 
     def compute() -> AttentionTrace:
         with heavy(_long(text, dict(options))):  # queued behind other long runs; a cached trace never waits
-            return _compute_trace(model_name, module_key, text, options)
+            with trace_threads(text, dict(options)):
+                return _compute_trace(model_name, module_key, text, options)
 
     with st.spinner("Running the model and capturing every attention stage…"):
         return _trace_cache().get_or_compute(key, compute)
@@ -136,6 +139,29 @@ def _long(text: str, opts: dict) -> bool:
     chars = sum(len(str(opts.get(k) or "")) for k in ("pair", "target")) + len(text)
     extra = int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)
     return min(3 * chars, int(opts.get("max_tokens") or 3 * chars)) + extra > LIGHT_TOKENS
+
+
+ONE_THREAD_BYTES = 500  # a trace of a text at most this long (in UTF-8 bytes) runs on one torch thread
+
+
+@contextmanager
+def trace_threads(text: str, opts: dict) -> Iterator[None]:
+    """torch's threads for one trace: one for a text of at most ONE_THREAD_BYTES bytes, settings.torch_threads()
+    for a longer one, and settings.torch_threads() again afterwards.
+
+    A token covers at least one byte of the text, so such a trace has at most ~500 tokens. Its matrices are too small
+    for threads to gain much alone (12 tokens: 11 against 9 ms on two threads; 200 tokens: 64 against 36 ms), and a
+    server's cores are shared: with its own event loop, other sessions, and the browser when the app runs on a laptop.
+    Each of a trace's many small parallel steps then waits for a core the others hold: on two cores with the browser
+    beside the server, a sentence's run ended 150-200 ms sooner on one thread (12 and 110 tokens; even at 500). The
+    count is per Python thread once torch has run on it (OpenMP's own setting): another session's run keeps its own."""
+    light = len(text.encode()) + sum(len(str(opts.get(k) or "").encode()) for k in ("pair", "target")) + 8
+    light += int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)  # 8: the special tokens, with room
+    torch.set_num_threads(1 if light <= ONE_THREAD_BYTES else settings.torch_threads())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(settings.torch_threads())
 
 
 def _compute_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:
