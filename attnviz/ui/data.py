@@ -5,11 +5,8 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import streamlit as st
-import torch
 from streamlit import config
 from streamlit.runtime import Runtime, RuntimeState
 
@@ -25,7 +22,7 @@ from ..module.tracing import MODULE_OPTIONS, ModuleSource, trace_module
 from ..plots import common
 from ..trace import AttentionTrace
 from ..trace import file as trace_file
-from . import first_view
+from . import first_view, threads
 from .generation import generation_request
 from .heavy import LIGHT_TOKENS, heavy
 from .literal import literal, show_error
@@ -33,21 +30,15 @@ from .state import DEFAULT_TEXT, TEXT_LIMITS, Selection, max_tokens, text_inputs
 
 
 def setup() -> None:
-    """Once per process: torch threads. Every run: the address the server binds, which turns hosted mode on
-    when it is not a loopback address (attnviz.settings)."""
+    """Every run: the address the server binds, which turns hosted mode on when it is not a loopback address
+    (attnviz.settings), and the threads for the run's work on the sidebar's text (ui.threads)."""
     settings.serving_on(config.get_option("server.address"))
-    _threads()
+    threads.for_run(*text_inputs(), max_tokens())
     common.template_by_default()
 
 
-def _threads() -> None:
-    if not getattr(_threads, "done", False):
-        torch.set_num_threads(settings.torch_threads())
-        _threads.done = True
-
-
 def warm_up() -> None:
-    """At server start (scripts/serve.py): torch's threads; the default view made ahead, read and built (ui.first_view:
+    """At server start (scripts/serve.py): the threads; the default view made ahead, read and built (ui.first_view:
     a cold start's first heatmaps); transformers' modeling code in steps, each after a connected visitor's first run
     has drawn that view (one process: the steps would take the interpreter from it for seconds); the bundled model in
     the shared model cache; and, while no visitor is there yet, one trace and one figure of the default sentence, so
@@ -63,7 +54,7 @@ def warm_up() -> None:
         now = time.perf_counter()
         steps[name], t = now - t, now
 
-    _threads()
+    threads.for_run(DEFAULT_TEXT, None, None)  # the default view is made ahead below
     common.template_by_default()
     step("setup")
     first_view.prepare()  # the made-ahead trace and its figures, if there is one
@@ -126,7 +117,7 @@ def _cached_trace(model_name: str, module_key: tuple | None, text: str, options:
 
     def compute() -> AttentionTrace:
         with heavy(_long(text, dict(options))):  # queued behind other long runs; a cached trace never waits
-            with trace_threads(text, dict(options)):
+            with threads.for_trace(text, dict(options)):
                 return _compute_trace(model_name, module_key, text, options)
 
     with st.spinner("Running the model and capturing every attention stage…"):
@@ -139,29 +130,6 @@ def _long(text: str, opts: dict) -> bool:
     chars = sum(len(str(opts.get(k) or "")) for k in ("pair", "target")) + len(text)
     extra = int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)
     return min(3 * chars, int(opts.get("max_tokens") or 3 * chars)) + extra > LIGHT_TOKENS
-
-
-ONE_THREAD_BYTES = 500  # a trace of a text at most this long (in UTF-8 bytes) runs on one torch thread
-
-
-@contextmanager
-def trace_threads(text: str, opts: dict) -> Iterator[None]:
-    """torch's threads for one trace: one for a text of at most ONE_THREAD_BYTES bytes, settings.torch_threads()
-    for a longer one, and settings.torch_threads() again afterwards.
-
-    A token covers at least one byte of the text, so such a trace has at most ~500 tokens. Its matrices are too small
-    for threads to gain much alone (12 tokens: 11 against 9 ms on two threads; 200 tokens: 64 against 36 ms), and a
-    server's cores are shared: with its own event loop, other sessions, and the browser when the app runs on a laptop.
-    Each of a trace's many small parallel steps then waits for a core the others hold: on two cores with the browser
-    beside the server, a sentence's run ended 150-200 ms sooner on one thread (12 and 110 tokens; even at 500). The
-    count is per Python thread once torch has run on it (OpenMP's own setting): another session's run keeps its own."""
-    light = len(text.encode()) + sum(len(str(opts.get(k) or "").encode()) for k in ("pair", "target")) + 8
-    light += int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)  # 8: the special tokens, with room
-    torch.set_num_threads(1 if light <= ONE_THREAD_BYTES else settings.torch_threads())
-    try:
-        yield
-    finally:
-        torch.set_num_threads(settings.torch_threads())
 
 
 def _compute_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:

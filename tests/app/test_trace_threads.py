@@ -1,28 +1,49 @@
-"""The dashboard's traces: one torch thread for a short text, the configured threads for a long one."""
+"""The dashboard's threads (attnviz.ui.threads): one for work on a short text, the configured count for a long one."""
 
 from __future__ import annotations
 
 import torch
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import attnviz
 from attnviz import settings
-from attnviz.ui.data import ONE_THREAD_BYTES, trace_threads
+from attnviz.ui import threads
+from attnviz.ui.threads import ONE_THREAD_BYTES
 
 
 def test_a_short_text_is_traced_on_one_thread_and_a_long_one_on_the_configured_threads(monkeypatch, bundled):
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # what settings.torch_threads() reads (the test runner sets 1)
     seen = []  # torch's threads as the model's forward pass starts
     hook = bundled.model.register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
+    # the second text is 251 characters but 502 bytes: a byte-level tokenizer could make ~500 tokens of it
     texts = ["The cat sat on the mat.", "é" * (ONE_THREAD_BYTES // 2 + 1), "the cat " * ONE_THREAD_BYTES]
     try:
+        torch.set_num_threads(3)  # the run's count
         for text in texts:
-            with trace_threads(text, {}):
+            with threads.for_trace(text, {}):
                 attnviz.trace_pretrained(bundled, text, max_tokens=64)
-            assert torch.get_num_threads() == settings.torch_threads() == 2  # given back after each trace
-        with trace_threads("Short.", {"pad_to": ONE_THREAD_BYTES}):  # padding counts as tokens too
+            assert torch.get_num_threads() == 3  # the run's count again after each trace
+        with threads.for_trace("Short.", {"pad_to": ONE_THREAD_BYTES}):  # padding counts as tokens too
             attnviz.trace_pretrained(bundled, "Short.")
+        with threads.for_trace(texts[2], {"max_tokens": 64}):  # cut at 64 tokens: light
+            attnviz.trace_pretrained(bundled, texts[2], max_tokens=64)
     finally:
         hook.remove()
         torch.set_num_threads(1)
-    # the second text is 251 characters, but 502 bytes: a byte-level tokenizer could make ~500 tokens of it
-    assert seen == [1, 2, 2, 2]
+    assert seen == [1, 2, 2, 2, 1] and settings.torch_threads() == 2
+
+
+def test_a_run_sets_its_threads_from_the_sidebar_text_and_numpy_blas_to_one(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    threadpool_limits(2, user_api="blas")  # as numpy starts on a machine of two cores
+    assert any(pool["num_threads"] == 2 for pool in threadpool_info() if pool["user_api"] == "blas")
+    try:
+        threads.for_run("A short sentence.", None, 512)
+        assert torch.get_num_threads() == 1
+        threads.for_run("word " * 200, "and a second sentence", 512)
+        assert torch.get_num_threads() == 2
+        threads.for_run("word " * 200, None, 64)  # the token limit cuts it short
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(1)
+    assert all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas")

@@ -1,0 +1,67 @@
+"""How many threads the dashboard's numerical work runs on: one for a short text, settings.torch_threads() for a
+long one; numpy's BLAS on one.
+
+A server's cores are shared: with its own event loop, with other sessions, and with the browser when the app runs on
+a laptop. Idle worker threads wait for the next parallel step by spinning (torch's OpenMP threads for a while, the
+OpenBLAS threads under numpy for ~0.1 s), so every small parallel step of a run holds a core the others needed.
+Measured on two cores with the browser beside the server (docs/benchmarks.md, session 22), a new sentence's run
+ended at ~0.2 s on one thread against ~0.45 s with two for torch and numpy alike, 0.3 s with numpy's BLAS alone on
+one. Alone on a machine, two threads are faster only where there is work to share: the bundled model traced 12
+tokens in 11 ms against 9 ms on two threads, 200 tokens in 64 against 36 ms, 512 in 175 against 110 ms; with the
+browser beside it, one thread still won at 110 tokens and tied at 500.
+
+torch's count belongs to the Python thread that sets it once torch has run there (OpenMP's own setting), so another
+session's run keeps its own; a thread that has not run torch yet starts from the last count set anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from threadpoolctl import ThreadpoolController
+
+from .. import settings
+
+ONE_THREAD_BYTES = 500  # work on a text at most this long (UTF-8 bytes, so at most ~500 tokens) runs on one thread
+SPECIAL = 8  # room for the special tokens a tokenizer adds
+
+
+def light(*texts: str | None, tokens: int = 0, most: int | None = None) -> bool:
+    """Whether work on `texts` plus `tokens` more (padding, generated tokens) stays within ONE_THREAD_BYTES: a token
+    covers at least one byte of its text, and a text is cut at `most` tokens (the token limit)."""
+    size = sum(len(t.encode()) for t in texts if t) + SPECIAL
+    return min(size, size if most is None else most + SPECIAL) + tokens <= ONE_THREAD_BYTES
+
+
+def count(is_light: bool) -> int:
+    return 1 if is_light else settings.torch_threads()
+
+
+def for_run(text: str, pair: str | None, most: int | None) -> None:
+    """At the start of every run: torch's threads for its work on the sidebar's text; numpy's BLAS on one thread
+    (its products in the figures are small)."""
+    _blas().limit(limits=1, user_api="blas")
+    torch.set_num_threads(count(light(text, pair, most=most)))
+
+
+def _blas() -> ThreadpoolController:
+    """The thread pools of the libraries loaded (found once: a few ms; each limit then takes microseconds)."""
+    if not hasattr(_blas, "found"):
+        _blas.found = ThreadpoolController()
+    return _blas.found
+
+
+@contextmanager
+def for_trace(text: str, opts: dict) -> Iterator[None]:
+    """torch's threads for one trace of `text` with trace options `opts` (its padding and generated tokens count),
+    the run's count again afterwards."""
+    had = torch.get_num_threads()
+    tokens = int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)
+    most = opts.get("max_tokens")
+    torch.set_num_threads(count(light(text, opts.get("pair"), opts.get("target"), tokens=tokens, most=most)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(had)
