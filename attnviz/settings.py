@@ -32,7 +32,8 @@ memory and keeps its cores answering the light pages (docs/deploy.md sizes a pod
 
 torch's thread count (`torch_threads`) follows OMP_NUM_THREADS, the variable torch itself reads at start, when it is
 set: a host running one process per core (a test runner's workers, a replica pinned to one core) sets 1 so that its
-processes do not fight over the cores; else the cores, at most 4.
+processes do not fight over the cores; else the cores, at most 4. The dashboard gives it to work on a long text
+and keeps a short one on one thread (attnviz.ui.threads).
 
 The values are read on every call (a few dictionary look-ups), so a test or an operator can change the
 environment of a running process and the next request sees it.
