@@ -8,6 +8,7 @@ import streamlit as st
 
 from ..corpus import maps, open_profile, profile
 from ..errors import AttnvizError
+from . import threads
 from .literal import show_error
 
 
@@ -43,7 +44,8 @@ def build_profile(model, root: Path) -> str | None:
     part = "encoder" if model.is_seq2seq else None  # an encoder-decoder: its encoder (the command does the others)
     name += "-encoder" if part else ""
     try:
-        profile(model, None, out=root / name, progress=step, part=part)
+        with threads.for_long_work():  # hundreds of texts: the threads pay here, whatever the sidebar's text
+            profile(model, None, out=root / name, progress=step, part=part)
     except AttnvizError as e:
         show_error(e)
         return None

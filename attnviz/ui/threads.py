@@ -17,7 +17,7 @@ session's run keeps its own; a thread that has not run torch yet starts from the
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import torch
 from threadpoolctl import ThreadpoolController
@@ -54,14 +54,23 @@ def _blas() -> ThreadpoolController:
 
 
 @contextmanager
-def for_trace(text: str, opts: dict) -> Iterator[None]:
-    """torch's threads for one trace of `text` with trace options `opts` (its padding and generated tokens count),
-    the run's count again afterwards."""
+def using(n: int) -> Iterator[None]:
+    """torch on `n` threads for the block, the run's count again afterwards."""
     had = torch.get_num_threads()
-    tokens = int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)
-    most = opts.get("max_tokens")
-    torch.set_num_threads(count(light(text, opts.get("pair"), opts.get("target"), tokens=tokens, most=most)))
+    torch.set_num_threads(n)
     try:
         yield
     finally:
         torch.set_num_threads(had)
+
+
+def for_trace(text: str, opts: dict) -> AbstractContextManager[None]:
+    """torch's threads for one trace of `text` with trace options `opts` (its padding and generated tokens count)."""
+    tokens = int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)
+    most = opts.get("max_tokens")
+    return using(count(light(text, opts.get("pair"), opts.get("target"), tokens=tokens, most=most)))
+
+
+def for_long_work() -> AbstractContextManager[None]:
+    """torch's threads for work on many texts (a corpus profile built on a page): settings.torch_threads()."""
+    return using(settings.torch_threads())

@@ -44,6 +44,9 @@ def test_a_run_sets_its_threads_from_the_sidebar_text_and_numpy_blas_to_one(monk
         assert torch.get_num_threads() == 2
         threads.for_run("word " * 200, None, 64)  # the token limit cuts it short
         assert torch.get_num_threads() == 1
+        with threads.for_long_work():  # a corpus profile built on the Corpus page, whatever the sidebar's text
+            assert torch.get_num_threads() == 2
+        assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(1)
     assert all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas")
