@@ -1,5 +1,5 @@
 """How many threads the dashboard's numerical work runs on: one for a short text, settings.torch_threads() for a
-long one; numpy's BLAS on one.
+long one, for torch and numpy's BLAS alike.
 
 A server's cores are shared: with its own event loop, with other sessions, and with the browser when the app runs on
 a laptop. Idle worker threads wait for the next parallel step by spinning (torch's OpenMP threads for a while, the
@@ -11,7 +11,8 @@ tokens in 11 ms against 9 ms on two threads, 200 tokens in 64 against 36 ms, 512
 browser beside it, one thread still won at 110 tokens and tied at 500.
 
 torch's count belongs to the Python thread that sets it once torch has run there (OpenMP's own setting), so another
-session's run keeps its own; a thread that has not run torch yet starts from the last count set anywhere.
+session's run keeps its own; a thread that has not run torch yet starts from the last count set anywhere. numpy's
+BLAS count is the process's: the latest run sets it for every session's numpy.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ def count(is_light: bool) -> int:
 
 
 def for_run(text: str, pair: str | None, most: int | None) -> None:
-    """At the start of every run: torch's threads for its work on the sidebar's text; numpy's BLAS on one thread
-    (its products in the figures are small)."""
-    _blas().limit(limits=1, user_api="blas")
-    torch.set_num_threads(count(light(text, pair, most=most)))
+    """At the start of every run: torch's and numpy's BLAS threads for its work on the sidebar's text (a long text's
+    products are large: Rollout multiplies [token, token] matrices)."""
+    n = count(light(text, pair, most=most))
+    torch.set_num_threads(n)
+    _blas().limit(limits=n, user_api="blas")
 
 
 def _blas() -> ThreadpoolController:
@@ -73,4 +75,4 @@ def for_trace(text: str, opts: dict) -> AbstractContextManager[None]:
 
 def for_long_work() -> AbstractContextManager[None]:
     """torch's threads for work on many texts (a corpus profile built on a page): settings.torch_threads()."""
-    return using(settings.torch_threads())
+    return using(settings.torch_threads())  # a profile's statistics are torch's: numpy's BLAS has no part in them
