@@ -31,9 +31,8 @@ from .state import DEFAULT_TEXT, TEXT_LIMITS, Selection, max_tokens, text_inputs
 
 def setup() -> None:
     """Every run: the address the server binds, which turns hosted mode on when it is not a loopback address
-    (attnviz.settings), and the threads for the run's work on the sidebar's text (ui.threads)."""
+    (attnviz.settings)."""
     settings.serving_on(config.get_option("server.address"))
-    threads.for_run(*text_inputs(), max_tokens())
     common.template_by_default()
 
 
@@ -165,6 +164,7 @@ def get_trace(src: Selection, **options) -> AttentionTrace | None:
 
     An encoder-decoder gives the part the sidebar chose (encoder, decoder or cross), so every page reads one trace."""
     text, pair = text_inputs()
+    threads.for_run(text, pair, max_tokens())  # the run's work on this text: one thread or the configured count
     if not text or not text.strip():
         st.info("Type a sentence in the sidebar to see its attention.")
         return None

@@ -41,8 +41,8 @@ def count(is_light: bool) -> int:
 
 
 def for_run(text: str, pair: str | None, most: int | None) -> None:
-    """At the start of every run: torch's and numpy's BLAS threads for its work on the sidebar's text (a long text's
-    products are large: Rollout multiplies [token, token] matrices)."""
+    """As a page asks for the trace of the sidebar's text (ui.get_trace): torch's and numpy's BLAS threads for the
+    run's work on it (a long text's products are large: Rollout multiplies [token, token] matrices)."""
     n = count(light(text, pair, most=most))
     torch.set_num_threads(n)
     _blas().limit(limits=n, user_api="blas")
