@@ -16,11 +16,13 @@ collecting them first would cost a second of a full collection while the first v
 warm-up runs, Python switches threads every millisecond instead of every five: the warm-up's imports hold the
 interpreter for seconds, and the threads that serve the browser's files and the first visitor's run (the default
 view's heatmaps made ahead, attnviz.ui.first_view) each wait up to one switch interval for it, again and again.
+Every connection the server accepts sends at once (TCP_NODELAY, `no_delay`).
 """
 
 from __future__ import annotations
 
 import gc
+import socket
 import sys
 import threading
 import time
@@ -65,8 +67,27 @@ def _warm() -> None:
     print(f"attnviz: {done}", file=sys.stderr, flush=True)
 
 
+def no_delay() -> None:
+    """Every connection the server accepts sends at once (TCP_NODELAY). Streamlit 1.67 binds its listening socket
+    itself (socket.socket(family): protocol 0) and asyncio turns Nagle's algorithm off only on sockets whose protocol
+    says TCP, so every connection kept it on: on a connection in use again, a response's body, written after its
+    headers, waited for the browser's delayed acknowledgement (40 ms on Linux). A link loads ~110 files over six
+    such connections. The listening socket gets the option here, and the connections it accepts inherit it."""
+    from streamlit.web.server.starlette import starlette_server
+
+    bind = starlette_server._bind_socket
+
+    def bind_no_delay(*args, **kwargs) -> socket.socket:
+        sock = bind(*args, **kwargs)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    starlette_server._bind_socket = bind_no_delay
+
+
 def main() -> None:
     gc.disable()  # until the warm-up is over (_warm)
+    no_delay()
     threading.Thread(target=_warm, name="attnviz-warm-up", daemon=True).start()
     from streamlit.web import cli
 

@@ -77,3 +77,33 @@ def test_the_start_script_binds_the_address_it_is_given(tmp_path):
         stop(proc)
     script = (ROOT / "scripts" / "serve.sh").read_text()
     assert '--server.address "${ATTNVIZ_ADDRESS:-0.0.0.0}"' in script  # what the image binds when not told
+
+
+def _accepted(listener: socket.socket) -> socket.socket:
+    client = socket.create_connection(listener.getsockname()[:2])
+    listener.setblocking(True)
+    accepted, _ = listener.accept()
+    client.close()
+    return accepted
+
+
+def test_the_start_script_turns_nagles_algorithm_off_on_every_connection():
+    # Streamlit binds its listening socket itself (protocol 0), and asyncio turns Nagle's algorithm off only on
+    # sockets whose protocol says TCP: a response's body, written after its headers, waited for the client's delayed
+    # acknowledgement (40 ms) on every reused connection. scripts/serve.py sets TCP_NODELAY on the listening socket.
+    import importlib.util
+
+    from streamlit.web.server.starlette import starlette_server
+
+    spec = importlib.util.spec_from_file_location("attnviz_serve_script", ROOT / "scripts" / "serve.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    bind = starlette_server._bind_socket
+    try:
+        with bind("127.0.0.1", 0, 8) as listener, _accepted(listener) as conn:  # Streamlit's own: Nagle stays on
+            assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+        script.no_delay()
+        with starlette_server._bind_socket("127.0.0.1", 0, 8) as listener, _accepted(listener) as conn:
+            assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        starlette_server._bind_socket = bind
