@@ -37,6 +37,7 @@ def light(*texts: str | None, tokens: int = 0, most: int | None = None) -> bool:
 
 
 def count(is_light: bool) -> int:
+    """One thread for light work, settings.torch_threads() for the rest."""
     return 1 if is_light else settings.torch_threads()
 
 
