@@ -39,13 +39,16 @@ ARM = """() => {
 # given) on layer `layer` (when given).
 DRAWN = """([word, layer]) => {
   if (!document.querySelector("[data-testid='stApp'][data-test-script-state='notRunning']")) return false;
-  if (window.__t && window.__t.done === undefined) return false;
+  // the run seen starting and not over yet (a short run can start and end within one render of the tab, so that its
+  // running state never reaches the page: then the heatmaps' new layer or word below say the run is over)
+  if (window.__t && window.__t.running !== undefined && window.__t.done === undefined) return false;
   const figs = Array.from(document.querySelectorAll('.js-plotly-plot')).filter(gd => gd._fullLayout &&
     gd.querySelector('.main-svg') && ['head_grid', 'head_detail'].includes(((gd.layout || {}).meta || {}).figure));
   if (figs.length < 2 || (layer !== null && figs.some(gd => gd.layout.meta.layer !== layer))) return false;
   const detail = figs.find(gd => gd.layout.meta.figure === 'head_detail');
   if (word !== null && !(detail.layout.yaxis.ticktext || []).some(t => String(t).endsWith(' ' + word))) return false;
   if (window.__t && window.__t.drawn === undefined) window.__t.drawn = performance.now();
+  if (window.__t && window.__t.done === undefined) window.__t.done = window.__t.drawn;
   return true;
 }"""
 
