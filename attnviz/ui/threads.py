@@ -46,7 +46,15 @@ def for_run(text: str, pair: str | None, most: int | None) -> None:
     run's work on it (a long text's products are large: Rollout multiplies [token, token] matrices)."""
     n = count(light(text, pair, most=most))
     torch.set_num_threads(n)
-    _blas().limit(limits=n, user_api="blas")
+    _blas_threads(n)
+
+
+def _blas_threads(n: int) -> None:
+    """numpy's BLAS on `n` threads: the whole process's setting, so changed only when it changes (from a light run to
+    a long one), never under another session's products more than it must."""
+    if getattr(_blas_threads, "now", None) != n:
+        _blas().limit(limits=n, user_api="blas")
+        _blas_threads.now = n
 
 
 def _blas() -> ThreadpoolController:
