@@ -126,9 +126,9 @@ def _cached_trace(model_name: str, module_key: tuple | None, text: str, options:
 def _long(text: str, opts: dict) -> bool:
     """Whether a trace may pass LIGHT_TOKENS tokens (queries plus padding and new tokens). Counted from characters,
     before tokenizing: a character gives at most a few byte-level tokens."""
-    chars = sum(len(str(opts.get(k) or "")) for k in ("pair", "target")) + len(text)
-    extra = int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)
-    return min(3 * chars, int(opts.get("max_tokens") or 3 * chars)) + extra > LIGHT_TOKENS
+    texts, extra, most = threads.extent(text, opts)
+    chars = sum(len(t) for t in texts)
+    return min(3 * chars, int(most or 3 * chars)) + extra > LIGHT_TOKENS
 
 
 def _compute_trace(model_name: str, module_key: tuple | None, text: str, options: tuple) -> AttentionTrace:

@@ -33,7 +33,16 @@ def light(*texts: str | None, tokens: int = 0, most: int | None = None) -> bool:
     """Whether work on `texts` plus `tokens` more (padding, generated tokens) stays within ONE_THREAD_BYTES: a token
     covers at least one byte of its text, and a text is cut at `most` tokens (the token limit)."""
     size = sum(len(t.encode()) for t in texts if t) + SPECIAL
-    return min(size, size if most is None else most + SPECIAL) + tokens <= ONE_THREAD_BYTES
+    if most is not None:
+        size = min(size, most + SPECIAL)
+    return size + tokens <= ONE_THREAD_BYTES
+
+
+def extent(text: str, opts: dict) -> tuple[tuple[str, ...], int, int | None]:
+    """What a trace of `text` with trace options `opts` reads: its texts (the text, a second sentence, an
+    encoder-decoder's target), the tokens it adds past them (padding, generated tokens) and its token limit."""
+    texts = (text, *(str(opts.get(k) or "") for k in ("pair", "target")))
+    return texts, int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0), opts.get("max_tokens")
 
 
 def count(is_light: bool) -> int:
@@ -51,17 +60,14 @@ def for_run(text: str, pair: str | None, most: int | None) -> None:
 
 def _blas_threads(n: int) -> None:
     """numpy's BLAS on `n` threads: the whole process's setting, so changed only when it changes (from a light run to
-    a long one), never under another session's products more than it must."""
-    if getattr(_blas_threads, "now", None) != n:
-        _blas().limit(limits=n, user_api="blas")
-        _blas_threads.now = n
-
-
-def _blas() -> ThreadpoolController:
-    """The thread pools of the libraries loaded (found once: a few ms; each limit then takes microseconds)."""
-    if not hasattr(_blas, "found"):
-        _blas.found = ThreadpoolController()
-    return _blas.found
+    a long one), never under another session's products more than it must. The libraries' thread pools are found
+    once (a few ms); each limit then takes microseconds."""
+    if getattr(_blas_threads, "now", None) == n:
+        return
+    if not hasattr(_blas_threads, "pools"):
+        _blas_threads.pools = ThreadpoolController()
+    _blas_threads.pools.limit(limits=n, user_api="blas")
+    _blas_threads.now = n
 
 
 @contextmanager
@@ -77,9 +83,8 @@ def using(n: int) -> Iterator[None]:
 
 def for_trace(text: str, opts: dict) -> AbstractContextManager[None]:
     """torch's threads for one trace of `text` with trace options `opts` (its padding and generated tokens count)."""
-    tokens = int(opts.get("pad_to") or 0) + int(opts.get("generate") or 0)
-    most = opts.get("max_tokens")
-    return using(count(light(text, opts.get("pair"), opts.get("target"), tokens=tokens, most=most)))
+    texts, tokens, most = extent(text, opts)
+    return using(count(light(*texts, tokens=tokens, most=most)))
 
 
 def for_long_work() -> AbstractContextManager[None]:
