@@ -5,7 +5,7 @@ A server's cores are shared: with its own event loop, with other sessions, and w
 a laptop. Idle worker threads wait for the next parallel step by spinning (torch's OpenMP threads for a while, the
 OpenBLAS threads under numpy for ~0.1 s), so every small parallel step of a run holds a core the others needed.
 Measured on two cores with the browser beside the server (docs/benchmarks.md, session 22), a new sentence's run
-ended at ~0.2 s on one thread against ~0.45 s with two for torch and numpy alike, 0.3 s with numpy's BLAS alone on
+ended at ~0.2 s on one thread against ~0.36-0.4 s with two for torch and numpy alike, 0.3 s with numpy's BLAS alone on
 one. Alone on a machine, two threads are faster only where there is work to share: the bundled model traced 12
 tokens in 11 ms against 9 ms on two threads, 200 tokens in 64 against 36 ms, 512 in 175 against 110 ms; with the
 browser beside it, one thread still won at 110 tokens and tied at 500.
