@@ -219,13 +219,14 @@ def finder(n: int = 32, rounds: int = 5) -> dict:
 
     import numpy as np
 
+    from attnviz.corpus.examples import examples_from_rows
     from attnviz.corpus.maps import classical_mds
     from attnviz.corpus.store import HeadProfile
     from attnviz.plots.corpus import head_finder
 
     rng = np.random.default_rng(0)
     stats = {k: rng.random((n, n)) for k in ("entropy", "sink", "previous", "distance")}
-    prof = HeadProfile(stats, np.zeros((n, n, 20), np.int64), None, [], {}, {"kv_groups": 4})
+    prof = HeadProfile(stats, np.zeros((n, n, 20), np.int64), None, examples_from_rows([]), {}, {"kv_groups": 4})
     t = time.process_time()
     for _ in range(rounds):
         head_finder(prof, "entropy", "sink", "kv_group", (1, 1))

@@ -233,36 +233,72 @@ class Examples:
         strongest = Kept(**{f: a[f"top.{f}"] for f in FIELDS})
         return cls(strongest, Kept(**{f: a[f"drawn.{f}"] for f in FIELDS}), int(a["seed"]))
 
+    def table(self):
+        """Every kept example as a pyarrow Table (attnviz.corpus.store's examples schema): layer, head, kind
+        ("strongest" or "interval i"), rank within it, text id, query, top weight, and the keys a row names with their
+        weights. Built column by column from the selections' arrays: a profile keeps tens of thousands of examples, and
+        a dict and two lists for each were most of the Python objects a profile made (each one a full collection of
+        the garbage collector's oldest generation every few profiles, in a process that runs many)."""
+        import pyarrow as pa
+
+        parts = [self._columns("strongest", self.strongest), self._columns("interval", self.drawn)]
+        cols = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        listed = lambda values, named: pa.ListArray.from_arrays(  # noqa: E731 - each row's first `named` values
+            pa.array(np.concatenate([[0], np.cumsum(named)]).astype(np.int32)), pa.array(values)
+        )
+        arrays = [pa.array(cols[n]) for n in ("layer", "head", "kind", "order", "text_id", "query", "max_weight")]
+        arrays += [listed(cols["keys"], cols["named"]), listed(cols["key_weights"], cols["named"])]
+        return pa.Table.from_arrays(arrays, schema=example_schema())
+
+    @staticmethod
+    def _columns(kind: str, kept: Kept) -> dict:
+        """The kept rows of one selection as numpy columns (keys and key_weights flat, `named` of them a row)."""
+        idx = np.nonzero(kept.text != EMPTY_TEXT)
+        keys = kept.keys[idx]
+        named = keys >= 0  # RowKeys.find names a row's keys first, -1 after them
+        if kind == "strongest":
+            labels = np.full(len(idx[0]), kind, dtype=object)
+        else:
+            labels = np.array([f"{kind} {i}" for i in range(kept.rank.shape[-2])], dtype=object)[idx[2]]
+        return {
+            "layer": idx[0].astype(np.int64),
+            "head": idx[1].astype(np.int64),
+            "kind": labels,
+            "order": idx[-1].astype(np.int64),
+            "text_id": kept.text[idx].astype(np.int64),
+            "query": kept.query[idx].astype(np.int64),
+            "max_weight": kept.maxw[idx].astype(np.float64),
+            "keys": keys[named].astype(np.int64),
+            "key_weights": kept.kw[idx][named].astype(np.float64),
+            "named": named.sum(-1),
+        }
+
     def rows(self) -> list[dict]:
-        """One dict per kept example: layer, head, kind ("strongest" or "interval i"), rank within it, text id, query,
-        top weight, keys and their weights (columns made lists at once, then zipped: a large profile keeps tens of
-        thousands)."""
-        out = []
-        for kind, kept in (("strongest", self.strongest), ("interval", self.drawn)):
-            idx = np.nonzero(kept.text != EMPTY_TEXT)
-            named = (kept.keys[idx] >= 0).sum(-1).tolist()  # RowKeys.find names a row's keys first, -1 after them
-            keys = [k[:n] for k, n in zip(kept.keys[idx].tolist(), named)]
-            kw = [w[:n] for w, n in zip(kept.kw[idx].astype(np.float64).tolist(), named)]
-            labels = [kind] * len(named) if kind == "strongest" else [f"interval {i}" for i in idx[2].tolist()]
-            columns = (
-                *(a.tolist() for a in (idx[0], idx[1])),
-                labels,
-                *(a.tolist() for a in (idx[-1], kept.text[idx], kept.query[idx], kept.maxw[idx].astype(np.float64))),
-                keys,
-                kw,
-            )
-            out += [
-                {
-                    "layer": y,
-                    "head": h,
-                    "kind": k,
-                    "order": o,
-                    "text_id": t,
-                    "query": q,
-                    "max_weight": m,
-                    "keys": ks,
-                    "key_weights": ws,
-                }
-                for y, h, k, o, t, q, m, ks, ws in zip(*columns)
-            ]
-        return out
+        """`table()` as one dict per kept example."""
+        return self.table().to_pylist()
+
+
+def example_schema():
+    """The examples table's columns (attnviz.corpus.store writes it as examples.parquet)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("layer", pa.int64()),
+            ("head", pa.int64()),
+            ("kind", pa.string()),
+            ("order", pa.int64()),
+            ("text_id", pa.int64()),
+            ("query", pa.int64()),
+            ("max_weight", pa.float64()),
+            ("keys", pa.list_(pa.int64())),
+            ("key_weights", pa.list_(pa.float64())),
+        ]
+    )
+
+
+def examples_from_rows(rows: list[dict]):
+    """The examples table of rows given as dicts (`Examples.rows`' form): a HeadProfile built by hand."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, schema=example_schema())

@@ -48,7 +48,9 @@ def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
 def head_examples(prof: HeadProfile, layer: int, head: int, most: int = MAX_EXAMPLES) -> list[dict]:
     """One head's stored examples, at most `most`, each with its text: its strongest rows, then the rows drawn from
     each interval of the top weight (at least half the room when there are that many, one of each interval first)."""
-    rows = [e for e in prof.examples if e["layer"] == layer and e["head"] == head]
+    table = prof.example_table  # only this head's rows made into dicts (a profile keeps tens of thousands)
+    at = (table.column("layer").to_numpy() == layer) & (table.column("head").to_numpy() == head)
+    rows = table.take(np.flatnonzero(at)).to_pylist()
     by_weight = lambda e: (-e["max_weight"], e["order"])  # noqa: E731
     strongest = sorted((e for e in rows if e["kind"] == "strongest"), key=by_weight)
     # one row of each interval first (the weakest rows too), then a second of each, ...

@@ -149,8 +149,8 @@ def _fold(loaded, corpus, s, key, shards, n_shards, states, progress, max_shards
 
 def finish(total: ProfileState, loaded, corpus: Corpus, s: Settings) -> HeadProfile:
     """The HeadProfile of a folded state: means, histogram, divergence, examples and the texts they come from."""
-    examples = total.examples.rows()
-    wanted = {e["text_id"] for e in examples}
+    examples = total.examples.table()
+    wanted = set(examples.column("text_id").to_numpy().tolist())
     texts = {i: t for i, t in _texts_of(corpus, wanted)}
     provenance = {
         "model": loaded.label,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -31,20 +32,26 @@ class HeadProfile:
 
     stats: statistic -> [layer, head] float64 (NaN where no text defined it); histogram [layer, head, bin]: rows by
     their largest weight; divergence [layer x head, layer x head]: mean Jensen-Shannon divergence per row (None when
-    not computed); examples: one dict per kept row; texts: text id -> text, for the examples; provenance: model,
+    not computed); example_table: a pyarrow Table of the kept rows (`examples.example_schema`; `examples` lists them as dicts,
+    made when first asked for); texts: text id -> text, for the examples; provenance: model,
     corpus, counts, settings, versions; qk: every head's sampled queries and keys (attnviz.corpus.qk_store), or None
     (the provenance's "qk_sample" says why)."""
 
     stats: dict
     histogram: np.ndarray
     divergence: np.ndarray | None
-    examples: list
+    example_table: object  # a pyarrow Table (pyarrow is imported only where a profile is made or read)
     texts: dict
     provenance: dict
     qk: QKSample | None = None
 
     n_layer = property(lambda self: self.histogram.shape[0])
     n_head = property(lambda self: self.histogram.shape[1])
+
+    @cached_property
+    def examples(self) -> list[dict]:
+        """One dict per kept example: layer, head, kind, order, text_id, query, max_weight, keys, key_weights."""
+        return self.example_table.to_pylist()
 
     @property
     def distance(self) -> np.ndarray | None:
@@ -73,7 +80,7 @@ class HeadProfile:
         folder.mkdir(parents=True, exist_ok=True)
         tables = {
             "heads": pa.Table.from_pylist(self.head_rows()),
-            "examples": pa.Table.from_pylist(self.examples, schema=_example_schema()),
+            "examples": self.example_table,
             "texts": pa.Table.from_pylist(
                 [{"text_id": i, "text": t} for i, t in sorted(self.texts.items())],
                 schema=pa.schema([("text_id", pa.int64()), ("text", pa.string())]),
@@ -107,24 +114,6 @@ class HeadProfile:
             for a in range(d.shape[0])
             for b in range(d.shape[1])
         ]
-
-
-def _example_schema():
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("layer", pa.int64()),
-            ("head", pa.int64()),
-            ("kind", pa.string()),
-            ("order", pa.int64()),
-            ("text_id", pa.int64()),
-            ("query", pa.int64()),
-            ("max_weight", pa.float64()),
-            ("keys", pa.list_(pa.int64())),
-            ("key_weights", pa.list_(pa.float64())),
-        ]
-    )
 
 
 def _distance_schema():
@@ -187,7 +176,7 @@ def open_profile(folder) -> HeadProfile:
     n = n_layer * n_head
     divergence = dist.reshape(n, n) if dist.size else None
     texts = {r["text_id"]: r["text"] for r in pq.read_table(folder / "texts.parquet").to_pylist()}
-    examples = pq.read_table(folder / "examples.parquet").to_pylist()
+    examples = pq.read_table(folder / "examples.parquet")
     provenance = {k: v for k, v in record.items() if k not in ("format", "version", "tables", "checksum")}
     qk = None if declared is None else QKSample(folder=folder, declared=declared)
     if declared is not None:

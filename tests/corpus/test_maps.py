@@ -40,6 +40,7 @@ def test_profile_folders_lists_only_folders_with_a_record(tmp_path):
 
 def test_a_heads_examples_keep_room_for_every_interval():
     from attnviz.corpus import HeadProfile
+    from attnviz.corpus.examples import examples_from_rows
     from attnviz.corpus.maps import head_examples
 
     row = lambda kind, order, w: {"layer": 0, "head": 1, "kind": kind, "order": order, "text_id": 0, "query": 0,  # noqa: E731
@@ -47,7 +48,7 @@ def test_a_heads_examples_keep_room_for_every_interval():
     rows = [row("strongest", i, 0.9 - i / 100) for i in range(10)]
     rows += [row(f"interval {b}", i, b / 5 + 0.1 - i / 100) for b in range(5) for i in range(3)]
     rows += [{**row("strongest", 0, 1.0), "head": 0}]  # another head's row
-    prof = HeadProfile({}, np.zeros((1, 2, 20), int), None, rows, {0: "a text"}, {})
+    prof = HeadProfile({}, np.zeros((1, 2, 20), int), None, examples_from_rows(rows), {0: "a text"}, {})
     got = head_examples(prof, 0, 1, most=12)
     assert [(e["kind"], e["order"]) for e in got[:6]] == [("strongest", i) for i in range(6)]
     assert sorted(e["kind"] for e in got[6:11]) == [f"interval {b}" for b in range(5)]  # one of each interval first

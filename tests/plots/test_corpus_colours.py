@@ -4,6 +4,7 @@ that share a key/value head read as one colour, neighbouring groups as different
 import numpy as np
 
 import attnviz
+from attnviz.corpus.examples import examples_from_rows
 from attnviz.plots.corpus import head_finder
 
 
@@ -17,7 +18,9 @@ def _colour_at(marker, value: float) -> str:
 def test_key_value_groups_get_one_colour_each():
     rng = np.random.default_rng(0)
     stats = {"entropy": rng.random((2, 8)), "sink": rng.random((2, 8))}
-    prof = attnviz.HeadProfile(stats, np.zeros((2, 8, 20), int), None, [], {}, {"kv_groups": 2})  # 4 kv heads
+    prof = attnviz.HeadProfile(
+        stats, np.zeros((2, 8, 20), int), None, examples_from_rows([]), {}, {"kv_groups": 2}
+    )  # 4 kv heads
     marker = head_finder(prof, "entropy", "sink", "kv_group").data[0].marker
     colours = [_colour_at(marker, v) for v in marker.color]
     group = [h // 2 for _ in range(2) for h in range(8)]
@@ -30,6 +33,6 @@ def test_key_value_groups_get_one_colour_each():
 def test_statistics_keep_a_continuous_scale():
     rng = np.random.default_rng(1)
     prof = attnviz.HeadProfile({"entropy": rng.random((1, 4)), "sink": rng.random((1, 4))}, np.zeros((1, 4, 20), int),
-                               None, [], {}, {"kv_groups": 1})  # fmt: skip
+                               None, examples_from_rows([]), {}, {"kv_groups": 1})  # fmt: skip
     marker = head_finder(prof, "entropy", "sink", "sink").data[0].marker
     assert marker.cmin is None and len(marker.colorscale) > 4  # Viridis, not steps

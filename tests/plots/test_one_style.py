@@ -33,6 +33,7 @@ from attnviz import figures, plots, ui
 from attnviz.analysis import scores as S
 from attnviz.analysis.geometry import Geometry
 from attnviz.analysis.softcap import Softcap
+from attnviz.corpus.examples import examples_from_rows
 from attnviz.plots import common, margins
 from attnviz.plots.panels import panel_axes, panel_layout
 from attnviz.ui.plotly_view import TRACES
@@ -120,7 +121,7 @@ def drawn(bundled, tiny_gpt2, monkeypatch_module):
     rng = np.random.default_rng(0)
     points = rng.random((6, 2))
     prof = attnviz.HeadProfile(
-        {"entropy": rng.random((2, 3)), "sink": rng.random((2, 3))}, np.zeros((2, 3, 20), int), None, [], {},
+        {"entropy": rng.random((2, 3)), "sink": rng.random((2, 3))}, np.zeros((2, 3, 20), int), None, examples_from_rows([]), {},
         {"kv_groups": 3},
     )  # fmt: skip
     for colour in ("layer", "kv_group", "sink"):
