@@ -25,6 +25,19 @@ def test_pip_install_then_trace_from_another_folder(fresh_venv, tmp_path):
         assert (fresh_venv.build / "attnviz" / "ui" / "assets" / script).exists(), script
 
 
+def test_the_installed_profile_builds_its_c_sums_from_its_own_copy(fresh_venv, tmp_path):
+    code = (
+        f"import os; os.environ['ATTNVIZ_NATIVE_CACHE'] = {str(tmp_path / 'cache')!r}; "
+        "from attnviz.corpus import native; print(native.SOURCE); print(native.library() is not None)"
+    )
+    out = fresh_venv.run(["-c", code], cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    source, built = out.stdout.strip().splitlines()[-2:]
+    assert Path(source).is_relative_to(fresh_venv.build) and built == "True"
+    assert len(list((tmp_path / "cache").glob("profile_sums-*.so"))) == 1
+    assert (fresh_venv.build / "attnviz" / "corpus" / "default_corpus.txt").exists()
+
+
 def test_declared_dependencies_match_requirements_txt():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     pinned = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]

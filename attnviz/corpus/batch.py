@@ -307,13 +307,13 @@ def observe_run(state, batched: Batched, text_ids: list, specials, cells: int) -
     sums = TextSums(n_layer * n_text, n_head, special, punct, pad([e.ids for e in enc], np.int64), dev, win.norms is not None,
                     state.scratch)  # fmt: skip
     norms = None if win.norms is None else flat(win.norms)
-    sums.add(Window(flat(win.weights), 0, flat(win.rows), flat(win.keys), norms))
+    top = sums.add(Window(flat(win.weights), 0, flat(win.rows), flat(win.keys), norms))  # [layer x text, head, T]
     values, defined = sums.values()
     names = tuple(values)
     per_text = lambda d: np.stack([d[n] for n in names]).reshape(-1, n_layer, n_text, n_head).transpose(0, 2, 1, 3)  # noqa: E731
     state.means.update_texts(names, per_text(values), per_text(defined))
     rows = win.rows.cpu().numpy()
-    maxw = win.weights.amax(-1).double().cpu().numpy().transpose(0, 2, 1, 3).reshape(n_layer, n_head, -1)
+    maxw = top.view(n_layer, n_text, n_head, width).transpose(1, 2).reshape(n_layer, n_head, -1).double().cpu().numpy()
     state.histogram.update(maxw, rows.reshape(n_layer, -1))
     keys = RowKeys(win.weights.reshape(-1, width), s.example_keys,
                    lambda y, h, c: ((y * n_text + c // width) * n_head + h) * width + c % width,

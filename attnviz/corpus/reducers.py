@@ -14,6 +14,7 @@ import math
 import numpy as np
 import torch
 
+from . import native
 from .rows import xlogx
 
 EMPTY_TEXT = np.iinfo(np.int64).max
@@ -156,13 +157,7 @@ class Divergence:
             return
         row_sums = lambda x, *lead: x.view(*lead, r, k).sum(-1).double().sum(-1)  # noqa: E731 - [*lead] float64
         per_head = row_sums(xlogx(p), n) / 2 + row_sums(p, n) * (math.log(2) / 2)  # -H(p) / 2 + log 2 (sum p) / 2
-        p = p.flatten(1)  # [heads, r x key]: a head's rows' cells
-        cells = min(cells, CPU_BLOCK) if p.device.type == "cpu" else cells
-        block = max(1, min(BLOCK_HEADS, cells // max(1, n * p.shape[1])))
-        slogs = torch.zeros(n, n, dtype=torch.float64, device=p.device)
-        for a in range(0, n, block):
-            s = torch.add(p[a : a + block, None], p[None, a:])  # [block, n - a, r x key]
-            slogs[a : a + block, a:] = row_sums(xlogx(s, out=torch.empty_like(s)), *s.shape[:2])
+        slogs = native.pair_sums(p) if native.usable(p) else pair_sums(p, cells)
         upper = torch.triu(per_head[:, None] + per_head[None, :] - slogs / 2, 1)  # a head and itself: exactly 0
         self.sums += (upper + upper.T).cpu().numpy()
         self.rows += r
@@ -176,6 +171,22 @@ class Divergence:
 
     def arrays(self) -> dict:
         return {"sums": self.sums, "rows": self.rows}
+
+
+def pair_sums(p: torch.Tensor, cells: int) -> torch.Tensor:
+    """[heads, heads] float64: for heads a < b of p [heads, r, key], the sum over rows of each row's sum (float32)
+    over keys of s log s for s = p[a] + p[b], in PyTorch's passes over blocks of heads (the C form:
+    attnviz.corpus.native.pair_sums); at and below the diagonal: not to be read."""
+    n, r, k = p.shape
+    row_sums = lambda x, *lead: x.view(*lead, r, k).sum(-1).double().sum(-1)  # noqa: E731 - [*lead] float64
+    p = p.flatten(1)  # [heads, r x key]: a head's rows' cells
+    cells = min(cells, CPU_BLOCK) if p.device.type == "cpu" else cells
+    block = max(1, min(BLOCK_HEADS, cells // max(1, n * p.shape[1])))
+    slogs = torch.zeros(n, n, dtype=torch.float64, device=p.device)
+    for a in range(0, n, block):
+        s = torch.add(p[a : a + block, None], p[None, a:])  # [block, n - a, r x key]
+        slogs[a : a + block, a:] = row_sums(xlogx(s, out=torch.empty_like(s)), *s.shape[:2])
+    return slogs
 
 
 def sampled_rows(seed: int, text: int, n: int, k: int) -> np.ndarray:

@@ -24,6 +24,7 @@ import torch
 from ..analysis.heads import live_keys, query_rows
 from ..trace import AttentionTrace
 from ..trace.layers import HIDDEN_FILL
+from . import native
 
 CELLS = 1 << 22  # [layer, head, query, key] float32 cells of one window on a CPU: 16 MB, passes that stay in cache
 #: ... and on a GPU: 256 MB. Each window costs a few kernel launches per layer and statistic, so small windows leave a
@@ -176,6 +177,29 @@ def xlogx(w: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     return torch.clamp(w, min=TINY, out=out).log_().mul_(w)
 
 
+def cell_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None, scratch: Scratch) -> dict:
+    """Every row sum TextSums takes from a window: w [layer, head, query, key]; f [layer, texts or 1, query, key,
+    feature] (`row_sums`' features); norms [layer, head, key] or None. {"sums": [.., query, feature] of w x f,
+    "wlogw": of w log w, "top": the largest weight} and with norms {"usums": of u x f, "ulogu": of u log u} for
+    u = w x norms (u log u = norms (w log w) + w (norms log norms): no second pass of logarithms). One pass over each
+    row in C where it can (attnviz.corpus.native), else PyTorch's passes: the same sums to float32 rounding."""
+    if native.usable(w, f, norms):
+        return native.window_sums(w, f, norms)
+    return pytorch_sums(w, f, norms, scratch)
+
+
+def pytorch_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None, scratch: Scratch) -> dict:
+    """`cell_sums` in PyTorch's passes over the cells (any device, any float type)."""
+    wlogw = xlogx(w, scratch.like("xlogx", w))
+    out = {"sums": row_sums(w, f, scratch=scratch), "wlogw": wlogw.sum(-1), "top": w.amax(-1)}
+    if norms is not None:
+        n = norms[:, :, None, :]
+        ulogu = torch.mul(wlogw, n, out=wlogw).sum(-1).double()
+        ulogu += torch.mul(w, xlogx(n), out=wlogw).sum(-1).double()
+        out |= {"ulogu": ulogu, "usums": row_sums(w, f, n, scratch)}  # u = w x norms, multiplied as it is permuted
+    return out
+
+
 class Scratch:
     """Memory reused from window to window and text to text for the large temporaries: a new tensor of a window's
     size is fresh pages from the system each time (zeroed by the kernel on first touch), which cost more than the
@@ -252,9 +276,10 @@ class TextSums:
         f[..., -1] = 1.0  # a value-weighted row is normalised over every key, as value_share does
         return f
 
-    def add(self, win: Window) -> None:
-        """Value-weighted rows are u = w x ||v W_O|| over their sum Z (Kobayashi et al.): their sums are u's over Z
-        and their entropy log Z - (u log u) / Z, so they are never divided out cell by cell."""
+    def add(self, win: Window) -> torch.Tensor:
+        """Add a window's sums; returns each of its rows' largest weight [layer, head, query] float32. Value-weighted
+        rows are u = w x ||v W_O|| over their sum Z (Kobayashi et al.): their sums are u's over Z and their entropy
+        log Z - (u log u) / Z, so they are never divided out cell by cell."""
         w, rows = win.weights, win.rows
         n, n_keys, n_lin, n_pat = w.shape[2], w.shape[3], len(LINEAR), len(self.patterns)
         f = self.features(win, n, win.n_keys)  # every key: which neighbours and pattern cells a row has
@@ -264,25 +289,21 @@ class TextSums:
         if n_keys < win.n_keys:  # the keys the window reads: the rest hold no weight
             f = f[:, :, :n_keys].contiguous()
         rows64 = rows.double()[:, None, :]
-        sums = row_sums(w, f, scratch=self.scratch)  # [layer, head, query, feature]
+        part = cell_sums(w, f, win.norms, self.scratch)
+        sums = part["sums"]  # [layer, head, query, feature]
         self.linear[0] += sums[..., :n_lin].sum(2, dtype=torch.float64)
         self.hits += sums[..., n_lin : n_lin + n_pat].sum(2, dtype=torch.float64)
         self.totals += sums[..., -2].sum(2, dtype=torch.float64)
-        wlogw = xlogx(w, self.scratch.like("xlogx", w))
-        self.entropy[0] -= (wlogw.sum(-1).double() * rows64).sum(-1)
+        self.entropy[0] -= (part["wlogw"].double() * rows64).sum(-1)
         if win.norms is not None:
-            # u log u = norm (w log w) + w (norm log norm): a row's sum of it takes two products with the norms, not
-            # a second pass of logarithms over every cell (torch's batched matrix-vector products are slower here)
-            norms = win.norms[:, :, None, :]
-            own = torch.mul(wlogw, norms, out=wlogw).sum(-1).double()
-            own += torch.mul(w, xlogx(norms), out=wlogw).sum(-1).double()
-            sums = row_sums(w, f, norms, self.scratch).double()  # u = w x norms, multiplied as it is permuted
+            own, sums = part["ulogu"].double(), part["usums"].double()
             z = sums[..., -1]  # [layer, head, query]; 0 where a row attends nothing: its view is a row of zeros
             live = z > 0
             z = torch.where(live, z, 1.0)
             self.linear[1] += (sums[..., :n_lin] / z[..., None]).sum(2)
             self.entropy[1] += (torch.where(live, z.log() - own / z, 0.0) * rows64).sum(-1)
         self.rows += rows.sum(-1)
+        return part["top"]
 
     def values(self) -> tuple[dict, dict]:
         """(statistic -> [layer, head] float64 numpy of this text, statistic -> [layer, head] bool: defined here).

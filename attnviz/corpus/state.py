@@ -91,8 +91,7 @@ class ProfileState:
         sample = sampled_rows(s.seed, text_id, trace.n_tokens, s.distance_rows) if s.distances else None
         for win in windows(trace, cells, has_values, self.scratch):
             sums = sums or text(win.weights.device)
-            sums.add(win)
-            maxw = win.weights.amax(-1).double().cpu().numpy()
+            maxw = sums.add(win).double().cpu().numpy()
             self.histogram.update(maxw, win.rows.cpu().numpy())
             self.examples.update(win.weights, win.rows, text_id, win.start, maxw, win.n_keys)
             if self.settings.distances:

@@ -1,0 +1,115 @@
+/* The head profile's sums over every attention cell, each row read once: `window_sums` (the statistics) and
+   `pair_sums` (the head distances). attnviz.corpus.native builds and calls them.
+
+   window_sums: every row sum a head profile takes from a window of attention weights.
+
+   attnviz.corpus.rows.TextSums computes the same sums with PyTorch: a batched product of the rows with the cell
+   features, the same for the value-weighted rows, a pass of logarithms and a few reductions, each a pass over every
+   cell from memory. Here each row is read once into the core's cache and every sum is taken from there.
+
+   w      [G, H, Q, K] float32: the weights, G groups (layers, or layers x texts) of H heads, Q queries, K keys.
+   f      [Gf, Q, F, K] float32: each cell's F features; group g reads features g % Gf (1, texts or G of them).
+   norms  [G, H, K] float32 or NULL: ||v W_O[h]|| per key (value-weighted rows u = w x norms).
+   nlogn  [G, H, K] float32 (with norms): norms log norms.
+   sums   [G, H, Q, F]: sum over keys of w x f.        usums [G, H, Q, F] (with norms): of u x f.
+   ent    [G, H, Q]: sum over keys of w log w (0 log 0 = 0: a weight below the smallest normal float counts as it).
+   own    [G, H, Q] (with norms): sum of u log u = norms (w log w) + w (norms log norms).
+   top    [G, H, Q]: the row's largest weight.
+
+   Each row's sums are float32, as PyTorch's are there. Built with -ffast-math (compiled, not linked with it: linking
+   would add a constructor that flushes denormals for the whole process), so the sums are vectorised and logf is
+   glibc's vector logf. */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define TINY 1.17549435e-38f
+
+static float dot(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+    for (int64_t k = 0; k < n; k++) s += a[k] * b[k];
+    return s;
+}
+
+/* [lo, hi) of each feature row of f [rows, K]: the keys from its first non-zero value to its last (a neighbour, the
+   first key or a pattern is a cell or a few: its sum reads those keys, not the row). */
+static void spans(const float *f, int64_t rows, int64_t K, int64_t *lo, int64_t *hi) {
+    for (int64_t i = 0; i < rows; i++) {
+        const float *r = f + i * K;
+        int64_t a = 0, b = K;
+        while (a < K && r[a] == 0.0f) a++;
+        while (b > a && r[b - 1] == 0.0f) b--;
+        lo[i] = a;
+        hi[i] = b;
+    }
+}
+
+int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, const float *f, int64_t Gf, int64_t F,
+                const float *norms, const float *nlogn, float *sums, float *usums, float *ent, float *own,
+                float *top) {
+    int64_t n = K > 0 ? K : 1, nf = Gf * Q * F > 0 ? Gf * Q * F : 1;
+    float *wlogw = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n);
+    int64_t *lo = malloc(sizeof(int64_t) * nf), *hi = malloc(sizeof(int64_t) * nf);
+    if (!wlogw || !u || !lo || !hi) {
+        free(wlogw), free(u), free(lo), free(hi);
+        return 1;
+    }
+    spans(f, Gf * Q * F, K, lo, hi);
+    for (int64_t g = 0; g < G; g++) {
+        for (int64_t h = 0; h < H; h++) {
+            const float *nv = norms ? norms + (g * H + h) * K : NULL;
+            const float *nl = norms ? nlogn + (g * H + h) * K : NULL;
+            for (int64_t q = 0; q < Q; q++) {
+                int64_t row = (g * H + h) * Q + q;
+                const float *x = w + row * K;
+                int64_t at = ((g % Gf) * Q + q) * F;  /* this row's features: rows at .. at + F - 1 of f */
+                const float *fr = f + at * K;
+                float e = 0.0f, m = 0.0f;
+                for (int64_t k = 0; k < K; k++) {
+                    float v = x[k];
+                    float l = v * logf(v > TINY ? v : TINY);
+                    wlogw[k] = l;
+                    e += l;
+                    m = v > m ? v : m;
+                }
+                ent[row] = e;
+                top[row] = m;
+                for (int64_t j = 0; j < F; j++)
+                    sums[row * F + j] = dot(x + lo[at + j], fr + j * K + lo[at + j], hi[at + j] - lo[at + j]);
+                if (!nv) continue;
+                float o = 0.0f;
+                for (int64_t k = 0; k < K; k++) {
+                    o += wlogw[k] * nv[k] + x[k] * nl[k];
+                    u[k] = x[k] * nv[k];
+                }
+                own[row] = o;
+                for (int64_t j = 0; j < F; j++)
+                    usums[row * F + j] = dot(u + lo[at + j], fr + j * K + lo[at + j], hi[at + j] - lo[at + j]);
+            }
+        }
+    }
+    free(wlogw), free(u), free(lo), free(hi);
+    return 0;
+}
+
+/* pair_sums: for every pair of heads a < b of p [N, R, K] (N heads' R rows of K weights), the sum over rows of the
+   sum over keys of s log s, s = p[a] + p[b] (0 log 0 = 0), into out [N, N] (b > a; the rest is left as it is).
+   Each row's sum is float32 and the rows' sum float64, as attnviz.corpus.reducers.Divergence takes them. */
+void pair_sums(const float *p, int64_t N, int64_t R, int64_t K, double *out) {
+    for (int64_t a = 0; a < N; a++) {
+        for (int64_t b = a + 1; b < N; b++) {
+            double total = 0.0;
+            for (int64_t r = 0; r < R; r++) {
+                const float *x = p + (a * R + r) * K, *y = p + (b * R + r) * K;
+                float acc = 0.0f;
+                for (int64_t k = 0; k < K; k++) {
+                    float s = x[k] + y[k];
+                    acc += s * logf(s > TINY ? s : TINY);
+                }
+                total += acc;
+            }
+            out[a * N + b] = total;
+        }
+    }
+}
