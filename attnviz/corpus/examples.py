@@ -144,9 +144,18 @@ def first(a: np.ndarray, k: int, on: torch.device | None = None) -> np.ndarray:
     """The indices of the k smallest of `a` along its last axis, ties to the earlier index (a stable sort's first k),
     sorted by numpy, or on the device `on`: on a GPU the host's sort of every head's candidate rows was most of the
     examples' time (an 8B model: 1,024 heads' rows per window)."""
-    if on is None:
+    if on is not None:
+        return torch.sort(torch.as_tensor(a, device=on), dim=-1, stable=True).indices[..., :k].cpu().numpy()
+    if k >= a.shape[-1]:
         return np.argsort(a, axis=-1, kind="stable")[..., :k]
-    return torch.sort(torch.as_tensor(a, device=on), dim=-1, stable=True).indices[..., :k].cpu().numpy()
+    # each row's k-th smallest value; the values below it, then the earliest of those equal to it: k indices a row,
+    # in index order, then sorted by value (stable): a sort of k values, not of the row (a stable sort of every
+    # candidate row was most of the examples' time)
+    kth = np.partition(a, k - 1, axis=-1)[..., k - 1 : k]
+    tie = a == kth
+    chosen = (a < kth) | (tie & (np.cumsum(tie, -1) <= k - (a < kth).sum(-1, keepdims=True)))
+    at = np.nonzero(chosen)[-1].reshape(*a.shape[:-1], k)
+    return np.take_along_axis(at, np.argsort(np.take_along_axis(a, at, -1), axis=-1, kind="stable"), -1)
 
 
 class Examples:
