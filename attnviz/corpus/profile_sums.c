@@ -95,15 +95,21 @@ int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, cons
 
 /* pair_sums: for every pair of heads a < b of p [N, R, K] (N heads' R rows of K weights), the sum over rows of the
    sum over keys of s log s, s = p[a] + p[b] (0 log 0 = 0), into out [N, N] (b > a; the rest is left as it is).
-   Each row's sum is float32 and the rows' sum float64, as attnviz.corpus.reducers.Divergence takes them. */
+   Sums of whole rows of at most BLOCK cells (one row where rows are longer) are float32, their sum float64, as
+   attnviz.corpus.reducers.Divergence takes a row's sum in float32 and the rows' in float64 (short rows are summed a
+   few at a time: a loop per row of a dozen keys cost more than its cells). */
+#define BLOCK 1024
+
 void pair_sums(const float *p, int64_t N, int64_t R, int64_t K, double *out) {
+    int64_t rows = K >= BLOCK ? 1 : BLOCK / K, cells = R * K;
     for (int64_t a = 0; a < N; a++) {
         for (int64_t b = a + 1; b < N; b++) {
+            const float *x = p + a * cells, *y = p + b * cells;
             double total = 0.0;
-            for (int64_t r = 0; r < R; r++) {
-                const float *x = p + (a * R + r) * K, *y = p + (b * R + r) * K;
+            for (int64_t r = 0; r < R; r += rows) {
+                int64_t stop = (r + rows < R ? r + rows : R) * K;
                 float acc = 0.0f;
-                for (int64_t k = 0; k < K; k++) {
+                for (int64_t k = r * K; k < stop; k++) {
                     float s = x[k] + y[k];
                     acc += s * logf(s > TINY ? s : TINY);
                 }
