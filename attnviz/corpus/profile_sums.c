@@ -32,17 +32,33 @@ static float dot(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-/* [lo, hi) of each feature row of f [rows, K]: the keys from its first non-zero value to its last (a neighbour, the
-   first key or a pattern is a cell or a few: its sum reads those keys, not the row). */
-static void spans(const float *f, int64_t rows, int64_t K, int64_t *lo, int64_t *hi) {
+/* How a feature row of K keys is read: its n non-zero keys listed (idx[at], ...) where they are at most K / 8 of
+   them (a neighbour, the first key, special tokens, a pattern's cells), else (n < 0) the keys from its first
+   non-zero value to its last, [lo, hi). */
+typedef struct {
+    int64_t lo, hi, at, n;
+} Layout;
+
+static void layouts(const float *f, int64_t rows, int64_t K, Layout *out, int32_t *idx) {
+    int64_t used = 0;
     for (int64_t i = 0; i < rows; i++) {
         const float *r = f + i * K;
-        int64_t a = 0, b = K;
+        int64_t a = 0, b = K, n = 0;
         while (a < K && r[a] == 0.0f) a++;
         while (b > a && r[b - 1] == 0.0f) b--;
-        lo[i] = a;
-        hi[i] = b;
+        for (int64_t k = a; k < b; k++) n += r[k] != 0.0f;
+        out[i] = (Layout){a, b, used, n * 8 <= K ? n : -1};
+        if (out[i].n < 0) continue;
+        for (int64_t k = a; k < b; k++)
+            if (r[k] != 0.0f) idx[used++] = (int32_t)k;
     }
+}
+
+static float sum_of(const float *x, const float *r, const Layout *l, const int32_t *idx) {
+    if (l->n < 0) return dot(x + l->lo, r + l->lo, l->hi - l->lo);
+    float s = 0.0f;
+    for (int64_t i = 0; i < l->n; i++) s += x[idx[l->at + i]] * r[idx[l->at + i]];
+    return s;
 }
 
 int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, const float *f, int64_t Gf, int64_t F,
@@ -50,12 +66,13 @@ int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, cons
                 float *top) {
     int64_t n = K > 0 ? K : 1, nf = Gf * Q * F > 0 ? Gf * Q * F : 1;
     float *wlogw = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n);
-    int64_t *lo = malloc(sizeof(int64_t) * nf), *hi = malloc(sizeof(int64_t) * nf);
-    if (!wlogw || !u || !lo || !hi) {
-        free(wlogw), free(u), free(lo), free(hi);
+    Layout *lay = malloc(sizeof(Layout) * nf);
+    int32_t *idx = malloc(sizeof(int32_t) * nf * (n / 8 + 1));
+    if (!wlogw || !u || !lay || !idx) {
+        free(wlogw), free(u), free(lay), free(idx);
         return 1;
     }
-    spans(f, Gf * Q * F, K, lo, hi);
+    layouts(f, Gf * Q * F, K, lay, idx);
     for (int64_t g = 0; g < G; g++) {
         for (int64_t h = 0; h < H; h++) {
             const float *nv = norms ? norms + (g * H + h) * K : NULL;
@@ -75,8 +92,7 @@ int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, cons
                 }
                 ent[row] = e;
                 top[row] = m;
-                for (int64_t j = 0; j < F; j++)
-                    sums[row * F + j] = dot(x + lo[at + j], fr + j * K + lo[at + j], hi[at + j] - lo[at + j]);
+                for (int64_t j = 0; j < F; j++) sums[row * F + j] = sum_of(x, fr + j * K, lay + at + j, idx);
                 if (!nv) continue;
                 float o = 0.0f;
                 for (int64_t k = 0; k < K; k++) {
@@ -84,12 +100,11 @@ int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, cons
                     u[k] = x[k] * nv[k];
                 }
                 own[row] = o;
-                for (int64_t j = 0; j < F; j++)
-                    usums[row * F + j] = dot(u + lo[at + j], fr + j * K + lo[at + j], hi[at + j] - lo[at + j]);
+                for (int64_t j = 0; j < F; j++) usums[row * F + j] = sum_of(u, fr + j * K, lay + at + j, idx);
             }
         }
     }
-    free(wlogw), free(u), free(lo), free(hi);
+    free(wlogw), free(u), free(lay), free(idx);
     return 0;
 }
 

@@ -29,7 +29,11 @@ def window(rng, groups, heads, queries, keys, feature_groups, n_features=12, nor
     w /= w.sum(-1, keepdims=True)
     w[0, 0, 0] = 0.0  # a query that may attend nothing
     f = rng.integers(0, 2, (feature_groups, queries, keys, n_features)).astype(np.float32)
-    f[..., 0] = np.abs(np.arange(queries)[:, None] - np.arange(keys)[None, :])  # a distance
+    q, k = np.arange(queries)[:, None], np.arange(keys)[None, :]
+    f[..., 0] = np.abs(q - k)  # a distance
+    f[..., 1], f[..., 2] = k == 0, k == q - 1  # a cell a row (read as a list of keys, not a span)
+    f[..., 3] = rng.random((feature_groups, queries, keys)) < 0.05  # a few cells
+    f[..., 4] = k == keys - 1  # a span of one key at the end
     if not norms:
         return w.astype(np.float32), f, None
     n = rng.gamma(2.0, 1.0, (groups, heads, keys)).astype(np.float32)
