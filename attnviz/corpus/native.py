@@ -88,12 +88,13 @@ def cache_folder() -> Path:
 
 
 def _ours(path: Path) -> bool:
-    """Whether `path` is a file this user made that no one else may write (code is loaded from it)."""
+    """Whether `path` is a file this user made that no one else may write (code is loaded from it); never where the
+    system has no user ids to tell."""
     try:
-        st = path.stat()
-    except OSError:
+        st, uid = path.stat(), os.getuid()
+    except (OSError, AttributeError):
         return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return st.st_uid == uid and not st.st_mode & 0o022
 
 
 def _version(compiler: str) -> str:
