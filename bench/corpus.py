@@ -8,11 +8,10 @@ text a forward (`profile_one_text`, batch=1: the code before batching); one thre
 cost_wide: the same on 4 layers of the Llama-3.2-1B shape at 512 tokens (the ratio falls as the model widens);
 cost_deep: on all 16 of its layers (a profile's forward ends after the last attention call, which saves most of one
 layer: 4 layers overstate that).
-The goal, at most 1.25x (docs/corpus.md, "The forward ends after the last attention call"): met by the wide rows
-(1.00-1.05x on 4 layers, 1.10-1.22x on 16; 1.04-1.09x and 1.21-1.25x with the head distances) and, at the line, by
-cost_short without the head distances (1.17-1.29x, median 1.25x; 1.22-1.40x with them); not by the bundled 384-wide
-model's longer texts (cost_120 1.34-1.47x, cost_512 ~1.8x), whose cells per forward FLOP are 4-11 times the wide
-model's (docs/corpus.md, "Why 1.25x is out of reach for the bundled model").
+The goal, at most 1.25x (docs/corpus.md, "Where the goal stands"): with the sums in C (attnviz.corpus.native), met by
+cost_deep (1.15x; 1.12x with the head distances), cost_short (1.19x; 1.22x) and, at the line, cost_120 (1.25x;
+1.28x); not by cost_512 (1.56x), the bundled 384-wide model made to read ~300 tokens, whose cells per forward FLOP are
+11 times the 1B shape's (docs/corpus.md, "Why 1.25x is out of reach for the bundled model").
 finder: the Corpus page's head finder for 32 x 32 heads.
 side_by_side (BENCH_BASELINE=/path/to/another/checkout python -m bench.corpus): every cost row for that checkout and
 this one, in fresh processes alternating baseline, branch for each row, each timing its own SDPA forward beside its

@@ -243,21 +243,24 @@ class Examples:
         return cls(strongest, Kept(**{f: a[f"drawn.{f}"] for f in FIELDS}), int(a["seed"]))
 
     def table(self):
-        """Every kept example as a pyarrow Table (attnviz.corpus.store's examples schema): layer, head, kind
-        ("strongest" or "interval i"), rank within it, text id, query, top weight, and the keys a row names with their
-        weights. Built column by column from the selections' arrays: a profile keeps tens of thousands of examples, and
-        a dict and two lists for each were most of the Python objects a profile made (each one a full collection of
-        the garbage collector's oldest generation every few profiles, in a process that runs many)."""
+        """Every kept example as a pyarrow Table (`example_schema`): layer, head, kind ("strongest" or "interval i"),
+        rank within it, text id, query, top weight, and the keys a row names with their weights. Built column by
+        column from the selections' arrays: a profile keeps tens of thousands of examples, and a dict and two lists
+        for each were most of the Python objects a profile made (each one a full collection of the garbage
+        collector's oldest generation every few profiles, in a process that runs many)."""
         import pyarrow as pa
 
         parts = [self._columns("strongest", self.strongest), self._columns("interval", self.drawn)]
         cols = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
-        listed = lambda values, named: pa.ListArray.from_arrays(  # noqa: E731 - each row's first `named` values
-            pa.array(np.concatenate([[0], np.cumsum(named)]).astype(np.int32)), pa.array(values)
-        )
-        arrays = [pa.array(cols[n]) for n in ("layer", "head", "kind", "order", "text_id", "query", "max_weight")]
-        arrays += [listed(cols["keys"], cols["named"]), listed(cols["key_weights"], cols["named"])]
-        return pa.Table.from_arrays(arrays, schema=example_schema())
+        schema = example_schema()
+        offsets = pa.array(np.concatenate([[0], np.cumsum(cols["named"])]).astype(np.int32))
+        arrays = [
+            pa.ListArray.from_arrays(offsets, pa.array(cols[f.name], f.type.value_type))  # a row's named keys
+            if pa.types.is_list(f.type)
+            else pa.array(cols[f.name], f.type)
+            for f in schema
+        ]
+        return pa.Table.from_arrays(arrays, schema=schema)
 
     @staticmethod
     def _columns(kind: str, kept: Kept) -> dict:

@@ -32,10 +32,10 @@ class HeadProfile:
 
     stats: statistic -> [layer, head] float64 (NaN where no text defined it); histogram [layer, head, bin]: rows by
     their largest weight; divergence [layer x head, layer x head]: mean Jensen-Shannon divergence per row (None when
-    not computed); example_table: a pyarrow Table of the kept rows (`examples.example_schema`; `examples` lists them as dicts,
-    made when first asked for); texts: text id -> text, for the examples; provenance: model,
-    corpus, counts, settings, versions; qk: every head's sampled queries and keys (attnviz.corpus.qk_store), or None
-    (the provenance's "qk_sample" says why)."""
+    not computed); example_table: a pyarrow Table of the kept rows (`examples.example_schema`; `examples` lists them
+    as dicts, made when first asked for); texts: text id -> text, for the examples; provenance: model, corpus, counts,
+    settings, versions; qk: every head's sampled queries and keys (attnviz.corpus.qk_store), or None (the
+    provenance's "qk_sample" says why)."""
 
     stats: dict
     histogram: np.ndarray

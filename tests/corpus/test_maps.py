@@ -53,3 +53,14 @@ def test_a_heads_examples_keep_room_for_every_interval():
     assert [(e["kind"], e["order"]) for e in got[:6]] == [("strongest", i) for i in range(6)]
     assert sorted(e["kind"] for e in got[6:11]) == [f"interval {b}" for b in range(5)]  # one of each interval first
     assert len(got) == 12 and all(e["text"] == "a text" and e["head"] == 1 for e in got)
+
+
+def test_a_profile_that_kept_no_example_has_an_empty_table_of_the_schema():
+    from attnviz.corpus import HeadProfile
+    from attnviz.corpus.examples import Examples, example_schema
+    from attnviz.corpus.maps import head_examples
+
+    table = Examples.empty(2, 3).table()  # no row was ever offered: every slot empty
+    assert table.num_rows == 0 and table.schema.equals(example_schema())
+    prof = HeadProfile({}, np.zeros((2, 3, 20), int), None, table, {}, {})
+    assert prof.examples == [] and head_examples(prof, 1, 2) == []
