@@ -145,8 +145,8 @@ def window_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None) ->
 
 def pair_sums(p: torch.Tensor) -> torch.Tensor:
     """[N, N] float64: for heads a < b of p [N, R, K] float32, the sum over rows of sum over keys of s log s for
-    s = p[a] + p[b] (profile_sums.c's pair_sums: a row's sum in float32, or a few short rows' together, up to 1,024
-    cells; their sum in float64); 0 on and below the diagonal."""
+    s = p[a] + p[b] (profile_sums.c's pair_sums: each cell's term float32, their sum float64); 0 on and below the
+    diagonal."""
     p = p.contiguous()
     out = torch.zeros(p.shape[0], p.shape[0], dtype=torch.float64)
     library().pair_sums(p.data_ptr(), *p.shape, out.data_ptr())

@@ -109,26 +109,19 @@ int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, cons
 }
 
 /* pair_sums: for every pair of heads a < b of p [N, R, K] (N heads' R rows of K weights), the sum over rows of the
-   sum over keys of s log s, s = p[a] + p[b] (0 log 0 = 0), into out [N, N] (b > a; the rest is left as it is).
-   Sums of whole rows of at most BLOCK cells (one row where rows are longer) are float32, their sum float64, as
-   attnviz.corpus.reducers.Divergence takes a row's sum in float32 and the rows' in float64 (short rows are summed a
-   few at a time: a loop per row of a dozen keys cost more than its cells). */
-#define BLOCK 1024
-
+   sum over keys of s log s, s = p[a] + p[b] (0 log 0 = 0), into out [N, N] (b > a; the rest is left as it is). Each
+   cell's s log s is float32, their sum float64 (PyTorch's form sums a row in float32, the rows in float64): one loop
+   over a pair's cells whatever the rows' length, and a sum that does not depend on how rows are laid out (texts read
+   together or alone give the same sums to float64 rounding). */
 void pair_sums(const float *p, int64_t N, int64_t R, int64_t K, double *out) {
-    int64_t rows = K >= BLOCK ? 1 : BLOCK / K, cells = R * K;
+    int64_t cells = R * K;
     for (int64_t a = 0; a < N; a++) {
         for (int64_t b = a + 1; b < N; b++) {
             const float *x = p + a * cells, *y = p + b * cells;
             double total = 0.0;
-            for (int64_t r = 0; r < R; r += rows) {
-                int64_t stop = (r + rows < R ? r + rows : R) * K;
-                float acc = 0.0f;
-                for (int64_t k = r * K; k < stop; k++) {
-                    float s = x[k] + y[k];
-                    acc += s * logf(s > TINY ? s : TINY);
-                }
-                total += acc;
+            for (int64_t k = 0; k < cells; k++) {
+                float s = x[k] + y[k];
+                total += (double)(s * logf(s > TINY ? s : TINY));
             }
             out[a * N + b] = total;
         }
