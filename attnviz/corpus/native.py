@@ -121,10 +121,11 @@ def usable(*tensors) -> bool:
     return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in present) and library() is not None
 
 
-def window_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None) -> dict:
-    """The row sums of a window (profile_sums.c's window_sums): w [G, H, Q, K]; f [Gf, Q, K, F] (Gf divides G: group g reads
-    features g % Gf); norms [G, H, K] or None. {"sums", "ent", "top"} and, with norms, {"usums", "own"}: torch tensors
-    [G, H, Q, F] and [G, H, Q], float32."""
+def window_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None) -> dict | None:
+    """The row sums of a window (profile_sums.c's window_sums): w [G, H, Q, K]; f [Gf, Q, K, F] (Gf divides G: group
+    g reads features g % Gf); norms [G, H, K] or None. {"sums", "wlogw", "top"} and, with norms, {"usums", "ulogu"}
+    (attnviz.corpus.rows.cell_sums): float32 tensors [G, H, Q, F] and [G, H, Q]; None where the C code found no
+    memory for its scratch (a row and the features' key lists)."""
     G, H, Q, K = w.shape
     Gf, F = f.shape[0], f.shape[-1]
     w, ft = w.contiguous(), f.permute(0, 1, 3, 2).contiguous()  # each feature's keys side by side
@@ -138,9 +139,7 @@ def window_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None) ->
     ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
     sums = [ptr(out.get(k)) for k in ("sums", "usums", "wlogw", "ulogu", "top")]
     failed = library().window_sums(ptr(w), G, H, Q, K, ptr(ft), Gf, F, ptr(norms), ptr(nlogn), *sums)
-    if failed:
-        raise MemoryError("window_sums: no memory for a row's scratch")
-    return out
+    return None if failed else out
 
 
 def pair_sums(p: torch.Tensor) -> torch.Tensor:
