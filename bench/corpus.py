@@ -9,8 +9,8 @@ cost_wide: the same on 4 layers of the Llama-3.2-1B shape at 512 tokens (the rat
 cost_deep: on all 16 of its layers (a profile's forward ends after the last attention call, which saves most of one
 layer: 4 layers overstate that).
 The goal, at most 1.25x (docs/corpus.md, "Where the goal stands"): with the sums in C (attnviz.corpus.native), met by
-cost_deep (1.15x; 1.12x with the head distances), cost_short (1.19x; 1.22x) and, at the line, cost_120 (1.25x;
-1.28x); not by cost_512 (1.56x), the bundled 384-wide model made to read ~300 tokens, whose cells per forward FLOP are
+cost_deep (1.15x; 1.12x with the head distances), cost_short (1.19x; 1.22-1.25x) and cost_120 (1.19-1.25x; with the
+distances 1.28-1.29x, not); not by cost_512 (1.56x), the bundled 384-wide model made to read ~300 tokens, whose cells per forward FLOP are
 11 times the 1B shape's (docs/corpus.md, "Why 1.25x is out of reach for the bundled model").
 finder: the Corpus page's head finder for 32 x 32 heads.
 side_by_side (BENCH_BASELINE=/path/to/another/checkout python -m bench.corpus): every cost row for that checkout and
