@@ -121,9 +121,11 @@ def usable(*tensors) -> bool:
     return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in present) and library() is not None
 
 
-def window_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None) -> dict | None:
+def window_sums(
+    w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None, nlogn: torch.Tensor | None
+) -> dict | None:
     """The row sums of a window (profile_sums.c's window_sums): w [G, H, Q, K]; f [Gf, Q, K, F] (Gf divides G: group
-    g reads features g % Gf); norms [G, H, K] or None. {"sums", "wlogw", "top"} and, with norms, {"usums", "ulogu"}
+    g reads features g % Gf); norms [G, H, K] and nlogn, norms log norms (attnviz.corpus.rows.xlogx), or None. {"sums", "wlogw", "top"} and, with norms, {"usums", "ulogu"}
     (attnviz.corpus.rows.cell_sums): float32 tensors [G, H, Q, F] and [G, H, Q]; None where the C code found no
     memory for its scratch (a row and the features' key lists)."""
     G, H, Q, K = w.shape
@@ -131,10 +133,8 @@ def window_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None) ->
     w, ft = w.contiguous(), f.permute(0, 1, 3, 2).contiguous()  # each feature's keys side by side
     new = lambda *shape: torch.empty(shape, dtype=torch.float32)  # noqa: E731
     out = {"sums": new(G, H, Q, F), "wlogw": new(G, H, Q), "top": new(G, H, Q)}
-    nlogn = None
     if norms is not None:
-        norms = norms.contiguous()
-        nlogn = norms * torch.log(norms.clamp(min=torch.finfo(torch.float32).tiny))
+        norms, nlogn = norms.contiguous(), nlogn.contiguous()
         out |= {"usums": new(G, H, Q, F), "ulogu": new(G, H, Q)}
     ptr = lambda t: None if t is None else t.data_ptr()  # noqa: E731
     sums = [ptr(out.get(k)) for k in ("sums", "usums", "wlogw", "ulogu", "top")]

@@ -12,8 +12,8 @@
    norms  [G, H, K] float32 or NULL: ||v W_O[h]|| per key (value-weighted rows u = w x norms).
    nlogn  [G, H, K] float32 (with norms): norms log norms.
    sums   [G, H, Q, F]: sum over keys of w x f.        usums [G, H, Q, F] (with norms): of u x f.
-   ent    [G, H, Q]: sum over keys of w log w (0 log 0 = 0: a weight below the smallest normal float counts as it).
-   own    [G, H, Q] (with norms): sum of u log u = norms (w log w) + w (norms log norms).
+   wlogw  [G, H, Q]: sum over keys of w log w (0 log 0 = 0: a weight below the smallest normal float counts as it).
+   ulogu  [G, H, Q] (with norms): sum of u log u = norms (w log w) + w (norms log norms).
    top    [G, H, Q]: the row's largest weight.
 
    Each row's sums are float32, as PyTorch's are there. Built with -ffast-math (compiled, not linked with it: linking
@@ -62,14 +62,14 @@ static float sum_of(const float *x, const float *r, const Layout *l, const int32
 }
 
 int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, const float *f, int64_t Gf, int64_t F,
-                const float *norms, const float *nlogn, float *sums, float *usums, float *ent, float *own,
+                const float *norms, const float *nlogn, float *sums, float *usums, float *wlogw, float *ulogu,
                 float *top) {
     int64_t n = K > 0 ? K : 1, nf = Gf * Q * F > 0 ? Gf * Q * F : 1;
-    float *wlogw = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n);
+    float *terms = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n); /* a row's w log w, u */
     Layout *lay = malloc(sizeof(Layout) * nf);
     int32_t *idx = malloc(sizeof(int32_t) * nf * (n / 8 + 1));
-    if (!wlogw || !u || !lay || !idx) {
-        free(wlogw), free(u), free(lay), free(idx);
+    if (!terms || !u || !lay || !idx) {
+        free(terms), free(u), free(lay), free(idx);
         return 1;
     }
     layouts(f, Gf * Q * F, K, lay, idx);
@@ -86,25 +86,25 @@ int window_sums(const float *w, int64_t G, int64_t H, int64_t Q, int64_t K, cons
                 for (int64_t k = 0; k < K; k++) {
                     float v = x[k];
                     float l = v * logf(v > TINY ? v : TINY);
-                    wlogw[k] = l;
+                    terms[k] = l;
                     e += l;
                     m = v > m ? v : m;
                 }
-                ent[row] = e;
+                wlogw[row] = e;
                 top[row] = m;
                 for (int64_t j = 0; j < F; j++) sums[row * F + j] = sum_of(x, fr + j * K, lay + at + j, idx);
                 if (!nv) continue;
                 float o = 0.0f;
                 for (int64_t k = 0; k < K; k++) {
-                    o += wlogw[k] * nv[k] + x[k] * nl[k];
+                    o += terms[k] * nv[k] + x[k] * nl[k];
                     u[k] = x[k] * nv[k];
                 }
-                own[row] = o;
+                ulogu[row] = o;
                 for (int64_t j = 0; j < F; j++) usums[row * F + j] = sum_of(u, fr + j * K, lay + at + j, idx);
             }
         }
     }
-    free(wlogw), free(u), free(lay), free(idx);
+    free(terms), free(u), free(lay), free(idx);
     return 0;
 }
 

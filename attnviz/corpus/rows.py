@@ -183,7 +183,9 @@ def cell_sums(w: torch.Tensor, f: torch.Tensor, norms: torch.Tensor | None, scra
     "wlogw": of w log w, "top": the largest weight} and with norms {"usums": of u x f, "ulogu": of u log u} for
     u = w x norms (u log u = norms (w log w) + w (norms log norms): no second pass of logarithms). One pass over each
     row in C where it can (attnviz.corpus.native), else PyTorch's passes: the same sums to float32 rounding."""
-    out = native.window_sums(w, f, norms) if native.usable(w, f, norms) else None
+    out = None
+    if native.usable(w, f, norms):
+        out = native.window_sums(w, f, norms, None if norms is None else xlogx(norms))
     return pytorch_sums(w, f, norms, scratch) if out is None else out
 
 
